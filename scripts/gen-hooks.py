@@ -1,0 +1,281 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Generate the hook layer from the lists in hooks/*.hooks.
+
+From one row per intercepted symbol this writes:
+  gh_hooks.h       symbol ids, families, actions
+  gh_hooks.c       the wrappers and the symbol table
+  libgdrhook.map   the export map (one anonymous node: see style.md)
+  symbols.txt      the exported interposed names, for `make check`
+  test_symbols.c   one preload test per hooked symbol
+"""
+import argparse
+import os
+import re
+import sys
+
+ACTIONS = ("alloc", "free", "free_range", "ctx_destroy", "ctx_reset",
+           "ctx_release", "ctx_retain", "pool_trim", "pool_destroy",
+           "untracked", "manual", "dev_reset")
+KINDS = ("device", "managed", "host", "host_registered", "pool", "vmm", "ipc")
+FAMILIES = ("driver", "runtime", "libc", "verbs")
+
+
+class Row:
+    pass
+
+
+def die(path, lineno, msg):
+    sys.exit("%s:%d: %s" % (path, lineno, msg))
+
+
+def base_name(name):
+    return re.sub(r"(_v\d+)?(_pt(sz|ds))?$", "", name)
+
+
+def parse(paths):
+    rows = []
+    seen = {}
+    for path in paths:
+        family = None
+        with open(path) as f:
+            for lineno, line in enumerate(f, 1):
+                line = line.strip()
+                if not line or line.startswith("#"):
+                    continue
+                if line.startswith("@family"):
+                    family = line.split()[1]
+                    if family not in FAMILIES:
+                        die(path, lineno, "unknown family " + family)
+                    continue
+                if family is None:
+                    die(path, lineno, "row before @family")
+                cols = [c.strip() for c in line.split("|")]
+                if len(cols) != 4:
+                    die(path, lineno, "want 4 columns: name|ret|params|action")
+                r = Row()
+                r.name, r.ret, params, action = cols
+                r.family = family
+                r.path, r.lineno = path, lineno
+                if r.name in seen:
+                    die(path, lineno, "duplicate " + r.name)
+                seen[r.name] = r
+                r.params = [] if params == "void" else \
+                    [p.strip() for p in params.split(",")]
+                r.args = []
+                for p in r.params:
+                    m = re.search(r"([A-Za-z_]\w*)\s*$", p)
+                    if not m:
+                        die(path, lineno, "bad parameter " + p)
+                    r.args.append(m.group(1))
+                words = action.split()
+                r.action = words[0]
+                if r.action not in ACTIONS:
+                    die(path, lineno, "unknown action " + r.action)
+                r.kind = None
+                r.opts = {}
+                for w in words[1:]:
+                    if "=" in w:
+                        k, v = w.split("=", 1)
+                        r.opts[k] = v
+                    elif r.action == "alloc" and w in KINDS:
+                        r.kind = w
+                    else:
+                        die(path, lineno, "bad action word " + w)
+                if r.action == "alloc" and (r.kind is None or "ptr" not in r.opts
+                                            or "size" not in r.opts):
+                    die(path, lineno, "alloc needs KIND ptr= size=")
+                r.base = base_name(r.name)
+                rows.append(r)
+    return rows
+
+
+def proto(r, fname):
+    params = ", ".join(r.params) if r.params else "void"
+    return "%s %s(%s)" % (r.ret, fname, params)
+
+
+def typedef(r):
+    params = ", ".join(r.params) if r.params else "void"
+    return "typedef %s (*gh_pfn_%s)(%s);" % (r.ret, r.name, params)
+
+
+def call_args(r):
+    return ", ".join(r.args)
+
+
+def wrapper(r):
+    sid = "GH_SYM_" + r.name
+    o = r.opts
+    out = []
+    out.append(typedef(r))
+    out.append("GH_EXPORT %s;" % proto(r, r.name))
+    out.append("GH_EXPORT %s" % proto(r, r.name))
+    out.append("{")
+    out.append("\tgh_pfn_%s real = (gh_pfn_%s)gh_real_get(%s);" % (r.name, r.name, sid))
+    out.append("\tstruct gh_call c;")
+    out.append("\t%s rc;" % r.ret)
+    out.append("")
+    out.append("\tif (!real)")
+    out.append("\t\treturn %s;" % ("CUDA_ERROR_NOT_INITIALIZED" if r.family == "driver"
+                                   else "cudaErrorInitializationError"))
+    out.append("\tif (!gh_enter(&c, %s))" % sid)
+    out.append("\t\treturn real(%s);" % call_args(r))
+    a = r.action
+    if a == "free":
+        out.append("\tgh_free_pre(&c, (uint64_t)(uintptr_t)(%s));" % o["ptr"])
+    elif a == "free_range":
+        out.append("\tgh_free_range_pre(&c, (uint64_t)(uintptr_t)(%s), (uint64_t)(%s));"
+                   % (o["ptr"], o["size"]))
+    elif a == "ctx_destroy":
+        out.append("\tgh_ctx_destroy_pre(&c, (uint64_t)(uintptr_t)(%s));" % o["ctx"])
+    elif a in ("ctx_reset", "ctx_release"):
+        out.append("\tgh_%s_pre(&c, (int)(%s));" % (a, o["dev"]))
+    elif a == "dev_reset":
+        out.append("\tgh_dev_reset_pre(&c);")
+    elif a in ("pool_trim", "pool_destroy"):
+        out.append("\tgh_pool_pre(&c, (uint64_t)(uintptr_t)(%s));" % o["pool"])
+    out.append("\tgh_real_begin(&c);")
+    out.append("\trc = real(%s);" % call_args(r))
+    out.append("\tgh_real_end(&c, (int)rc);")
+    if a == "alloc":
+        size = o["size"]
+        size_expr = "GH_SIZE_FROM_DRIVER" if size == "@driver" else "(uint64_t)(%s)" % size
+        out.append("\tif (rc == 0)")
+        out.append("\t\tgh_alloc_post(&c, GDRHOOK_KIND_%s, (uint64_t)(uintptr_t)(%s), %s, %s, %s);"
+                   % (r.kind.upper(), o["ptr"], size_expr,
+                      "(uint64_t)(uintptr_t)(%s)" % o["pool"] if "pool" in o else "0",
+                      "(uint64_t)(%s)" % o["handle"] if "handle" in o else "0"))
+        out.append("\telse")
+        out.append("\t\tgh_failed_post(&c, GH_EV_ALLOC);")
+    elif a in ("free", "free_range", "ctx_destroy", "ctx_reset", "ctx_release",
+               "dev_reset", "pool_trim", "pool_destroy"):
+        out.append("\tgh_%s_post(&c);" % ("pool" if a.startswith("pool") else a))
+    elif a == "ctx_retain":
+        out.append("\tgh_ctx_retain_post(&c, rc == 0 ? (uint64_t)(uintptr_t)*(%s) : 0, (int)(%s));"
+                   % (o["ctxp"], o["dev"]))
+    elif a == "untracked":
+        out.append("\tgh_untracked_post(&c);")
+    out.append("\tgh_leave(&c);")
+    out.append("\treturn rc;")
+    out.append("}")
+    return "\n".join(out)
+
+
+EV_OF = {"pool_trim": "GH_EV_POOL_TRIM", "pool_destroy": "GH_EV_POOL_DESTROY"}
+
+
+def gen_header(rows):
+    o = ["/* Generated by scripts/gen-hooks.py from the hooks/ lists: do not edit. */",
+         "#ifndef GH_HOOKS_GEN_H", "#define GH_HOOKS_GEN_H", "",
+         "enum gh_sym_id {"]
+    o += ["\tGH_SYM_%s," % r.name for r in rows]
+    o += ["\tGH_SYM_COUNT", "};", ""]
+    o += ["enum gh_family {"]
+    o += ["\tGH_FAM_%s," % f.upper() for f in FAMILIES]
+    o += ["};", "", "enum gh_action {"]
+    o += ["\tGH_ACT_%s," % a.upper() for a in ACTIONS]
+    o += ["};", "",
+          "struct gh_sym {",
+          "\tconst char *name;",
+          "\tconst char *base;\t/* name without _vN/_ptsz/_ptds */",
+          "\tvoid *wrapper;",
+          "\tunsigned char family;\t/* enum gh_family */",
+          "\tunsigned char action;\t/* enum gh_action */",
+          "\tunsigned short ev;\t/* enum gh_ev of pool/ctx rows */",
+          "};", "",
+          "extern const struct gh_sym gh_syms[GH_SYM_COUNT];", "",
+          "#endif", ""]
+    return "\n".join(o)
+
+
+def gen_source(rows):
+    o = ["/* Generated by scripts/gen-hooks.py from the hooks/ lists: do not edit. */",
+         "#include \"hookrt.h\"", ""]
+    # The CUDA headers rename many entry points with macros (cuMemAlloc ->
+    # cuMemAlloc_v2); the wrappers must carry the exact exported names.
+    for r in rows:
+        if r.family in ("driver", "runtime"):
+            o.append("#undef %s" % r.name)
+            if r.base != r.name:
+                o.append("#undef %s" % r.base)
+    o.append("")
+    for r in rows:
+        if r.action == "manual":
+            continue
+        o.append(wrapper(r))
+        o.append("")
+    o.append("const struct gh_sym gh_syms[GH_SYM_COUNT] = {")
+    for r in rows:
+        w = ("gh_manual_" + r.name) if r.action == "manual" else r.name
+        ev = EV_OF.get(r.action, "0")
+        o.append("\t[GH_SYM_%s] = { \"%s\", \"%s\", (void *)%s, GH_FAM_%s, GH_ACT_%s, %s },"
+                 % (r.name, r.name, r.base, w, r.family.upper(),
+                    r.action.upper(), ev))
+    o.append("};")
+    o.append("")
+    return "\n".join(o)
+
+
+def gen_manual(rows):
+    o = ["/* Generated by scripts/gen-hooks.py from the hooks/ lists: do not edit.",
+         " * Hand-written wrappers (action manual), defined in src/. */",
+         "#ifndef GH_MANUAL_GEN_H", "#define GH_MANUAL_GEN_H", ""]
+    for r in rows:
+        if r.action == "manual":
+            o.append("%s;" % proto(r, "gh_manual_" + r.name))
+    o += ["", "#endif", ""]
+    return "\n".join(o)
+
+
+def gen_map(rows):
+    names = sorted(r.name for r in rows)
+    o = ["/* Generated by scripts/gen-hooks.py from the hooks/ lists: do not edit.",
+         " * One anonymous node: a base-version definition satisfies versioned",
+         " * references (ibv_reg_mr@IBVERBS_1.1), a named node would not. */",
+         "{", "\tglobal:"]
+    o += ["\t\t%s;" % n for n in names]
+    o += ["\t\tgdrhook_*;", "\tlocal:", "\t\t*;", "};", ""]
+    return "\n".join(o)
+
+
+def gen_tests(rows):
+    o = ["/* Generated by scripts/gen-hooks.py from the hooks/ lists: do not edit.",
+         " * One case per hooked symbol: see tests/preload/symbol_case.h. */",
+         "#include \"symbol_case.h\"", ""]
+    for r in rows:
+        o.append("TEST(sym_%s)\n{\n\tsymbol_case(\"%s\", \"%s\", \"%s\", \"%s\", %d);\n}\n"
+                 % (r.name, r.name, r.base, r.family, r.action, len(r.params)))
+    o.append("TEST_MAIN()")
+    o.append("")
+    return "\n".join(o)
+
+
+def write(path, text):
+    old = None
+    if os.path.exists(path):
+        with open(path) as f:
+            old = f.read()
+    if old != text:
+        with open(path, "w") as f:
+            f.write(text)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("lists", nargs="+")
+    a = ap.parse_args()
+    rows = parse(a.lists)
+    os.makedirs(a.out, exist_ok=True)
+    write(os.path.join(a.out, "gh_hooks.h"), gen_header(rows))
+    write(os.path.join(a.out, "gh_hooks.c"), gen_source(rows))
+    write(os.path.join(a.out, "gh_manual.h"), gen_manual(rows))
+    write(os.path.join(a.out, "libgdrhook.map"), gen_map(rows))
+    write(os.path.join(a.out, "symbols.txt"),
+          "".join(n + "\n" for n in sorted(r.name for r in rows)))
+    write(os.path.join(a.out, "test_symbols.c"), gen_tests(rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Per-call bookkeeping shared by every wrapper: the reentrancy guard,
+ * timing, errno preservation and runtime-over-driver nesting.
+ *
+ * The CUDA runtime reaches the driver through pointers it got from
+ * cuGetProcAddress, which are our driver wrappers.  A driver call made
+ * inside a runtime call (cudaMalloc -> cuMemAlloc_v2) does the registry
+ * work, because the driver level knows the context, and is labelled with
+ * the runtime call the program made.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "internal.h"
+#include "hookrt.h"
+
+struct gh_tls {
+	int busy;		/* inside gdrhook's own code */
+	struct gh_call *rt_outer; /* runtime call in progress */
+};
+
+static __thread struct gh_tls tls __attribute__((tls_model("initial-exec")));
+
+int gh_enter(struct gh_call *c, unsigned int sym)
+{
+	int saved = errno;
+
+	if (!gh_active() || tls.busy) {
+		errno = saved;
+		return 0;
+	}
+	memset(c, 0, sizeof(*c));
+	c->sym = sym;
+	c->api = gh_syms[sym].name;
+	c->saved_errno = saved;
+	c->dev = -1;
+	if (gh_syms[sym].family == GH_FAM_RUNTIME) {
+		if (tls.rt_outer) {
+			errno = saved;
+			return 0;
+		}
+		tls.rt_outer = c;
+	} else if (tls.rt_outer) {
+		c->outer = tls.rt_outer;
+		c->api = c->outer->api;
+	}
+	tls.busy = 1;
+	gh_note_cuda_used();
+	return 1;
+}
+
+void gh_real_begin(struct gh_call *c)
+{
+	tls.busy = 0;
+	c->t0 = gh_now_ns();
+	errno = c->saved_errno;
+}
+
+void gh_real_end(struct gh_call *c, int rc)
+{
+	c->saved_errno = errno;
+	c->t1 = gh_now_ns();
+	c->rc = rc;
+	tls.busy = 1;
+}
+
+void gh_leave(struct gh_call *c)
+{
+	if (tls.rt_outer == c)
+		tls.rt_outer = NULL;
+	tls.busy = 0;
+	errno = c->saved_errno;
+}
+
+/* Run fn with the guard up, so CUDA calls it makes pass straight through. */
+int gh_guard_enter(void)
+{
+	int was = tls.busy;
+
+	tls.busy = 1;
+	return was;
+}
+
+void gh_guard_leave(int was)
+{
+	tls.busy = was;
+}

@@ -1,0 +1,206 @@
+// SPDX-License-Identifier: MIT
+/*
+ * GDRHOOK_* configuration: one table, parsed once from environ at init.
+ * The README's variable table is printed from the same rows
+ * (gh_config_print_markdown, via `make doc`).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "log.h"
+
+struct gh_config gh_cfg;
+
+enum gh_opt_type { GH_OPT_BOOL, GH_OPT_STR, GH_OPT_LEVEL, GH_OPT_SIZE };
+
+struct gh_opt {
+	const char *name;	/* without the GDRHOOK_ prefix */
+	const char *def;
+	enum gh_opt_type type;
+	size_t offset;
+	const char *doc;
+};
+
+#define GH_OPT(n, d, t, field, doc) \
+	{ n, d, t, offsetof(struct gh_config, field), doc }
+
+static const struct gh_opt gh_opts[] = {
+	GH_OPT("ENABLE", "1", GH_OPT_BOOL, enable,
+	       "`0` makes gdrhook a pure pass-through: no registry, no log, no caching."),
+	GH_OPT("LOG", "", GH_OPT_STR, log_path,
+	       "Write the event log (JSON Lines) to this path, or `stderr`; `%p` expands to the pid. Unset: no log, and no formatting on any hook path."),
+	GH_OPT("LOG_LEVEL", "warn", GH_OPT_LEVEL, log_level,
+	       "Diagnostics on stderr: `none`, `error`, `warn`, `info` or `debug`."),
+	GH_OPT("LOG_BUFFER", "1048576", GH_OPT_SIZE, log_ring_bytes,
+	       "Event log buffer per thread, in bytes (suffixes k, m, g). Events that do not fit are counted and reported at exit."),
+	GH_OPT("STATS", "0", GH_OPT_BOOL, stats,
+	       "`1` prints the counters to stderr at exit."),
+	GH_OPT("VALIDATE", "0", GH_OPT_BOOL, validate,
+	       "`1` is audit mode: every event and lookup is cross-checked against the driver (`cuMemGetAddressRange`, buffer ID) and the live set is swept at exit; disagreements become `audit` events and a counter."),
+	GH_OPT("LIBCUDA", "libcuda.so.1", GH_OPT_STR, libcuda,
+	       "The driver library real entry points are resolved from."),
+	GH_OPT("STRICT", "0", GH_OPT_BOOL, strict,
+	       "`1` aborts the process when the registry becomes untrusted, instead of running on with caching off."),
+};
+
+#define GH_NOPTS (sizeof(gh_opts) / sizeof(gh_opts[0]))
+#define GH_PREFIX "GDRHOOK_"
+#define GH_PREFIX_LEN 8
+
+static int parse_bool(const char *s, int *v_p)
+{
+	if (!strcmp(s, "1") || !strcasecmp(s, "yes") || !strcasecmp(s, "on") ||
+	    !strcasecmp(s, "true"))
+		*v_p = 1;
+	else if (!strcmp(s, "0") || !strcasecmp(s, "no") ||
+		 !strcasecmp(s, "off") || !strcasecmp(s, "false"))
+		*v_p = 0;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+static int parse_level(const char *s, int *v_p)
+{
+	static const char *const names[] = { "none", "error", "warn", "info",
+					     "debug" };
+
+	for (int i = 0; i < 5; i++) {
+		if (!strcasecmp(s, names[i])) {
+			*v_p = i;
+			return 0;
+		}
+	}
+	if (s[0] >= '0' && s[0] <= '4' && !s[1]) {
+		*v_p = s[0] - '0';
+		return 0;
+	}
+	return -EINVAL;
+}
+
+static int parse_size(const char *s, uint64_t *v_p)
+{
+	uint64_t v = 0;
+	const char *p = s;
+
+	if (!*p)
+		return -EINVAL;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		if (v > UINT64_MAX / 10)
+			return -ERANGE;
+		v = v * 10 + (uint64_t)(*p - '0');
+	}
+	switch (*p) {
+	case 'k': case 'K': v <<= 10; p++; break;
+	case 'm': case 'M': v <<= 20; p++; break;
+	case 'g': case 'G': v <<= 30; p++; break;
+	}
+	if (*p || p == s)
+		return -EINVAL;
+	*v_p = v;
+	return 0;
+}
+
+static int apply(const struct gh_opt *o, const char *val)
+{
+	char *field = (char *)&gh_cfg + o->offset;
+
+	switch (o->type) {
+	case GH_OPT_BOOL:
+		return parse_bool(val, (int *)field);
+	case GH_OPT_LEVEL:
+		return parse_level(val, (int *)field);
+	case GH_OPT_SIZE:
+		return parse_size(val, (uint64_t *)field);
+	case GH_OPT_STR:
+		*(const char **)field = *val ? val : NULL;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+static const struct gh_opt *find_opt(const char *name, size_t len)
+{
+	for (size_t i = 0; i < GH_NOPTS; i++)
+		if (strlen(gh_opts[i].name) == len &&
+		    !strncmp(gh_opts[i].name, name, len))
+			return &gh_opts[i];
+	return NULL;
+}
+
+/*
+ * Defaults first, then environ.  getenv-free walk of environ so unknown
+ * GDRHOOK_* names (typos) can be reported.  Returns the number of bad
+ * values (each already reported; its default is kept).
+ */
+int gh_config_load(void)
+{
+	extern char **environ;
+	int bad = 0;
+
+	for (size_t i = 0; i < GH_NOPTS; i++)
+		apply(&gh_opts[i], gh_opts[i].def);
+	gh_log_level = gh_cfg.log_level;
+	for (char **e = environ; e && *e; e++) {
+		const char *name, *eq;
+		const struct gh_opt *o;
+
+		if (strncmp(*e, GH_PREFIX, GH_PREFIX_LEN))
+			continue;
+		name = *e + GH_PREFIX_LEN;
+		eq = strchr(name, '=');
+		if (!eq)
+			continue;
+		o = find_opt(name, (size_t)(eq - name));
+		if (!o) {
+			gh_warn("unknown variable ignored: %s", *e);
+			continue;
+		}
+		if (apply(o, eq + 1)) {
+			apply(o, o->def);
+			gh_warn("bad value \"%s\" for " GH_PREFIX "%s, using \"%s\"",
+				eq + 1, o->name, o->def);
+			bad++;
+		}
+		if (o->type == GH_OPT_LEVEL)
+			gh_log_level = gh_cfg.log_level;
+	}
+	return bad;
+}
+
+static void put(int fd, const char *s)
+{
+	size_t n = strlen(s);
+
+	while (n) {
+		ssize_t w = write(fd, s, n);
+
+		if (w <= 0)
+			return;
+		s += w;
+		n -= (size_t)w;
+	}
+}
+
+void gh_config_print_markdown(int fd)
+{
+	put(fd, "| variable | default | meaning |\n|---|---|---|\n");
+	for (size_t i = 0; i < GH_NOPTS; i++) {
+		put(fd, "| `" GH_PREFIX);
+		put(fd, gh_opts[i].name);
+		put(fd, "` | ");
+		if (*gh_opts[i].def) {
+			put(fd, "`");
+			put(fd, gh_opts[i].def);
+			put(fd, "`");
+		} else {
+			put(fd, "unset");
+		}
+		put(fd, " | ");
+		put(fd, gh_opts[i].doc);
+		put(fd, " |\n");
+	}
+}

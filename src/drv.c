@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Driver calls gdrhook makes for itself (context and device of a new
+ * allocation, audit queries).  They go to the real entry points, never
+ * through our wrappers, and are resolved once from libcuda.
+ */
+#include <stddef.h>
+#include <string.h>
+
+#include "internal.h"
+#include "hookrt.h"
+
+enum drv_fn {
+	DRV_CTX_GET_CURRENT,
+	DRV_CTX_GET_DEVICE,
+	DRV_MEM_GET_ADDRESS_RANGE,
+	DRV_POINTER_GET_ATTRIBUTE,
+	DRV_PRIMARY_GET_STATE,
+	DRV_ALLOC_PROPS_FROM_HANDLE,
+	DRV_COUNT
+};
+
+static const char *const drv_names[DRV_COUNT] = {
+	"cuCtxGetCurrent",
+	"cuCtxGetDevice",
+	"cuMemGetAddressRange_v2",
+	"cuPointerGetAttribute",
+	"cuDevicePrimaryCtxGetState",
+	"cuMemGetAllocationPropertiesFromHandle",
+};
+
+static void *drv_ptr[DRV_COUNT];
+
+static void *drv(enum drv_fn f)
+{
+	void *p = __atomic_load_n(&drv_ptr[f], __ATOMIC_ACQUIRE);
+	void *h;
+
+	if (GH_LIKELY(p != NULL))
+		return p;
+	h = gh_libcuda_handle();
+	if (!h)
+		return NULL;
+	p = gh_real_dlsym(h, drv_names[f]);
+	if (p && gh_addr_is_ours(p))
+		p = NULL;
+	__atomic_store_n(&drv_ptr[f], p, __ATOMIC_RELEASE);
+	return p;
+}
+
+int gh_drv_ctx_current(uint64_t *ctx_p)
+{
+	CUresult (*f)(CUcontext *) = drv(DRV_CTX_GET_CURRENT);
+	CUcontext ctx = NULL;
+
+	if (!f || f(&ctx) != CUDA_SUCCESS)
+		return -1;
+	*ctx_p = (uint64_t)(uintptr_t)ctx;
+	return 0;
+}
+
+int gh_drv_ctx_device(int *dev_p)
+{
+	CUresult (*f)(CUdevice *) = drv(DRV_CTX_GET_DEVICE);
+	CUdevice dev = -1;
+
+	if (!f || f(&dev) != CUDA_SUCCESS)
+		return -1;
+	*dev_p = dev;
+	return 0;
+}
+
+int gh_drv_range(uint64_t ptr, uint64_t *base_p, uint64_t *size_p)
+{
+	CUresult (*f)(CUdeviceptr *, size_t *, CUdeviceptr) =
+		drv(DRV_MEM_GET_ADDRESS_RANGE);
+	CUdeviceptr base = 0;
+	size_t size = 0;
+
+	if (!f || f(&base, &size, (CUdeviceptr)ptr) != CUDA_SUCCESS)
+		return -1;
+	*base_p = base;
+	*size_p = size;
+	return 0;
+}
+
+int gh_drv_buffer_id(uint64_t ptr, uint64_t *id_p)
+{
+	CUresult (*f)(void *, CUpointer_attribute, CUdeviceptr) =
+		drv(DRV_POINTER_GET_ATTRIBUTE);
+	unsigned long long id = 0;
+
+	if (!f || f(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, (CUdeviceptr)ptr) !=
+	    CUDA_SUCCESS)
+		return -1;
+	*id_p = id;
+	return 0;
+}
+
+int gh_drv_pointer_attrs(uint64_t ptr, uint64_t *ctx_p, int *dev_p)
+{
+	CUresult (*f)(void *, CUpointer_attribute, CUdeviceptr) =
+		drv(DRV_POINTER_GET_ATTRIBUTE);
+	CUcontext ctx = NULL;
+	int dev = -1;
+
+	if (!f)
+		return -1;
+	if (f(&ctx, CU_POINTER_ATTRIBUTE_CONTEXT, (CUdeviceptr)ptr) !=
+	    CUDA_SUCCESS)
+		ctx = NULL;
+	if (f(&dev, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (CUdeviceptr)ptr) !=
+	    CUDA_SUCCESS)
+		dev = -1;
+	*ctx_p = (uint64_t)(uintptr_t)ctx;
+	*dev_p = dev;
+	return 0;
+}
+
+int gh_drv_primary_active(int dev)
+{
+	CUresult (*f)(CUdevice, unsigned int *, int *) =
+		drv(DRV_PRIMARY_GET_STATE);
+	unsigned int flags = 0;
+	int active = 0;
+
+	if (!f || f((CUdevice)dev, &flags, &active) != CUDA_SUCCESS)
+		return 0;
+	return active;
+}
+
+/*
+ * The handle of an active primary context: retain then release it (the
+ * count stays >= 1 because it is active, so this never destroys it).
+ */
+int gh_drv_primary_ctx(int dev, uint64_t *ctx_p)
+{
+	CUresult (*retain)(CUcontext *, CUdevice);
+	CUresult (*release)(CUdevice);
+	CUcontext ctx = NULL;
+
+	if (!gh_drv_primary_active(dev))
+		return -1;
+	retain = gh_real_get(GH_SYM_cuDevicePrimaryCtxRetain);
+	release = gh_real_get(GH_SYM_cuDevicePrimaryCtxRelease_v2);
+	if (!retain || !release || retain(&ctx, (CUdevice)dev) != CUDA_SUCCESS)
+		return -1;
+	release((CUdevice)dev);
+	*ctx_p = (uint64_t)(uintptr_t)ctx;
+	return 0;
+}
+
+int gh_drv_vmm_device(uint64_t handle, int *dev_p)
+{
+	CUresult (*f)(CUmemAllocationProp *, CUmemGenericAllocationHandle) =
+		drv(DRV_ALLOC_PROPS_FROM_HANDLE);
+	CUmemAllocationProp prop;
+
+	memset(&prop, 0, sizeof(prop));
+	if (!f || f(&prop, (CUmemGenericAllocationHandle)handle) !=
+	    CUDA_SUCCESS)
+		return -1;
+	*dev_p = prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE ?
+		 prop.location.id : -1;
+	return 0;
+}

@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What a generated wrapper (build/gen/gh_hooks.c) calls around the real
+ * function.  The contract every wrapper follows:
+ *
+ *   real = gh_real_get(sym)          the real entry point (resolved lazily)
+ *   gh_enter()                       0: pass straight through (disabled,
+ *                                    nested in our own code, before init)
+ *   gh_*_pre()                       frees: unregister BEFORE the real call
+ *   gh_real_begin(); real(); gh_real_end()
+ *   gh_*_post()                      allocations: register AFTER success
+ *   gh_leave()                       restores the real call's errno
+ *
+ * None of these call malloc or stdio or block on a lock held by non-hook
+ * code.
+ */
+#ifndef GH_HOOKRT_H
+#define GH_HOOKRT_H
+
+#include <stdint.h>
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include "gdrhook.h"
+#include "gh_hooks.h"
+#include "gh_manual.h"
+#include "evrec.h"
+#include "registry.h"
+
+#define GH_EXPORT __attribute__((visibility("default")))
+#define GH_SIZE_FROM_DRIVER UINT64_MAX
+
+struct gh_call {
+	unsigned int sym;
+	const char *api;	/* what the program called (log "api") */
+	struct gh_call *outer;	/* runtime call this driver call is inside */
+	uint64_t t0, t1;
+	int saved_errno;
+	int rc;
+	int skip;		/* an outer call already did this work */
+	int nested_allocs;	/* allocations registered by nested calls */
+	int has_gone;
+	struct gh_range gone;	/* what a free unregistered */
+	uint64_t arg;		/* ctx/pool/ptr of the call */
+	uint64_t arg2;		/* size of a range free */
+	int dev;
+	uint64_t dropped, dropped_bytes;
+};
+
+void *gh_real_get(unsigned int sym);
+
+int gh_enter(struct gh_call *c, unsigned int sym);
+void gh_leave(struct gh_call *c);
+void gh_real_begin(struct gh_call *c);
+void gh_real_end(struct gh_call *c, int rc);
+
+void gh_alloc_post(struct gh_call *c, unsigned int kind, uint64_t ptr,
+		   uint64_t size, uint64_t pool, uint64_t vmm_handle);
+void gh_failed_post(struct gh_call *c, unsigned int ev);
+void gh_free_pre(struct gh_call *c, uint64_t ptr);
+void gh_free_post(struct gh_call *c);
+void gh_free_range_pre(struct gh_call *c, uint64_t ptr, uint64_t size);
+void gh_free_range_post(struct gh_call *c);
+void gh_ctx_destroy_pre(struct gh_call *c, uint64_t ctx);
+void gh_ctx_destroy_post(struct gh_call *c);
+void gh_ctx_reset_pre(struct gh_call *c, int dev);
+void gh_ctx_reset_post(struct gh_call *c);
+void gh_ctx_release_pre(struct gh_call *c, int dev);
+void gh_ctx_release_post(struct gh_call *c);
+void gh_ctx_retain_post(struct gh_call *c, uint64_t ctx, int dev);
+void gh_dev_reset_pre(struct gh_call *c);
+void gh_dev_reset_post(struct gh_call *c);
+void gh_pool_pre(struct gh_call *c, uint64_t pool);
+void gh_pool_post(struct gh_call *c);
+void gh_untracked_post(struct gh_call *c);
+
+#endif

@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: MIT */
+/* Internal declarations shared across src/. */
+#ifndef GH_INTERNAL_H
+#define GH_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gdrhook.h"
+#include "registry.h"
+#include "evrec.h"
+#include "clock.h"
+
+#define GH_HIDDEN __attribute__((visibility("hidden")))
+#define GH_EXPORT __attribute__((visibility("default")))
+#define GH_LIKELY(x) __builtin_expect(!!(x), 1)
+#define GH_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* Parsed GDRHOOK_* configuration (config.c); read-only after init. */
+struct gh_config {
+	int enable;
+	const char *log_path;
+	int log_level;
+	int stats;
+	int validate;
+	uint64_t log_ring_bytes;
+	const char *libcuda;
+	int strict;
+};
+extern struct gh_config gh_cfg;
+
+int gh_config_load(void);
+/* Print the variable table as Markdown (scripts/gen docs, --help). */
+void gh_config_print_markdown(int fd);
+
+/* Process-wide state (init.c). */
+enum gh_state {
+	GH_STATE_UNINIT = 0,
+	GH_STATE_ACTIVE,
+	GH_STATE_DISABLED,	/* GDRHOOK_ENABLE=0 or init failed */
+};
+extern int gh_state;
+void gh_init(void);		/* idempotent; safe from any hook */
+static inline int gh_active(void)
+{
+	int s = __atomic_load_n(&gh_state, __ATOMIC_ACQUIRE);
+
+	if (GH_UNLIKELY(s == GH_STATE_UNINIT)) {
+		gh_init();
+		s = __atomic_load_n(&gh_state, __ATOMIC_ACQUIRE);
+	}
+	return s == GH_STATE_ACTIVE;
+}
+/* Arm the exit-time work (audit sweep, log flush) once CUDA is used. */
+void gh_note_cuda_used(void);
+
+/* Untrusted registry (a memory entry point reached with no wrapper). */
+extern int gh_untrusted;
+void gh_mark_untrusted(const char *api, const char *why);
+
+/* Loader access (resolve.c). */
+void *gh_real_dlsym(void *handle, const char *name);
+void *gh_real_dlvsym(void *handle, const char *name, const char *version);
+void *gh_libcuda_handle(void);
+int gh_addr_is_ours(const void *p);
+/* Wrapper for a function pointer the program obtained from a resolver:
+ * returns the wrapper to hand out instead of p, or p itself. */
+void *gh_substitute(const char *requested, void *p, const char *route);
+int gh_sym_find(const char *name);
+
+/* Real driver calls made by gdrhook itself, never through a wrapper. */
+struct gh_drv;
+int gh_drv_ctx_current(uint64_t *ctx_p);
+int gh_drv_ctx_device(int *dev_p);
+int gh_drv_range(uint64_t ptr, uint64_t *base_p, uint64_t *size_p);
+int gh_drv_buffer_id(uint64_t ptr, uint64_t *id_p);
+int gh_drv_primary_ctx(int dev, uint64_t *ctx_p);	/* 0 if active */
+int gh_drv_primary_active(int dev);
+int gh_drv_vmm_device(uint64_t handle, int *dev_p);
+int gh_drv_pointer_attrs(uint64_t ptr, uint64_t *ctx_p, int *dev_p);
+
+/* Subscribers (subscribers.c). */
+void gh_subscribers_notify(uint32_t type, const struct gh_range *r,
+			   const char *api);
+
+/* Counters (stats.c). */
+struct gh_counters {
+	uint64_t allocs, frees, frees_untracked, failed_calls;
+	uint64_t implicit_frees, lookups, untrusted;
+	uint64_t audit_checks, audit_disagreements;
+	uint64_t peak_live_bytes;
+};
+extern struct gh_counters gh_ctr;
+#define GH_COUNT(field, n) \
+	__atomic_add_fetch(&gh_ctr.field, (n), __ATOMIC_RELAXED)
+void gh_stats_note_live(void);
+void gh_stats_print(void);
+
+/* Audit mode (audit.c, GDRHOOK_VALIDATE=1). */
+void gh_audit_alloc(const struct gh_range *r, const char *api);
+void gh_audit_free(const struct gh_range *r, const char *api);
+void gh_audit_lookup(uint64_t ptr, int rc, const struct gh_range *r);
+void gh_audit_sweep(void);
+void gh_audit_report(const char *api, uint64_t ptr, uint64_t size,
+		     uint64_t gen, const char *what);
+
+/* Guard for gdrhook-initiated work outside a wrapper (call.c). */
+int gh_guard_enter(void);
+void gh_guard_leave(int was);
+
+/* Emit one event to the log (when configured). */
+void gh_emit(const struct gh_evrec *r);
+
+#endif

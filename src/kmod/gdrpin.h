@@ -1,0 +1,233 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * gdrpin internal declarations.
+ *
+ * Objects
+ *   struct gdrpin_ctx   one per open file; kref'd (the file and every pin
+ *                       hold a reference), bound to the opener's tgid + mm.
+ *   struct gdrpin_range one pinned range (kapi name); kref'd (the fd's table, the ticket
+ *                       table, in-flight free callbacks and in-kernel API
+ *                       users hold references).
+ *   ticket              a u64 that never repeats; the free callback receives
+ *                       it as its data and looks the pin up in a global hash
+ *                       under gdrpin_ticket_lock. A callback for a ticket that
+ *                       is gone finds nothing and returns: no raw pointer to
+ *                       a pin is ever given to the NVIDIA driver.
+ *
+ * Lock order (outer first; a lock is never taken while holding one below it)
+ *   1. gdrpin_ctx_list_lock   mutex: global list of contexts (kapi lookups)
+ *   2. ctx->lock              mutex: ctx->pins (slot -> pin), seq, provider
+ *   3. gdrpin_prov_lock       mutex: provider symbol_get/symbol_put
+ *   4. pin->notify_lock       mutex: pin->notifiers, pin->notified
+ *   5. pin->map_lock          mutex: pin->maps and each map->m
+ *   6. pin->lock              spinlock: state, cb_* flags, nv_busy, pt
+ *   6. gdrpin_ticket_lock     spinlock: ticket hash (never nested with 6)
+ *   7. ctx->ev_lock           spinlock: status page, revoked list, eventfd
+ *
+ * nv-p2p calls that can take NVIDIA's internal locks (get_pages*,
+ * put_pages*, dma_map_pages, dma_unmap_pages) are made with NO gdrpin lock
+ * held. The free callback runs under NVIDIA's locks, so it may take
+ * notify_lock, map_lock, pin->lock, gdrpin_ticket_lock and ctx->ev_lock
+ * (none of which is held across an nv-p2p call) but never ctx->lock.
+ * nvidia_p2p_free_page_table and nvidia_p2p_free_dma_mapping take no NVIDIA
+ * lock and may be called with map_lock held.
+ *
+ * Who frees the page table (the gdrcopy PR #332 use-after-free came from
+ * getting this wrong): a pin is torn down exactly once, by the first of
+ *   (a) the owner (unpin, close): state ACTIVE -> RELEASING, then it calls
+ *       put_pages; or
+ *   (b) the free callback: state -> REVOKED, cb_fired.
+ * After (b) the page table and DMA mappings must be released with the
+ * free_* calls, never put_pages. They are released by whoever is last out:
+ * the callback itself when no gdrpin thread is inside an nv-p2p call on the
+ * pin (nv_busy == 0), otherwise the thread whose nv-p2p call ends last.
+ * The pin memory itself is freed by kref, so a callback that races with
+ * unpin/close never touches freed memory.
+ */
+#ifndef GDRPIN_H
+#define GDRPIN_H
+
+#include <linux/atomic.h>
+#include <linux/hashtable.h>
+#include <linux/kref.h>
+#include <linux/list.h>
+#include <linux/mutex.h>
+#include <linux/spinlock.h>
+#include <linux/types.h>
+#include <linux/wait.h>
+#include <linux/xarray.h>
+
+#include "gdrpin_ioctl.h"
+#include "gdrpin_kapi.h"
+#include "gdrpin_nvp2p.h"
+
+#define GDRPIN_MAX_SLOTS	(1U << GDRPIN_HANDLE_SLOT_BITS)
+
+/* Module parameters (gdrpin_main.c). */
+extern unsigned long gdrpin_max_pinned_bytes;
+extern unsigned long gdrpin_max_pin_len;
+extern unsigned int gdrpin_status_pages;
+
+/* --- provider (gdrpin_p2p.c) ------------------------------------------- */
+
+struct gdrpin_provider {
+	typeof(&nvidia_p2p_get_pages) get_pages;
+	typeof(&nvidia_p2p_put_pages) put_pages;
+	typeof(&nvidia_p2p_get_pages_persistent) get_pages_persistent;
+	typeof(&nvidia_p2p_put_pages_persistent) put_pages_persistent;
+	typeof(&nvidia_p2p_free_page_table) free_page_table;
+	typeof(&nvidia_p2p_dma_map_pages) dma_map_pages;
+	typeof(&nvidia_p2p_dma_unmap_pages) dma_unmap_pages;
+	typeof(&nvidia_p2p_free_dma_mapping) free_dma_mapping;
+};
+
+/* Valid while a reference taken with gdrpin_provider_get() is held. */
+extern struct gdrpin_provider gdrpin_nv;
+
+int gdrpin_provider_get(void);
+void gdrpin_provider_put(void);
+u64 gdrpin_provider_caps(void);
+
+/* --- per-fd context ---------------------------------------------------- */
+
+struct gdrpin_ctx {
+	struct kref ref;
+	struct list_head node;		/* gdrpin_ctx_list */
+	struct pid *tgid;		/* opener */
+	struct mm_struct *mm;		/* opener's mm (mmgrab'd, compared) */
+
+	struct mutex lock;
+	struct xarray pins;		/* slot -> pin (ACTIVE or REVOKED) */
+	u64 seq;			/* last generation handed out */
+	bool prov_held;
+	bool dead;			/* released: no new pins */
+	u64 npins;			/* entries in pins */
+
+	spinlock_t ev_lock;
+	struct list_head revoked;	/* revoked pins not yet released */
+	u64 nrevoked;
+	u64 revocations;
+	struct eventfd_ctx *evfd;
+	wait_queue_head_t wq;
+
+	struct gdrpin_status_header *status;	/* vmalloc_user */
+	struct gdrpin_status_slot *slots;
+	u32 status_size;
+	u32 nslots;
+
+	atomic64_t pinned_bytes;
+};
+
+extern struct mutex gdrpin_ctx_list_lock;
+extern struct list_head gdrpin_ctx_list;
+
+void gdrpin_ctx_get(struct gdrpin_ctx *ctx);
+void gdrpin_ctx_put(struct gdrpin_ctx *ctx);
+
+/* --- pins (gdrpin_pin.c) ----------------------------------------------- */
+
+enum gdrpin_pin_state {
+	GDRPIN_PS_PINNING,
+	GDRPIN_PS_ACTIVE,
+	GDRPIN_PS_RELEASING,
+	GDRPIN_PS_REVOKED,
+};
+
+struct gdrpin_dma_map {
+	struct list_head node;		/* pin->maps */
+	struct pci_dev *pdev;		/* referenced */
+	struct nvidia_p2p_dma_mapping *m;	/* NULL once unmapped/freed */
+	bool orphan;			/* user gave it back; gdrpin frees it */
+};
+
+struct gdrpin_range {
+	struct kref ref;
+	struct gdrpin_ctx *ctx;		/* referenced */
+	u64 handle;
+	u64 gen;
+	u32 slot;
+	u32 mode;
+	u64 va;
+	u64 len;
+	u32 page_size;
+	u32 entries;
+	u8 uuid[16];
+	u64 pin_ns;
+
+	u64 ticket;
+	struct hlist_node tnode;	/* gdrpin_ticket_hash */
+	bool in_tickets;
+
+	spinlock_t lock;
+	enum gdrpin_pin_state state;
+	bool cb_fired;			/* the free callback ran (or is running) */
+	bool cb_running;		/* callback is still notifying */
+	bool pt_freed;			/* page table released */
+	int nv_busy;			/* gdrpin threads inside nv-p2p calls */
+	wait_queue_head_t busy_wq;
+	struct nvidia_p2p_page_table *pt;
+
+	struct mutex map_lock;
+	struct list_head maps;
+
+	struct mutex notify_lock;
+	struct list_head notifiers;
+	bool notified;
+
+	bool listed;			/* owns its slot (ctx->lock + ev_lock) */
+	struct list_head revoked_node;	/* ctx->revoked, under ctx->ev_lock */
+	struct list_head tmp_node;	/* private lists of the releasing thread */
+};
+
+int gdrpin_pin_create(struct gdrpin_ctx *ctx, struct gdrpin_pin_args *args);
+struct gdrpin_range *gdrpin_pin_lookup(struct gdrpin_ctx *ctx, u64 handle);
+void gdrpin_pin_unlist(struct gdrpin_ctx *ctx, struct gdrpin_range *pin);
+void gdrpin_pin_teardown(struct gdrpin_range *pin);
+void gdrpin_pin_get(struct gdrpin_range *pin);
+void gdrpin_pin_put(struct gdrpin_range *pin);
+void gdrpin_pin_notify(struct gdrpin_range *pin, int reason);
+u32 gdrpin_pin_user_state(struct gdrpin_range *pin);
+bool gdrpin_pin_busy_enter(struct gdrpin_range *pin);
+void gdrpin_pin_busy_exit(struct gdrpin_range *pin);
+
+extern wait_queue_head_t gdrpin_live_wq;
+extern atomic_t gdrpin_live_ctx;
+
+/* --- status page and events (gdrpin_status.c) -------------------------- */
+
+int gdrpin_status_alloc(struct gdrpin_ctx *ctx);
+void gdrpin_status_free(struct gdrpin_ctx *ctx);
+int gdrpin_status_mmap(struct gdrpin_ctx *ctx, struct vm_area_struct *vma);
+void gdrpin_status_set(struct gdrpin_ctx *ctx, u32 slot, u64 gen, u32 state);
+void gdrpin_status_revoked(struct gdrpin_ctx *ctx, struct gdrpin_range *pin);
+bool gdrpin_status_unlist(struct gdrpin_ctx *ctx, struct gdrpin_range *pin);
+int gdrpin_status_set_eventfd(struct gdrpin_ctx *ctx, int fd);
+
+/* --- accounting (gdrpin_stats.c) --------------------------------------- */
+
+struct gdrpin_counters {
+	atomic64_t pins;
+	atomic64_t unpins;
+	atomic64_t revocations;
+	atomic64_t legacy_fallbacks;
+	atomic64_t fail_nomem;
+	atomic64_t fail_inval;
+	atomic64_t fail_nospc;
+	atomic64_t fail_nodev;
+	atomic64_t fail_other;
+	atomic64_t pin_ns_total;
+	atomic64_t pin_ns_max;
+	atomic64_t pinned_bytes;
+	atomic64_t live_pins;
+	atomic64_t kapi_refs;
+};
+
+extern struct gdrpin_counters gdrpin_cnt;
+extern const struct attribute_group *gdrpin_attr_groups[];
+
+bool gdrpin_quota_reserve(u64 bytes);
+void gdrpin_quota_release(u64 bytes);
+void gdrpin_count_failure(int err);
+void gdrpin_count_pin_time(u64 ns);
+
+#endif /* GDRPIN_H */

@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Diagnostics on stderr (see log.h): one write(2) per message, no malloc,
+ * no stdio, errno preserved, a per-thread recursion guard and a cap on the
+ * number of messages per process.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "fmt.h"
+#include "log.h"
+
+/* TLS behind gh_gettid() (clock.h is header-only). */
+__thread int32_t gh_tid_cache_ __attribute__((tls_model("initial-exec")));
+
+int gh_log_level = GH_LOG_WARN;
+
+#define GH_LOG_MAX_MSGS	1000
+#define GH_LOG_LINE	1024
+
+static unsigned int gh_log_count;
+static __thread int gh_log_busy __attribute__((tls_model("initial-exec")));
+
+static const char *const gh_log_names[] = {
+	[GH_LOG_NONE] = "none",
+	[GH_LOG_ERR] = "error",
+	[GH_LOG_WARN] = "warning",
+	[GH_LOG_INFO] = "info",
+	[GH_LOG_DEBUG] = "debug",
+};
+
+static void gh_log_write(const char *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(STDERR_FILENO, p, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return;
+		p += w;
+		n -= (size_t)w;
+	}
+}
+
+void gh_log_emit(int level, const char *fmt, ...)
+{
+	char line[GH_LOG_LINE];
+	struct gh_buf b;
+	unsigned int n;
+	va_list ap;
+	int saved = errno;
+
+	if (gh_log_busy)
+		return;		/* a message from inside a message */
+	gh_log_busy = 1;
+
+	n = __atomic_add_fetch(&gh_log_count, 1, __ATOMIC_RELAXED);
+	if (n > GH_LOG_MAX_MSGS + 1)
+		goto out;
+
+	gh_buf_init(&b, line, sizeof(line) - 1);	/* room for '\n' */
+	gh_buf_lit(&b, "gdrhook[");
+	gh_buf_i64(&b, getpid());
+	gh_buf_lit(&b, "]: ");
+	if (n == GH_LOG_MAX_MSGS + 1) {
+		gh_buf_lit(&b, "warning: further messages suppressed");
+	} else {
+		gh_buf_puts(&b, level >= GH_LOG_NONE && level <= GH_LOG_DEBUG ?
+				gh_log_names[level] : "log");
+		gh_buf_lit(&b, ": ");
+		va_start(ap, fmt);
+		gh_buf_vprintf(&b, fmt, ap);
+		va_end(ap);
+		if (b.truncated && b.len >= 3) {
+			b.p[b.len - 3] = '.';
+			b.p[b.len - 2] = '.';
+			b.p[b.len - 1] = '.';
+		}
+	}
+	line[b.len++] = '\n';
+	gh_log_write(line, b.len);
+out:
+	gh_log_busy = 0;
+	errno = saved;
+}

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Diagnostics on stderr (GDRHOOK_LOG_LEVEL).  malloc-free, stdio-free,
+ * written with one write(2) per message, errno preserved, safe on hook
+ * paths.  Messages are prefixed "gdrhook[pid]: LEVEL: ".
+ */
+#ifndef GH_LOG_H
+#define GH_LOG_H
+
+enum gh_log_level {
+	GH_LOG_NONE = 0,
+	GH_LOG_ERR,
+	GH_LOG_WARN,
+	GH_LOG_INFO,
+	GH_LOG_DEBUG,
+};
+
+extern int gh_log_level;	/* set from GDRHOOK_LOG_LEVEL at init */
+
+/*
+ * printf-like with a small subset: %s %d %u %ld %lu %lld %llu %zu %x %lx
+ * %llx %p %c %%; '#' flag for 0x on %x; field width is ignored.
+ */
+void gh_log_emit(int level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+#define gh_log(lvl, ...)					\
+	do {							\
+		if ((lvl) <= gh_log_level)			\
+			gh_log_emit((lvl), __VA_ARGS__);	\
+	} while (0)
+
+#define gh_err(...)	gh_log(GH_LOG_ERR, __VA_ARGS__)
+#define gh_warn(...)	gh_log(GH_LOG_WARN, __VA_ARGS__)
+#define gh_info(...)	gh_log(GH_LOG_INFO, __VA_ARGS__)
+#define gh_dbg(...)	gh_log(GH_LOG_DEBUG, __VA_ARGS__)
+
+/* Warn only the first time this call site fires. */
+#define gh_warn_once(...)					\
+	do {							\
+		static int gh_warned_;				\
+		if (!__atomic_exchange_n(&gh_warned_, 1,	\
+					 __ATOMIC_RELAXED))	\
+			gh_warn(__VA_ARGS__);			\
+	} while (0)
+
+#endif

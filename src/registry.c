@@ -1,0 +1,975 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Registry of live GPU allocations: a radix table over 64 KiB granules.
+ *
+ * Layout
+ *
+ *   address bits 56..48  -> top index (dir 0, for the usual 48-bit space,
+ *                           is static; dirs 1..511 are mmap'ed on demand)
+ *   address bits 47..32  -> dir slot: one 4 GiB window
+ *   address bits 31..16  -> leaf slot: one 64 KiB granule
+ *
+ * A dir slot holds 0, a leaf pointer, or an entry pointer tagged with
+ * GH_REG_DIR_ENT when one allocation covers the whole 4 GiB window (so an
+ * 80 GiB allocation costs about 20 dir stores, not 1.3 M slot stores).  A
+ * leaf slot holds 0, the entry of the only allocation touching that
+ * granule, or a node (tagged GH_REG_SLOT_NODE) listing, sorted by base,
+ * every allocation touching a granule that several share (cudaMalloc
+ * sub-allocates small buffers, so hundreds can share one granule).  Only
+ * the first and last granule of an allocation can be shared; the ones in
+ * between, and any window it covers whole, are its alone.
+ *
+ * Concurrency
+ *
+ * Writers serialize on gh_reg_lock.  Readers take no lock and write
+ * nothing.  Every location a reader may load is written with __atomic
+ * stores and read with __atomic loads, so the sanitizers see no race.
+ * Memory is type-stable: dirs, leaves, entries and nodes are mmap'ed and
+ * never unmapped, so a stale pointer still points at an object of the
+ * same type, and each entry and node carries a sequence number (odd while
+ * it is being written) that the reader validates.
+ *
+ * Entries are written (seq odd..even) before they are published in any
+ * slot, their range never changes while they are live (size != 0), and
+ * they are killed (size = 0) only after every slot that named them has
+ * been cleared.  Nodes are copy-on-write: a changed granule gets a new
+ * node, published with one store, and the old one goes back to the free
+ * list, so a published node is never modified in place.  Hence:
+ *
+ *  - a consistent snapshot of a live entry containing ptr is a correct
+ *    answer at the instant it was taken;
+ *  - a miss is only reported after re-reading the slot (and the node's
+ *    sequence) and finding them unchanged around the snapshot, so that
+ *    there was an instant where the granule held exactly what was read;
+ *  - a reader never waits for a writer: an odd sequence means the object
+ *    is not published, so the reader re-reads the slot and follows it.
+ *
+ * Free paths never allocate: a node shrinks into a node of its own class
+ * and every class that has live nodes keeps at least one free node in
+ * reserve (refilled by insert, which may fail with -ENOMEM).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "registry.h"
+
+#define GH_REG_LIKELY(x)	__builtin_expect(!!(x), 1)
+#define GH_REG_UNLIKELY(x)	__builtin_expect(!!(x), 0)
+
+#define GH_REG_GRAN_SHIFT	16
+#define GH_REG_GRAN		(1ull << GH_REG_GRAN_SHIFT)
+#define GH_REG_WIN_SHIFT	32
+#define GH_REG_WIN		(1ull << GH_REG_WIN_SHIFT)
+#define GH_REG_DIR_SHIFT	48
+#define GH_REG_SLOTS		65536u
+#define GH_REG_TOPS		512u
+#define GH_REG_VA_END		(1ull << 57)	/* 5-level paging user space */
+
+#define GH_REG_DIR_ENT		1ull	/* dir slot: entry covering the window */
+#define GH_REG_SLOT_NODE	1ull	/* leaf slot: shared-granule node */
+
+#define GH_REG_NODE_MIN_CLS	1	/* 2 items */
+#define GH_REG_NODE_MAX_CLS	16	/* 65536 items: 1-byte allocations */
+#define GH_REG_ENT_PER_CHUNK	32768u	/* 2 MiB of entries */
+#define GH_REG_MAX_ENT_CHUNKS	8192u	/* 268 M entries */
+
+#define GH_LD(p)	__atomic_load_n((p), __ATOMIC_RELAXED)
+#define GH_LD_ACQ(p)	__atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define GH_ST(p, v)	__atomic_store_n((p), (v), __ATOMIC_RELAXED)
+#define GH_ST_REL(p, v)	__atomic_store_n((p), (v), __ATOMIC_RELEASE)
+
+/* One live (size != 0) or free (size == 0) allocation: one cache line. */
+struct gh_reg_ent {
+	uint64_t seq;		/* odd while being written */
+	uint64_t base;
+	uint64_t size;		/* 0: dead */
+	uint64_t gen;
+	uint64_t ctx;		/* free list link while dead */
+	uint64_t pool;
+	uint64_t meta;		/* dev | kind << 32 | flags << 48 */
+	uint64_t api;
+} __attribute__((aligned(64)));
+
+/* Granule shared by several allocations; items sorted by base. */
+struct gh_reg_node {
+	uint64_t seq;		/* odd while being written */
+	uint32_t n;
+	uint32_t cls;		/* capacity 1 << cls; fixed when carved */
+	struct gh_reg_node *next_free;	/* writer only */
+	uint64_t pad;
+	uint64_t item[];	/* base[cap], then entry pointer[cap] */
+};
+
+struct gh_reg_leaf {
+	uint64_t slot[GH_REG_SLOTS];
+	uint32_t used;		/* writer only: non-zero slots */
+};
+
+struct gh_reg_dir {
+	uint64_t slot[GH_REG_SLOTS];	/* read by lookups */
+	struct gh_reg_leaf *leaf[GH_REG_SLOTS]; /* writer only: own leaf */
+};
+
+static pthread_mutex_t gh_reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct gh_reg_dir gh_reg_dir0 __attribute__((aligned(4096)));
+static struct gh_reg_dir *gh_reg_dirhi[GH_REG_TOPS];
+
+static struct gh_reg_ent *gh_reg_ent_chunk[GH_REG_MAX_ENT_CHUNKS];
+static uint32_t gh_reg_ent_nchunks;
+static uint32_t gh_reg_ent_bump;	/* carved entries in the last chunk */
+static struct gh_reg_ent *gh_reg_ent_free;
+
+static struct gh_reg_node *gh_reg_node_free[GH_REG_NODE_MAX_CLS + 1];
+static uint32_t gh_reg_node_nfree[GH_REG_NODE_MAX_CLS + 1];
+
+static uint64_t gh_reg_gen_next = 1;
+static uint64_t gh_reg_count;
+static uint64_t gh_reg_bytes;
+
+/* ------------------------------------------------------------------ */
+/* Reader side                                                         */
+
+static inline uint64_t *gh_reg_node_base(struct gh_reg_node *n)
+{
+	return n->item;
+}
+
+static inline uint64_t *gh_reg_node_ents(struct gh_reg_node *n)
+{
+	return n->item + (1u << n->cls);
+}
+
+/*
+ * Snapshot @e into @r.  Returns true when the snapshot is consistent and
+ * the entry live; *seq_p gets the sequence it was read at.
+ */
+static inline bool gh_reg_ent_snap(const struct gh_reg_ent *e,
+				   struct gh_range *r, uint64_t *seq_p)
+{
+	uint64_t s1, s2, meta;
+
+	s1 = GH_LD_ACQ(&e->seq);
+	r->base = GH_LD(&e->base);
+	r->size = GH_LD(&e->size);
+	r->gen = GH_LD(&e->gen);
+	r->ctx = GH_LD(&e->ctx);
+	r->pool = GH_LD(&e->pool);
+	meta = GH_LD(&e->meta);
+	r->api = GH_LD(&e->api);
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	s2 = GH_LD(&e->seq);
+	r->dev = (int32_t)(uint32_t)meta;
+	r->kind = (uint16_t)(meta >> 32);
+	r->flags = (uint16_t)(meta >> 48);
+	*seq_p = s1;
+	return s1 == s2 && !(s1 & 1) && r->size;
+}
+
+static inline int gh_reg_found(const struct gh_range *r, uint64_t ptr,
+			       uint64_t last, struct gh_range *out_p)
+{
+	*out_p = *r;
+	return last - r->base < r->size ? 0 : -ERANGE;
+}
+
+int gh_registry_lookup(uint64_t ptr, uint64_t len, struct gh_range *out_p)
+{
+	const uint64_t *dslot, *sp;
+	struct gh_reg_ent *e;
+	struct gh_reg_node *node;
+	struct gh_range r;
+	uint64_t dv, sv, seq, nseq, last;
+
+	if (GH_REG_LIKELY(ptr < (1ull << GH_REG_DIR_SHIFT))) {
+		dslot = &gh_reg_dir0.slot[ptr >> GH_REG_WIN_SHIFT];
+	} else {
+		struct gh_reg_dir *d;
+
+		if (ptr >= GH_REG_VA_END)
+			return -ENOENT;
+		d = GH_LD_ACQ(&gh_reg_dirhi[ptr >> GH_REG_DIR_SHIFT]);
+		if (!d)
+			return -ENOENT;
+		dslot = &d->slot[(ptr >> GH_REG_WIN_SHIFT) & 0xffff];
+	}
+	last = ptr + (len ? len - 1 : 0);
+	if (GH_REG_UNLIKELY(last < ptr))
+		last = UINT64_MAX;	/* wraps: runs past any range */
+
+retry:
+	dv = GH_LD_ACQ(dslot);
+	if (!dv)
+		return -ENOENT;
+	if (GH_REG_UNLIKELY(dv & GH_REG_DIR_ENT)) {
+		/* The entry covers the whole window if it is still there. */
+		e = (struct gh_reg_ent *)(dv & ~GH_REG_DIR_ENT);
+		if (gh_reg_ent_snap(e, &r, &seq) && ptr - r.base < r.size)
+			return gh_reg_found(&r, ptr, last, out_p);
+		goto retry;
+	}
+	sp = &((const struct gh_reg_leaf *)dv)->slot[(ptr >> GH_REG_GRAN_SHIFT)
+						      & 0xffff];
+	sv = GH_LD_ACQ(sp);
+	if (!sv)
+		return -ENOENT;
+	if (GH_REG_LIKELY(!(sv & GH_REG_SLOT_NODE))) {
+		e = (struct gh_reg_ent *)sv;
+		if (GH_REG_LIKELY(gh_reg_ent_snap(e, &r, &seq))) {
+			if (GH_REG_LIKELY(ptr - r.base < r.size))
+				return gh_reg_found(&r, ptr, last, out_p);
+			/* Sole entry of the granule, but not over ptr? */
+			if (GH_LD_ACQ(sp) == sv && GH_LD(&e->seq) == seq)
+				return -ENOENT;
+		}
+		goto retry;
+	}
+
+	/* Shared granule: binary search for the last base <= ptr. */
+	node = (struct gh_reg_node *)(sv & ~GH_REG_SLOT_NODE);
+	nseq = GH_LD_ACQ(&node->seq);
+	{
+		const uint64_t *base = gh_reg_node_base(node);
+		uint32_t n = GH_LD(&node->n), lo = 0;
+
+		if (GH_REG_UNLIKELY((nseq & 1) || n == 0 ||
+				    n > (1u << node->cls)))
+			goto retry;
+		while (n > 1) {
+			uint32_t half = n / 2;
+
+			if (GH_LD(&base[lo + half]) <= ptr)
+				lo += half;
+			n -= half;
+		}
+		if (GH_LD(&base[lo]) <= ptr) {
+			e = (struct gh_reg_ent *)GH_LD(&gh_reg_node_ents(node)[lo]);
+			if (GH_REG_UNLIKELY(!e))
+				goto retry;
+			if (gh_reg_ent_snap(e, &r, &seq) &&
+			    ptr - r.base < r.size) {
+				__atomic_thread_fence(__ATOMIC_ACQUIRE);
+				if (GH_REG_LIKELY(GH_LD(&node->seq) == nseq))
+					return gh_reg_found(&r, ptr, last,
+							    out_p);
+				goto retry;
+			}
+		}
+	}
+	/* No allocation of this granule covers ptr, if the node held. */
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	if (GH_LD_ACQ(sp) == sv && GH_LD(&node->seq) == nseq)
+		return -ENOENT;
+	goto retry;
+}
+
+/* ------------------------------------------------------------------ */
+/* Writer side: memory                                                 */
+
+static void *gh_reg_map(size_t len)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static struct gh_reg_dir *gh_reg_dir_peek(uint64_t top)
+{
+	return top ? gh_reg_dirhi[top] : &gh_reg_dir0;
+}
+
+static struct gh_reg_dir *gh_reg_dir_get(uint64_t top)
+{
+	struct gh_reg_dir *d = gh_reg_dir_peek(top);
+
+	if (d)
+		return d;
+	d = gh_reg_map(sizeof(*d));
+	if (d)
+		GH_ST_REL(&gh_reg_dirhi[top], d);
+	return d;
+}
+
+/* The leaf of window @w (address >> 32), created and published if new. */
+static struct gh_reg_leaf *gh_reg_leaf_get(uint64_t w)
+{
+	struct gh_reg_dir *d = gh_reg_dir_get(w >> 16);
+	struct gh_reg_leaf *leaf;
+
+	if (!d)
+		return NULL;
+	leaf = d->leaf[w & 0xffff];
+	if (leaf)
+		return leaf;
+	leaf = gh_reg_map(sizeof(*leaf));
+	if (!leaf)
+		return NULL;
+	d->leaf[w & 0xffff] = leaf;
+	/* Callers only ask for windows no entry covers whole. */
+	GH_ST_REL(&d->slot[w & 0xffff], (uint64_t)leaf);
+	return leaf;
+}
+
+static struct gh_reg_ent *gh_reg_ent_alloc(void)
+{
+	struct gh_reg_ent *e = gh_reg_ent_free, *chunk;
+
+	if (e) {
+		gh_reg_ent_free = (struct gh_reg_ent *)e->ctx;
+		return e;
+	}
+	if (gh_reg_ent_nchunks == 0 || gh_reg_ent_bump == GH_REG_ENT_PER_CHUNK) {
+		if (gh_reg_ent_nchunks == GH_REG_MAX_ENT_CHUNKS)
+			return NULL;
+		chunk = gh_reg_map(GH_REG_ENT_PER_CHUNK * sizeof(*chunk));
+		if (!chunk)
+			return NULL;
+		gh_reg_ent_chunk[gh_reg_ent_nchunks++] = chunk;
+		gh_reg_ent_bump = 0;
+	}
+	return &gh_reg_ent_chunk[gh_reg_ent_nchunks - 1][gh_reg_ent_bump++];
+}
+
+/* Entry @e was never published (or is dead): back to the free list. */
+static void gh_reg_ent_release(struct gh_reg_ent *e)
+{
+	GH_ST(&e->ctx, (uint64_t)gh_reg_ent_free);
+	gh_reg_ent_free = e;
+}
+
+static size_t gh_reg_node_bytes(uint32_t cls)
+{
+	return sizeof(struct gh_reg_node) + 16ull * (1ull << cls);
+}
+
+static uint32_t gh_reg_node_cls_for(uint32_t n)
+{
+	uint32_t cls = GH_REG_NODE_MIN_CLS;
+
+	while ((1u << cls) < n)
+		cls++;
+	return cls;
+}
+
+/* Make sure class @cls has at least @want free nodes. */
+static int gh_reg_node_reserve(uint32_t cls, uint32_t want)
+{
+	while (gh_reg_node_nfree[cls] < want) {
+		size_t sz = gh_reg_node_bytes(cls);
+		size_t chunk = sz < 65536 ? 65536 : sz;
+		char *p = gh_reg_map(chunk);
+
+		if (!p)
+			return -ENOMEM;
+		for (size_t off = 0; off + sz <= chunk; off += sz) {
+			struct gh_reg_node *n = (struct gh_reg_node *)(p + off);
+
+			n->cls = cls;
+			n->next_free = gh_reg_node_free[cls];
+			gh_reg_node_free[cls] = n;
+			gh_reg_node_nfree[cls]++;
+		}
+	}
+	return 0;
+}
+
+static struct gh_reg_node *gh_reg_node_pop(uint32_t cls)
+{
+	struct gh_reg_node *n = gh_reg_node_free[cls];
+
+	gh_reg_node_free[cls] = n->next_free;
+	gh_reg_node_nfree[cls]--;
+	return n;
+}
+
+static void gh_reg_node_push(struct gh_reg_node *n)
+{
+	n->next_free = gh_reg_node_free[n->cls];
+	gh_reg_node_free[n->cls] = n;
+	gh_reg_node_nfree[n->cls]++;
+}
+
+static void gh_reg_node_write_begin(struct gh_reg_node *n)
+{
+	GH_ST(&n->seq, n->seq + 1);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+}
+
+static void gh_reg_node_write_end(struct gh_reg_node *n, uint32_t count)
+{
+	GH_ST(&n->n, count);
+	GH_ST_REL(&n->seq, n->seq + 1);
+}
+
+static void gh_reg_node_set(struct gh_reg_node *n, uint32_t i,
+			    struct gh_reg_ent *e)
+{
+	GH_ST(&gh_reg_node_base(n)[i], e->base);
+	GH_ST(&gh_reg_node_ents(n)[i], (uint64_t)e);
+}
+
+static struct gh_reg_ent *gh_reg_node_ent(struct gh_reg_node *n, uint32_t i)
+{
+	return (struct gh_reg_ent *)gh_reg_node_ents(n)[i];
+}
+
+/* ------------------------------------------------------------------ */
+/* Writer side: slots                                                  */
+
+static inline uint64_t gh_reg_ent_end(const struct gh_reg_ent *e)
+{
+	return e->base + e->size;
+}
+
+/* Items that would be in granule slot @sv after adding one. */
+static uint32_t gh_reg_slot_count(uint64_t sv)
+{
+	if (!sv)
+		return 0;
+	if (!(sv & GH_REG_SLOT_NODE))
+		return 1;
+	return ((struct gh_reg_node *)(sv & ~GH_REG_SLOT_NODE))->n;
+}
+
+/* Add @e to a shared granule slot; its node class was reserved. */
+static void gh_reg_slot_add(struct gh_reg_leaf *leaf, uint32_t g,
+			    struct gh_reg_ent *e)
+{
+	uint64_t sv = leaf->slot[g];
+	struct gh_reg_node *old = NULL, *n;
+	uint32_t cnt = 0, i, k = 0;
+
+	if (!sv) {
+		GH_ST_REL(&leaf->slot[g], (uint64_t)e);
+		leaf->used++;
+		return;
+	}
+	if (sv & GH_REG_SLOT_NODE) {
+		old = (struct gh_reg_node *)(sv & ~GH_REG_SLOT_NODE);
+		cnt = old->n;
+	} else {
+		cnt = 1;
+	}
+	n = gh_reg_node_pop(gh_reg_node_cls_for(cnt + 1));
+	gh_reg_node_write_begin(n);
+	if (old) {
+		for (i = 0; i < cnt; i++) {
+			struct gh_reg_ent *o = gh_reg_node_ent(old, i);
+
+			if (k == i && o->base > e->base)
+				gh_reg_node_set(n, k++, e);
+			gh_reg_node_set(n, k++, o);
+		}
+		if (k == cnt)
+			gh_reg_node_set(n, k++, e);
+	} else {
+		struct gh_reg_ent *o = (struct gh_reg_ent *)sv;
+
+		gh_reg_node_set(n, o->base < e->base ? 1 : 0, e);
+		gh_reg_node_set(n, o->base < e->base ? 0 : 1, o);
+		k = 2;
+	}
+	gh_reg_node_write_end(n, k);
+	GH_ST_REL(&leaf->slot[g], (uint64_t)n | GH_REG_SLOT_NODE);
+	if (old)
+		gh_reg_node_push(old);
+}
+
+/* Remove @e from granule slot @g; never allocates (see the top). */
+static void gh_reg_slot_del(struct gh_reg_leaf *leaf, uint32_t g,
+			    struct gh_reg_ent *e)
+{
+	uint64_t sv = leaf->slot[g];
+	struct gh_reg_node *old, *n;
+	uint32_t cnt, i, k = 0, cls;
+
+	if (sv == (uint64_t)e) {
+		GH_ST_REL(&leaf->slot[g], 0);
+		leaf->used--;
+		return;
+	}
+	if (!(sv & GH_REG_SLOT_NODE))
+		__builtin_trap();	/* registry corrupted */
+	old = (struct gh_reg_node *)(sv & ~GH_REG_SLOT_NODE);
+	cnt = old->n;
+	if (cnt == 2) {
+		struct gh_reg_ent *o = gh_reg_node_ent(old, 0);
+
+		if (o == e)
+			o = gh_reg_node_ent(old, 1);
+		GH_ST_REL(&leaf->slot[g], (uint64_t)o);
+		gh_reg_node_push(old);
+		return;
+	}
+	/* Shrink when a smaller class has a spare node, else same class. */
+	cls = gh_reg_node_cls_for(cnt - 1);
+	if (cls == old->cls || gh_reg_node_nfree[cls] < 2)
+		cls = old->cls;
+	n = gh_reg_node_pop(cls);
+	gh_reg_node_write_begin(n);
+	for (i = 0; i < cnt; i++) {
+		struct gh_reg_ent *o = gh_reg_node_ent(old, i);
+
+		if (o != e)
+			gh_reg_node_set(n, k++, o);
+	}
+	gh_reg_node_write_end(n, k);
+	GH_ST_REL(&leaf->slot[g], (uint64_t)n | GH_REG_SLOT_NODE);
+	gh_reg_node_push(old);
+}
+
+/* Index of the last item based at or below @a, or n->n when none is. */
+static uint32_t gh_reg_node_floor(struct gh_reg_node *n, uint64_t a)
+{
+	const uint64_t *base = gh_reg_node_base(n);
+	uint32_t lo = 0, cnt = n->n;
+
+	while (cnt > 1) {
+		uint32_t half = cnt / 2;
+
+		if (base[lo + half] <= a)
+			lo += half;
+		cnt -= half;
+	}
+	return base[lo] <= a ? lo : n->n;
+}
+
+/*
+ * The live entry with the lowest base that overlaps [a, b), or NULL.
+ * Skips absent dirs and empty leaves, so huge intervals are cheap.
+ */
+static struct gh_reg_ent *gh_reg_first_overlap(uint64_t a, uint64_t b)
+{
+	uint64_t w, wlast = (b - 1) >> GH_REG_WIN_SHIFT;
+
+	for (w = a >> GH_REG_WIN_SHIFT; w <= wlast; w++) {
+		struct gh_reg_dir *d = gh_reg_dir_peek(w >> 16);
+		struct gh_reg_leaf *leaf;
+		uint64_t dv, ws, lo, hi;
+		uint32_t g, glast;
+
+		if (!d) {
+			w |= 0xffff;
+			continue;
+		}
+		dv = d->slot[w & 0xffff];
+		if (!dv)
+			continue;
+		if (dv & GH_REG_DIR_ENT)
+			return (struct gh_reg_ent *)(dv & ~GH_REG_DIR_ENT);
+		leaf = (struct gh_reg_leaf *)dv;
+		if (!leaf->used)
+			continue;
+		ws = w << GH_REG_WIN_SHIFT;
+		lo = a > ws ? a : ws;
+		hi = b - ws < GH_REG_WIN ? b : ws + GH_REG_WIN;
+		glast = ((hi - 1) >> GH_REG_GRAN_SHIFT) & 0xffff;
+		for (g = (lo >> GH_REG_GRAN_SHIFT) & 0xffff; g <= glast; g++) {
+			uint64_t sv = leaf->slot[g];
+			struct gh_reg_node *n;
+			struct gh_reg_ent *e;
+			uint32_t i;
+
+			if (!sv)
+				continue;
+			if (!(sv & GH_REG_SLOT_NODE)) {
+				e = (struct gh_reg_ent *)sv;
+				if (e->base < b && gh_reg_ent_end(e) > a)
+					return e;
+				continue;
+			}
+			/*
+			 * Items are sorted and disjoint: the first overlap
+			 * is the last item based at or below a, else the
+			 * one after it.
+			 */
+			n = (struct gh_reg_node *)(sv & ~GH_REG_SLOT_NODE);
+			i = gh_reg_node_floor(n, a);
+			if (i < n->n) {
+				e = gh_reg_node_ent(n, i);
+				if (e->base < b && gh_reg_ent_end(e) > a)
+					return e;
+				i++;
+			} else {
+				i = 0;
+			}
+			if (i < n->n) {
+				e = gh_reg_node_ent(n, i);
+				if (e->base < b && gh_reg_ent_end(e) > a)
+					return e;
+			}
+		}
+	}
+	return NULL;
+}
+
+/* The live entry whose base is exactly @base, or NULL. */
+static struct gh_reg_ent *gh_reg_find_base(uint64_t base)
+{
+	struct gh_reg_ent *e;
+
+	if (base >= GH_REG_VA_END)
+		return NULL;
+	e = gh_reg_first_overlap(base, base + 1);
+	return e && e->base == base ? e : NULL;
+}
+
+/*
+ * Loop over the 4 GiB windows that [base, end) touches: w is the window
+ * index, [lo, hi) the part of the range inside it, whole non-zero when
+ * that part is the entire window.
+ */
+#define GH_REG_FOR_WINDOWS(base, end, w, lo, hi, whole)			\
+	for (uint64_t w = (base) >> GH_REG_WIN_SHIFT,			\
+		     lo, hi, whole;					\
+	     w <= ((end) - 1) >> GH_REG_WIN_SHIFT &&			\
+	     ((lo = (base) > (w << GH_REG_WIN_SHIFT) ?			\
+		    (base) : (w << GH_REG_WIN_SHIFT)),			\
+	      (hi = (end) - (w << GH_REG_WIN_SHIFT) < GH_REG_WIN ?	\
+		    (end) : (w << GH_REG_WIN_SHIFT) + GH_REG_WIN),	\
+	      (whole = lo == (w << GH_REG_WIN_SHIFT) &&			\
+		       hi == (w << GH_REG_WIN_SHIFT) + GH_REG_WIN), 1);	\
+	     w++)
+
+static bool gh_reg_gran_whole(uint64_t base, uint64_t end, uint64_t gs)
+{
+	return base <= gs && end - gs >= GH_REG_GRAN;
+}
+
+/* Unpublish @e from every slot, kill it and free it. */
+static void gh_reg_unlink(struct gh_reg_ent *e)
+{
+	uint64_t base = e->base, end = gh_reg_ent_end(e);
+
+	GH_REG_FOR_WINDOWS(base, end, w, lo, hi, whole) {
+		struct gh_reg_dir *d = gh_reg_dir_peek(w >> 16);
+		struct gh_reg_leaf *leaf;
+		uint32_t g, glast;
+
+		if (whole) {
+			GH_ST_REL(&d->slot[w & 0xffff],
+				  (uint64_t)d->leaf[w & 0xffff]);
+			continue;
+		}
+		leaf = d->leaf[w & 0xffff];
+		glast = ((hi - 1) >> GH_REG_GRAN_SHIFT) & 0xffff;
+		for (g = (lo >> GH_REG_GRAN_SHIFT) & 0xffff; g <= glast; g++) {
+			uint64_t gs = (w << GH_REG_WIN_SHIFT) |
+				      ((uint64_t)g << GH_REG_GRAN_SHIFT);
+
+			if (gh_reg_gran_whole(base, end, gs)) {
+				GH_ST_REL(&leaf->slot[g], 0);
+				leaf->used--;
+			} else {
+				gh_reg_slot_del(leaf, g, e);
+			}
+		}
+	}
+	/* Kill: readers holding a stale pointer now see a dead entry. */
+	GH_ST(&e->seq, e->seq + 1);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	GH_ST(&e->size, 0);
+	GH_ST_REL(&e->seq, e->seq + 1);
+	gh_reg_ent_release(e);
+	GH_ST(&gh_reg_count, gh_reg_count - 1);
+	GH_ST(&gh_reg_bytes, gh_reg_bytes - (end - base));
+}
+
+static void gh_reg_ent_get(const struct gh_reg_ent *e, struct gh_range *r)
+{
+	r->base = e->base;
+	r->size = e->size;
+	r->gen = e->gen;
+	r->ctx = e->ctx;
+	r->pool = e->pool;
+	r->dev = (int32_t)(uint32_t)e->meta;
+	r->kind = (uint16_t)(e->meta >> 32);
+	r->flags = (uint16_t)(e->meta >> 48);
+	r->api = e->api;
+}
+
+/* ------------------------------------------------------------------ */
+/* Writer side: API                                                    */
+
+int gh_registry_init(void)
+{
+	return 0;	/* everything is static or created on demand */
+}
+
+/* Reserve node capacity for the partial granule @gs of [base, end). */
+static int gh_reg_reserve_gran(uint64_t gs, uint32_t need[])
+{
+	uint64_t w = gs >> GH_REG_WIN_SHIFT;
+	struct gh_reg_dir *d = gh_reg_dir_peek(w >> 16);
+	struct gh_reg_leaf *leaf = d ? d->leaf[w & 0xffff] : NULL;
+	uint32_t cnt;
+
+	if (!leaf)
+		return 0;
+	cnt = gh_reg_slot_count(leaf->slot[(gs >> GH_REG_GRAN_SHIFT) & 0xffff]);
+	if (cnt) {
+		uint32_t cls = gh_reg_node_cls_for(cnt + 1);
+
+		/* Keep one spare for later removals from this class. */
+		need[cls]++;
+		return gh_reg_node_reserve(cls, need[cls] + 1);
+	}
+	return 0;
+}
+
+static int gh_reg_insert_locked(const struct gh_range *r, uint64_t *gen_p)
+{
+	uint64_t base = r->base, end = r->base + r->size;
+	uint64_t g0 = base & ~(GH_REG_GRAN - 1);
+	uint64_t g1 = (end - 1) & ~(GH_REG_GRAN - 1);
+	uint32_t need[GH_REG_NODE_MAX_CLS + 1] = { 0 };
+	struct gh_reg_ent *e;
+	int rc;
+
+	if (r->size == 0 || end < base || end > GH_REG_VA_END)
+		return -EINVAL;
+	if (gh_reg_first_overlap(base, end))
+		return -EEXIST;
+
+	/* Allocate everything first so that nothing fails once published. */
+	GH_REG_FOR_WINDOWS(base, end, w, lo, hi, whole) {
+		if (whole ? !gh_reg_dir_get(w >> 16) : !gh_reg_leaf_get(w))
+			return -ENOMEM;
+		(void)lo;
+		(void)hi;
+	}
+	if (!gh_reg_gran_whole(base, end, g0)) {
+		rc = gh_reg_reserve_gran(g0, need);
+		if (rc)
+			return rc;
+	}
+	if (g1 != g0 && !gh_reg_gran_whole(base, end, g1)) {
+		rc = gh_reg_reserve_gran(g1, need);
+		if (rc)
+			return rc;
+	}
+	e = gh_reg_ent_alloc();
+	if (!e)
+		return -ENOMEM;
+
+	GH_ST(&e->seq, e->seq + 1);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	GH_ST(&e->base, base);
+	GH_ST(&e->gen, gh_reg_gen_next);
+	GH_ST(&e->ctx, r->ctx);
+	GH_ST(&e->pool, r->pool);
+	GH_ST(&e->meta, (uint64_t)(uint32_t)r->dev |
+			(uint64_t)r->kind << 32 | (uint64_t)r->flags << 48);
+	GH_ST(&e->api, r->api);
+	GH_ST(&e->size, r->size);
+	GH_ST_REL(&e->seq, e->seq + 1);
+
+	GH_REG_FOR_WINDOWS(base, end, w, lo, hi, whole) {
+		struct gh_reg_dir *d = gh_reg_dir_peek(w >> 16);
+		struct gh_reg_leaf *leaf;
+		uint32_t g, glast;
+
+		if (whole) {
+			GH_ST_REL(&d->slot[w & 0xffff],
+				  (uint64_t)e | GH_REG_DIR_ENT);
+			continue;
+		}
+		leaf = d->leaf[w & 0xffff];
+		glast = ((hi - 1) >> GH_REG_GRAN_SHIFT) & 0xffff;
+		for (g = (lo >> GH_REG_GRAN_SHIFT) & 0xffff; g <= glast; g++) {
+			uint64_t gs = (w << GH_REG_WIN_SHIFT) |
+				      ((uint64_t)g << GH_REG_GRAN_SHIFT);
+
+			if (gh_reg_gran_whole(base, end, gs)) {
+				GH_ST_REL(&leaf->slot[g], (uint64_t)e);
+				leaf->used++;
+			} else {
+				gh_reg_slot_add(leaf, g, e);
+			}
+		}
+	}
+	GH_ST(&gh_reg_count, gh_reg_count + 1);
+	GH_ST(&gh_reg_bytes, gh_reg_bytes + r->size);
+	if (gen_p)
+		*gen_p = gh_reg_gen_next;
+	gh_reg_gen_next++;
+	return 0;
+}
+
+int gh_registry_insert(const struct gh_range *r, uint64_t *gen_p)
+{
+	int rc;
+
+	pthread_mutex_lock(&gh_reg_lock);
+	rc = gh_reg_insert_locked(r, gen_p);
+	pthread_mutex_unlock(&gh_reg_lock);
+	return rc;
+}
+
+int gh_registry_remove(uint64_t base, struct gh_range *out_p)
+{
+	struct gh_reg_ent *e;
+	struct gh_range r;
+
+	pthread_mutex_lock(&gh_reg_lock);
+	e = gh_reg_find_base(base);
+	if (e) {
+		gh_reg_ent_get(e, &r);
+		gh_reg_unlink(e);
+	}
+	pthread_mutex_unlock(&gh_reg_lock);
+	if (!e)
+		return -ENOENT;
+	if (out_p)
+		*out_p = r;
+	return 0;
+}
+
+/* Visit live entries in pool order; @fn may unlink the one it is given. */
+static size_t gh_reg_scan(bool (*fn)(struct gh_reg_ent *e, void *arg),
+			  void *arg)
+{
+	size_t n = 0;
+
+	for (uint32_t c = 0; c < gh_reg_ent_nchunks; c++) {
+		uint32_t lim = c + 1 == gh_reg_ent_nchunks ?
+			       gh_reg_ent_bump : GH_REG_ENT_PER_CHUNK;
+
+		for (uint32_t i = 0; i < lim; i++) {
+			struct gh_reg_ent *e = &gh_reg_ent_chunk[c][i];
+
+			if (e->size && fn(e, arg))
+				n++;
+		}
+	}
+	return n;
+}
+
+struct gh_reg_rm_if {
+	gh_range_match_fn match;
+	void *match_arg;
+	gh_range_fn on_remove;
+	void *cb_arg;
+};
+
+static bool gh_reg_rm_if_one(struct gh_reg_ent *e, void *arg)
+{
+	struct gh_reg_rm_if *a = arg;
+	struct gh_range r;
+
+	gh_reg_ent_get(e, &r);
+	if (a->match && !a->match(&r, a->match_arg))
+		return false;
+	if (a->on_remove)
+		a->on_remove(&r, a->cb_arg);
+	gh_reg_unlink(e);
+	return true;
+}
+
+size_t gh_registry_remove_if(gh_range_match_fn match, void *match_arg,
+			     gh_range_fn on_remove, void *cb_arg)
+{
+	struct gh_reg_rm_if a = { match, match_arg, on_remove, cb_arg };
+	size_t n;
+
+	pthread_mutex_lock(&gh_reg_lock);
+	n = gh_reg_scan(gh_reg_rm_if_one, &a);
+	pthread_mutex_unlock(&gh_reg_lock);
+	return n;
+}
+
+size_t gh_registry_remove_overlap(uint64_t start, uint64_t len,
+				  gh_range_fn on_remove, void *cb_arg)
+{
+	uint64_t end = start + len;
+	struct gh_reg_ent *e;
+	struct gh_range r;
+	size_t n = 0;
+
+	if (len == 0 || start >= GH_REG_VA_END)
+		return 0;
+	if (end < start || end > GH_REG_VA_END)
+		end = GH_REG_VA_END;
+	pthread_mutex_lock(&gh_reg_lock);
+	while (start < end && (e = gh_reg_first_overlap(start, end))) {
+		uint64_t e_end = gh_reg_ent_end(e);
+
+		gh_reg_ent_get(e, &r);
+		if (on_remove)
+			on_remove(&r, cb_arg);
+		gh_reg_unlink(e);
+		n++;
+		if (e_end > start)
+			start = e_end;	/* the next overlap starts at or after */
+	}
+	pthread_mutex_unlock(&gh_reg_lock);
+	return n;
+}
+
+struct gh_reg_each {
+	gh_range_fn fn;
+	void *arg;
+};
+
+static bool gh_reg_each_one(struct gh_reg_ent *e, void *arg)
+{
+	struct gh_reg_each *a = arg;
+	struct gh_range r;
+
+	gh_reg_ent_get(e, &r);
+	a->fn(&r, a->arg);
+	return true;
+}
+
+void gh_registry_foreach(gh_range_fn fn, void *arg)
+{
+	struct gh_reg_each a = { fn, arg };
+
+	pthread_mutex_lock(&gh_reg_lock);
+	gh_reg_scan(gh_reg_each_one, &a);
+	pthread_mutex_unlock(&gh_reg_lock);
+}
+
+uint64_t gh_registry_count(void)
+{
+	return GH_LD(&gh_reg_count);
+}
+
+uint64_t gh_registry_bytes(void)
+{
+	return GH_LD(&gh_reg_bytes);
+}
+
+void gh_registry_atfork_prepare(void)
+{
+	pthread_mutex_lock(&gh_reg_lock);
+}
+
+void gh_registry_atfork_parent(void)
+{
+	pthread_mutex_unlock(&gh_reg_lock);
+}
+
+void gh_registry_atfork_child(void)
+{
+	/* Only the forking thread exists, and it holds the lock. */
+	pthread_mutex_unlock(&gh_reg_lock);
+}
+
+static bool gh_reg_reset_one(struct gh_reg_ent *e, void *arg)
+{
+	gh_reg_unlink(e);
+	return true;
+}
+
+void gh_registry_reset(void)
+{
+	pthread_mutex_lock(&gh_reg_lock);
+	gh_reg_scan(gh_reg_reset_one, NULL);
+	pthread_mutex_unlock(&gh_reg_lock);
+}

@@ -1,0 +1,374 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Finding real entry points.
+ *
+ * We interpose dlsym and dlvsym themselves, so our own calls to them would
+ * come back to us.  The real ones are found by reading libc's (or, before
+ * glibc 2.34, libdl's) dynamic symbol table directly: no loader call, so
+ * this works from the first hook, before any constructor ran.
+ */
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <link.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "internal.h"
+#include "hookrt.h"
+#include "log.h"
+
+typedef void *(*dlsym_fn)(void *, const char *);
+typedef void *(*dlvsym_fn)(void *, const char *, const char *);
+
+static dlsym_fn real_dlsym;
+static dlvsym_fn real_dlvsym;
+
+struct elf_find {
+	const char *name;
+	void *addr;
+};
+
+/* Look name up in one object's .dynsym, preferring its default version. */
+static void *elf_lookup(struct dl_phdr_info *info, const char *name)
+{
+	const ElfW(Dyn) *dyn = NULL;
+	const ElfW(Sym) *symtab = NULL;
+	const char *strtab = NULL;
+	const ElfW(Half) *versym = NULL;
+	const uint32_t *gnu_hash = NULL;
+	const ElfW(Word) *sysv_hash = NULL;
+	uint32_t nsyms = 0;
+	void *found = NULL;
+
+	for (int i = 0; i < info->dlpi_phnum; i++)
+		if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+			dyn = (const void *)(info->dlpi_addr +
+					     info->dlpi_phdr[i].p_vaddr);
+	if (!dyn)
+		return NULL;
+	for (; dyn->d_tag != DT_NULL; dyn++) {
+		/* glibc relocates these d_ptr values in place. */
+		switch (dyn->d_tag) {
+		case DT_SYMTAB: symtab = (const void *)dyn->d_un.d_ptr; break;
+		case DT_STRTAB: strtab = (const void *)dyn->d_un.d_ptr; break;
+		case DT_VERSYM: versym = (const void *)dyn->d_un.d_ptr; break;
+		case DT_GNU_HASH: gnu_hash = (const void *)dyn->d_un.d_ptr; break;
+		case DT_HASH: sysv_hash = (const void *)dyn->d_un.d_ptr; break;
+		}
+	}
+	if (!symtab || !strtab)
+		return NULL;
+	if (sysv_hash) {
+		nsyms = sysv_hash[1];
+	} else if (gnu_hash) {
+		/* Symbol count: past the last chain end of the last bucket. */
+		uint32_t nbuckets = gnu_hash[0], symoffset = gnu_hash[1];
+		uint32_t bloom = gnu_hash[2];
+		const ElfW(Addr) *bl = (const void *)&gnu_hash[4];
+		const uint32_t *buckets = (const void *)&bl[bloom];
+		const uint32_t *chain = &buckets[nbuckets];
+		uint32_t last = 0;
+
+		for (uint32_t b = 0; b < nbuckets; b++)
+			if (buckets[b] > last)
+				last = buckets[b];
+		if (last < symoffset)
+			return NULL;
+		while (!(chain[last - symoffset] & 1))
+			last++;
+		nsyms = last + 1;
+	}
+	for (uint32_t i = 0; i < nsyms; i++) {
+		const ElfW(Sym) *s = &symtab[i];
+
+		if (!s->st_value || s->st_shndx == SHN_UNDEF ||
+		    ELF64_ST_TYPE(s->st_info) != STT_FUNC ||
+		    strcmp(strtab + s->st_name, name))
+			continue;
+		/* 0x8000: hidden (non-default) version; keep looking. */
+		found = (void *)(info->dlpi_addr + s->st_value);
+		if (!versym || !(versym[i] & 0x8000))
+			return found;
+	}
+	return found;
+}
+
+static int find_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+	struct elf_find *f = data;
+	const char *n = info->dlpi_name;
+
+	if (!n || (!strstr(n, "/libc.so") && !strstr(n, "/libdl.so") &&
+		   strncmp(n, "libc.so", 7) && strncmp(n, "libdl.so", 8)))
+		return 0;
+	f->addr = elf_lookup(info, f->name);
+	return f->addr != NULL;
+}
+
+static void *libc_symbol(const char *name)
+{
+	struct elf_find f = { name, NULL };
+
+	dl_iterate_phdr(find_cb, &f);
+	return f.addr;
+}
+
+static void bootstrap(void)
+{
+	if (__atomic_load_n(&real_dlsym, __ATOMIC_ACQUIRE))
+		return;
+	__atomic_store_n(&real_dlvsym, (dlvsym_fn)libc_symbol("dlvsym"),
+			 __ATOMIC_RELEASE);
+	__atomic_store_n(&real_dlsym, (dlsym_fn)libc_symbol("dlsym"),
+			 __ATOMIC_RELEASE);
+}
+
+void *gh_real_dlsym(void *handle, const char *name)
+{
+	bootstrap();
+	return real_dlsym ? real_dlsym(handle, name) : NULL;
+}
+
+void *gh_real_dlvsym(void *handle, const char *name, const char *version)
+{
+	bootstrap();
+	return real_dlvsym ? real_dlvsym(handle, name, version) : NULL;
+}
+
+static void *libcuda;
+
+void *gh_libcuda_handle(void)
+{
+	void *h = __atomic_load_n(&libcuda, __ATOMIC_ACQUIRE);
+	const char *name;
+
+	if (h)
+		return h;
+	name = gh_cfg.libcuda ? gh_cfg.libcuda : "libcuda.so.1";
+	/* Prefer the copy the program already loaded. */
+	h = dlopen(name, RTLD_NOW | RTLD_NOLOAD);
+	if (!h)
+		h = dlopen(name, RTLD_NOW);
+	if (!h)
+		return NULL;
+	__atomic_store_n(&libcuda, h, __ATOMIC_RELEASE);
+	return h;
+}
+
+static void *self_base;
+static size_t self_size;
+
+static int self_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+	uintptr_t me = (uintptr_t)data;
+
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+
+		if (ph->p_type == PT_LOAD && me >= lo && me < lo + ph->p_memsz) {
+			uintptr_t min = UINTPTR_MAX, max = 0;
+
+			for (int j = 0; j < info->dlpi_phnum; j++) {
+				const ElfW(Phdr) *q = &info->dlpi_phdr[j];
+
+				if (q->p_type != PT_LOAD)
+					continue;
+				if (info->dlpi_addr + q->p_vaddr < min)
+					min = info->dlpi_addr + q->p_vaddr;
+				if (info->dlpi_addr + q->p_vaddr + q->p_memsz > max)
+					max = info->dlpi_addr + q->p_vaddr +
+					      q->p_memsz;
+			}
+			self_base = (void *)min;
+			self_size = max - min;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+int gh_addr_is_ours(const void *p)
+{
+	if (!self_base)
+		dl_iterate_phdr(self_cb, (void *)(uintptr_t)&gh_addr_is_ours);
+	return (uintptr_t)p - (uintptr_t)self_base < self_size;
+}
+
+/* Symbol table index by name: binary search over a sorted index. */
+static unsigned short by_name[GH_SYM_COUNT];
+static pthread_once_t by_name_once = PTHREAD_ONCE_INIT;
+
+static void by_name_build(void)
+{
+	for (unsigned int i = 0; i < GH_SYM_COUNT; i++) {
+		unsigned int j = i;
+
+		while (j && strcmp(gh_syms[by_name[j - 1]].name,
+				   gh_syms[i].name) > 0) {
+			by_name[j] = by_name[j - 1];
+			j--;
+		}
+		by_name[j] = (unsigned short)i;
+	}
+}
+
+int gh_sym_find(const char *name)
+{
+	int lo = 0, hi = GH_SYM_COUNT - 1;
+
+	pthread_once(&by_name_once, by_name_build);
+	while (lo <= hi) {
+		int mid = (lo + hi) / 2;
+		int c = strcmp(name, gh_syms[by_name[mid]].name);
+
+		if (!c)
+			return by_name[mid];
+		if (c < 0)
+			hi = mid - 1;
+		else
+			lo = mid + 1;
+	}
+	return -1;
+}
+
+/* Real entry points, filled lazily or by the resolvers. */
+static void *gh_real[GH_SYM_COUNT];
+
+static void *resolve_one(unsigned int sym)
+{
+	const struct gh_sym *s = &gh_syms[sym];
+	void *p = NULL, *h;
+
+	switch (s->family) {
+	case GH_FAM_DRIVER:
+		h = gh_libcuda_handle();
+		if (h)
+			p = gh_real_dlsym(h, s->name);
+		break;
+	default:
+		/* The next definition after us: libcudart, libibverbs. */
+		p = gh_real_dlsym(RTLD_NEXT, s->name);
+		break;
+	}
+	if (p && gh_addr_is_ours(p))
+		p = NULL;
+	return p;
+}
+
+void *gh_real_get(unsigned int sym)
+{
+	void *p = __atomic_load_n(&gh_real[sym], __ATOMIC_ACQUIRE);
+
+	if (GH_LIKELY(p != NULL))
+		return p;
+	p = resolve_one(sym);
+	if (p) {
+		void *expected = NULL;
+
+		if (!__atomic_compare_exchange_n(&gh_real[sym], &expected, p, 0,
+						 __ATOMIC_ACQ_REL,
+						 __ATOMIC_ACQUIRE))
+			p = expected;
+	}
+	return p;
+}
+
+/* Record p as the real function behind sym; 0 if consistent. */
+static int real_set(unsigned int sym, void *p)
+{
+	void *expected = NULL;
+
+	if (__atomic_compare_exchange_n(&gh_real[sym], &expected, p, 0,
+					__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return 0;
+	return expected == p ? 0 : -EEXIST;
+}
+
+static int is_memory_action(unsigned int action)
+{
+	return action != GH_ACT_MANUAL;
+}
+
+/* Is there any memory-family row with this base name? */
+static int base_is_memory(const char *base)
+{
+	for (unsigned int i = 0; i < GH_SYM_COUNT; i++)
+		if (is_memory_action(gh_syms[i].action) &&
+		    !strcmp(gh_syms[i].base, base))
+			return 1;
+	return 0;
+}
+
+static void strip_version(const char *name, char *out, size_t cap)
+{
+	size_t n = strlen(name);
+	const char *p;
+
+	if (n >= cap)
+		n = cap - 1;
+	memcpy(out, name, n);
+	out[n] = 0;
+	for (int pass = 0; pass < 2; pass++) {
+		size_t len = strlen(out);
+
+		if (len > 5 && (!strcmp(out + len - 5, "_ptsz") ||
+				!strcmp(out + len - 5, "_ptds"))) {
+			out[len - 5] = 0;
+			continue;
+		}
+		p = strrchr(out, '_');
+		if (p && p[1] == 'v' && p[2] >= '0' && p[2] <= '9') {
+			const char *q = p + 2;
+
+			while (*q >= '0' && *q <= '9')
+				q++;
+			if (!*q)
+				out[p - out] = 0;
+		}
+	}
+}
+
+/*
+ * Resolver-first substitution: the real resolver already chose the entry
+ * point (honouring version and per-thread flags); map what it returned to
+ * the wrapper with that exact prototype.  An allocation or free entry
+ * point without a wrapper makes the registry untrusted.
+ */
+void *gh_substitute(const char *requested, void *p, const char *route)
+{
+	Dl_info info;
+	int sym = -1;
+	char base[128];
+
+	if (!p || !requested || gh_addr_is_ours(p))
+		return p;
+	if (requested[0] != 'c' || requested[1] != 'u')
+		return p;
+	if (dladdr(p, &info) && info.dli_sname && info.dli_saddr == p)
+		sym = gh_sym_find(info.dli_sname);
+	if (sym < 0) {
+		/* Not an exported symbol (or unnamed): try the row names. */
+		sym = gh_sym_find(requested);
+		if (sym >= 0 && gh_real_get((unsigned int)sym) != p)
+			sym = -1;
+	}
+	if (sym >= 0) {
+		const struct gh_sym *s = &gh_syms[sym];
+
+		if (real_set((unsigned int)sym, p)) {
+			gh_mark_untrusted(s->name,
+					  "two different real functions for one name");
+			return p;
+		}
+		gh_dbg("%s: %s -> wrapper %s", route, requested, s->name);
+		return s->wrapper;
+	}
+	strip_version(requested, base, sizeof(base));
+	if (base_is_memory(base)) {
+		gh_mark_untrusted(requested,
+				  "resolved to an entry point with no wrapper");
+	}
+	return p;
+}

@@ -1,0 +1,226 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Fake CUDA driver (test double of libcuda.so.1): shared internals.
+ *
+ * One process-wide mutex (fc.lock) guards all state.  Every exported
+ * driver function starts with FC_ENTER(), which counts the call, applies
+ * an injected failure (fakecuda_fail_next) before any side effect, and
+ * arranges for errno to be set on return (fakecuda_set_errno).
+ */
+#ifndef FAKECUDA_INTERNAL_H
+#define FAKECUDA_INTERNAL_H
+
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define FC_API __attribute__((visibility("default")))
+#define FC_HIDDEN __attribute__((visibility("hidden")))
+
+#define FC_DRIVER_VERSION 13000
+#define FC_MAX_DEVICES 16
+#define FC_GRAN (2UL << 20)		/* large page / VMM granularity */
+#define FC_SMALL_ALIGN 512UL		/* sub-allocation granularity */
+#define FC_DEV_SPAN (16UL << 30)	/* VA per device (and for VMM) */
+#define FC_CTX_STACK 64
+
+/* ---- call accounting and test hooks (fakecuda_core.c) ---- */
+
+struct fc_sym {
+	const char *name;
+	unsigned long calls;
+	int fail_n;
+	CUresult fail_rc;
+};
+
+struct fc_sym *fc_sym_get(const char *name);
+int fc_enter(struct fc_sym **slot, const char *name, CUresult *rc);
+void fc_leave(int *unused);
+void fc_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/*
+ * Count the call, set errno on the way out, and return early with an
+ * injected error.  Must be the first statement of an exported function.
+ */
+#define FC_ENTER()							\
+	int fc_guard_ __attribute__((cleanup(fc_leave))) = 0;		\
+	do {								\
+		static struct fc_sym *fc_slot_;				\
+		CUresult fc_inj_;					\
+		(void)fc_guard_;					\
+		if (fc_enter(&fc_slot_, __func__, &fc_inj_))		\
+			return fc_inj_;					\
+	} while (0)
+
+/* Same, for exported functions that return void or a non-CUresult. */
+#define FC_ENTER_NOFAIL()						\
+	int fc_guard_ __attribute__((cleanup(fc_leave))) = 0;		\
+	do {								\
+		static struct fc_sym *fc_slot_;				\
+		CUresult fc_inj_;					\
+		(void)fc_guard_;					\
+		(void)fc_enter(&fc_slot_, __func__, &fc_inj_);		\
+	} while (0)
+
+/* ---- objects ---- */
+
+#define FC_CTX_MAGIC 0x66437478u	/* "fCtx" */
+#define FC_STREAM_MAGIC 0x66537472u
+#define FC_POOL_MAGIC 0x66506f6cu
+#define FC_VMMH_MAGIC 0x66566d68u
+
+struct CUctx_st {
+	uint32_t magic;
+	int dev;
+	int primary;
+	int alive;		/* non-primary: not destroyed; primary: active */
+	unsigned int flags;
+	unsigned int refcount;	/* primary only */
+	unsigned long long id;
+};
+
+struct CUstream_st {
+	uint32_t magic;
+	int alive;
+	CUcontext ctx;
+	unsigned int flags;
+};
+
+struct fc_freelist {
+	size_t size;
+	uintptr_t *v;
+	size_t n, cap;
+};
+
+struct fc_flset {
+	struct fc_freelist *l;
+	size_t n, cap;
+};
+
+struct CUmemPoolHandle_st {
+	uint32_t magic;
+	int dev;
+	int alive;
+	int is_default;
+	cuuint64_t release_threshold;
+	int reuse_follow_event, reuse_opportunistic, reuse_internal;
+	size_t cached_bytes, used_bytes, high_used, high_reserved;
+	struct fc_flset cache;	/* freed blocks kept by the pool */
+	struct CUmemPoolHandle_st *next;
+};
+
+struct fc_vmmh {
+	uint32_t magic;
+	int dev;
+	int fd;
+	size_t size;
+	unsigned int refs;	/* handle references + live mappings */
+	unsigned int handle_refs;
+	CUmemAllocationProp prop;
+};
+
+enum fc_kind {
+	FC_K_DEVICE = 1,	/* cuMemAlloc, cuMemAllocPitch */
+	FC_K_MANAGED,
+	FC_K_POOL,		/* cuMemAlloc[FromPool]Async */
+	FC_K_HOST_ALLOC,	/* cuMemAllocHost, cuMemHostAlloc */
+	FC_K_HOST_REG,		/* cuMemHostRegister */
+	FC_K_VMM,		/* one cuMemMap'd range */
+	FC_K_IPC,		/* cuIpcOpenMemHandle */
+};
+
+struct fc_alloc {
+	uintptr_t base;
+	size_t size;		/* what the caller asked for */
+	uintptr_t span_base;	/* VA held (rounded) */
+	size_t span;
+	enum fc_kind kind;
+	int dev;
+	int small;		/* sub-allocated from a 2 MiB chunk */
+	CUcontext ctx;
+	unsigned long long buffer_id;
+	struct CUmemPoolHandle_st *pool;
+	unsigned int host_flags;
+	/* VMM mapping / IPC import */
+	struct fc_vmmh *vmmh;
+	size_t map_offset;
+	unsigned int ipc_refs;
+	int ipc_pid;
+	unsigned long long ipc_buffer_id;
+};
+
+struct fc_reserve {
+	uintptr_t base;
+	size_t size;
+};
+
+struct fc_dev {
+	uintptr_t lo, hi, bump;
+	int memfd;
+	struct fc_flset big_free;	/* free VA spans, by size, LIFO */
+	struct fc_flset small_free;	/* free small blocks, by size, LIFO */
+	uintptr_t chunk;		/* current small chunk */
+	size_t chunk_off;
+	struct CUctx_st primary;
+	struct CUmemPoolHandle_st default_pool;
+	struct CUmemPoolHandle_st *cur_pool;
+	char name[64];
+};
+
+struct fc_state {
+	pthread_mutex_t lock;
+	int initialized;
+	int ndev;
+	int log;
+	int ipc_same_process;
+	int errno_set;
+	int errno_val;
+	uintptr_t region;
+	size_t region_size;
+	struct fc_dev dev[FC_MAX_DEVICES];
+	/* VMM address space */
+	uintptr_t vmm_lo, vmm_hi, vmm_bump;
+	struct fc_flset vmm_free;
+	struct fc_reserve *res;
+	size_t nres, capres;
+	/* allocation registry, sorted by base */
+	struct fc_alloc **a;
+	size_t na, capa;
+	size_t live_bytes;
+	unsigned long long next_buffer_id;
+	unsigned long long next_ctx_id;
+	struct CUmemPoolHandle_st *pools;
+	/* DMA-BUF fallback: fd -> byte offset of the range in the file */
+	struct { int fd; uint64_t off; } dmabuf[256];
+};
+
+extern FC_HIDDEN struct fc_state fc;
+
+static inline void fc_lock(void) { pthread_mutex_lock(&fc.lock); }
+static inline void fc_unlock(void) { pthread_mutex_unlock(&fc.lock); }
+
+/* fakecuda_core.c */
+CUresult fc_check_init(void);
+CUcontext fc_current(void);
+CUresult fc_current_ctx(CUcontext *out);	/* needs lock */
+int fc_ctx_valid(CUcontext c);
+int fc_stream_ok(CUstream s);
+
+/* fakecuda_mem.c */
+void fc_mem_init_device(int d);
+void fc_mem_fork_reset(void);
+CUresult fc_region_init(void);
+struct fc_alloc *fc_find(uintptr_t p);
+void fc_free_ctx_allocs(CUcontext c);
+void fc_pool_init(struct CUmemPoolHandle_st *p, int dev, int is_default);
+void fc_pool_release_to_threshold(int dev);
+
+/* fakecuda_gpa.c */
+CUresult fc_getprocaddress(const char *symbol, void **pfn, int ver,
+			   cuuint64_t flags,
+			   CUdriverProcAddressQueryResult *status, int legacy);
+
+#endif

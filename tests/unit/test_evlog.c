@@ -1,0 +1,946 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Event log (src/evlog.c): JSON Lines output, per-thread rings, writer
+ * thread, drops, flush, shutdown, fork.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#include "gdrhook.h"
+#include "clock.h"
+#include "evlog.h"
+#include "evrec.h"
+
+/* ---------------------------------------------------------------- */
+/* helpers                                                           */
+
+static char tdir[256];
+
+static void mk_tdir(void)
+{
+	const char *base = getenv("TMPDIR");
+
+	snprintf(tdir, sizeof(tdir), "%s/gh_evlog.XXXXXX",
+		 base && *base ? base : "/tmp");
+	CHECK(mkdtemp(tdir) != NULL);
+}
+
+static void rm_tdir(void)
+{
+	char cmd[512];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tdir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "  cannot remove %s\n", tdir);
+}
+
+static char *tpath(const char *name)
+{
+	static char p[4][512];
+	static int i;
+
+	i = (i + 1) % 4;
+	snprintf(p[i], sizeof(p[i]), "%s/%s", tdir, name);
+	return p[i];
+}
+
+struct lines {
+	char **v;
+	int n;
+};
+
+static struct lines read_lines(const char *path)
+{
+	struct lines l = { NULL, 0 };
+	FILE *f = fopen(path, "r");
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t len;
+
+	if (!f)
+		return l;
+	while ((len = getline(&line, &cap, f)) > 0) {
+		CHECK(line[len - 1] == '\n');	/* whole lines only */
+		line[len - 1] = '\0';
+		l.v = realloc(l.v, sizeof(*l.v) * (size_t)(l.n + 1));
+		l.v[l.n++] = strdup(line);
+	}
+	free(line);
+	fclose(f);
+	return l;
+}
+
+/* Every line is a JSON object (python3's parser, when there is one). */
+static void check_json(const char *path)
+{
+	char cmd[1024];
+	int rc;
+
+	if (system("python3 -c '' >/dev/null 2>&1") != 0)
+		return;
+	snprintf(cmd, sizeof(cmd),
+		 "python3 -c 'import json,sys\n"
+		 "for l in open(sys.argv[1], encoding=\"utf-8\"):\n"
+		 "  assert isinstance(json.loads(l), dict), l\n' '%s'", path);
+	rc = system(cmd);
+	CHECK_EQ(rc, 0);
+}
+
+/*
+ * Minimal parser for the flat objects we write: keys and raw values
+ * (strings unescaped for the simple escapes the tests need).
+ */
+#define MAXKV 32
+struct obj {
+	int n;
+	char k[MAXKV][32];
+	char v[MAXKV][600];
+	int is_str[MAXKV];
+};
+
+static int parse_obj(const char *s, struct obj *o)
+{
+	memset(o, 0, sizeof(*o));
+	if (*s++ != '{')
+		return -1;
+	while (*s && *s != '}') {
+		size_t i = 0;
+
+		if (o->n == MAXKV || *s++ != '"')
+			return -1;
+		while (*s && *s != '"' && i < sizeof(o->k[0]) - 1)
+			o->k[o->n][i++] = *s++;
+		if (*s++ != '"' || *s++ != ':')
+			return -1;
+		i = 0;
+		if (*s == '"') {
+			s++;
+			o->is_str[o->n] = 1;
+			while (*s && *s != '"' && i < sizeof(o->v[0]) - 1) {
+				if (*s == '\\') {
+					s++;
+					switch (*s) {
+					case 'n':
+						o->v[o->n][i++] = '\n';
+						s++;
+						continue;
+					case 'u':
+						o->v[o->n][i++] = '?';
+						s += 5;
+						continue;
+					}
+				}
+				o->v[o->n][i++] = *s++;
+			}
+			if (*s++ != '"')
+				return -1;
+		} else {
+			while (*s && *s != ',' && *s != '}' &&
+			       i < sizeof(o->v[0]) - 1)
+				o->v[o->n][i++] = *s++;
+		}
+		o->n++;
+		if (*s == ',')
+			s++;
+	}
+	return *s == '}' && s[1] == '\0' ? 0 : -1;
+}
+
+static const char *get(const struct obj *o, const char *k)
+{
+	for (int i = 0; i < o->n; i++)
+		if (!strcmp(o->k[i], k))
+			return o->v[i];
+	return NULL;
+}
+
+static long long geti(const struct obj *o, const char *k)
+{
+	const char *v = get(o, k);
+
+	if (!v)
+		TH_FAIL("missing key %s", k);
+	return strtoll(v, NULL, 0);
+}
+
+static int is_str(const struct obj *o, const char *k)
+{
+	for (int i = 0; i < o->n; i++)
+		if (!strcmp(o->k[i], k))
+			return o->is_str[i];
+	return 0;
+}
+
+/* The object has exactly these keys, in this order. */
+static void check_keys(const struct obj *o, const char *const *keys)
+{
+	int i;
+
+	for (i = 0; keys[i]; i++) {
+		if (i >= o->n)
+			TH_FAIL("key %s missing (only %d keys)", keys[i], o->n);
+		if (strcmp(o->k[i], keys[i]))
+			TH_FAIL("key %d: got %s, want %s", i, o->k[i],
+				keys[i]);
+	}
+	if (i != o->n)
+		TH_FAIL("%d keys, want %d (extra: %s)", o->n, i, o->k[i]);
+}
+
+static struct obj *parse_line(const char *line)
+{
+	static struct obj o;
+
+	if (parse_obj(line, &o))
+		TH_FAIL("cannot parse: %s", line);
+	return &o;
+}
+
+static struct gh_evrec mkrec(unsigned int ev, uint64_t ptr)
+{
+	struct gh_evrec r;
+
+	memset(&r, 0, sizeof(r));
+	r.t_ns = gh_now_ns();
+	r.ev = (uint16_t)ev;
+	r.ptr = ptr;
+	r.size = 1 << 20;
+	r.api = "cuMemAlloc_v2";
+	r.kind = GDRHOOK_KIND_DEVICE;
+	return r;
+}
+
+static void put(unsigned int ev, uint64_t ptr)
+{
+	struct gh_evrec r = mkrec(ev, ptr);
+
+	gh_evlog_put(&r);
+}
+
+static int nthreads_now(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	int n = 0;
+
+	CHECK(d != NULL);
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n;
+}
+
+static int count_ev(const struct lines *l, const char *ev)
+{
+	int n = 0;
+
+	for (int i = 0; i < l->n; i++) {
+		struct obj *o = parse_line(l->v[i]);
+		const char *e = get(o, "ev");
+
+		if (e && !strcmp(e, ev))
+			n++;
+	}
+	return n;
+}
+
+/* ---------------------------------------------------------------- */
+/* names and configuration                                           */
+
+TEST(ev_names)
+{
+	static const char *const want[] = {
+		NULL, "alloc", "free", "restore", "ctx_destroy", "ctx_reset",
+		"ctx_release", "pool_trim", "pool_destroy", "untrusted",
+		"audit", "pin", "unpin", "reg", "dereg", "revoke", "hit",
+		"miss",
+	};
+
+	CHECK_EQ(sizeof(want) / sizeof(want[0]), GH_EV_COUNT_);
+	CHECK(gh_ev_name(0) == NULL);
+	for (unsigned int i = 1; i < GH_EV_COUNT_; i++)
+		CHECK_STR(gh_ev_name(i), want[i]);
+	CHECK(gh_ev_name(GH_EV_COUNT_) == NULL);
+	CHECK(gh_ev_name(100000) == NULL);
+}
+
+TEST(configure_rejects_bad_paths)
+{
+	char longp[5000];
+
+	CHECK(!gh_evlog_enabled());
+	CHECK_EQ(gh_evlog_configure(NULL, 0), -EINVAL);
+	CHECK_EQ(gh_evlog_configure("", 0), -EINVAL);
+	CHECK_EQ(gh_evlog_configure("/x/log.%d", 0), -EINVAL);
+	CHECK_EQ(gh_evlog_configure("/x/log.%", 0), -EINVAL);
+	memset(longp, 'a', sizeof(longp) - 1);
+	longp[sizeof(longp) - 1] = '\0';
+	CHECK_EQ(gh_evlog_configure(longp, 0), -ENAMETOOLONG);
+	CHECK(!gh_evlog_enabled());
+	/* put before configure: ignored, no crash */
+	put(GH_EV_ALLOC, 1);
+	CHECK_EQ(gh_evlog_written() + gh_evlog_dropped(), 0);
+	gh_evlog_flush();
+	gh_evlog_shutdown(0, 0);
+}
+
+TEST(lazy_open_and_no_trace_without_events)
+{
+	struct stat st;
+	int nt;
+
+	mk_tdir();
+	CHECK_EQ(gh_evlog_configure(tpath("log"), 0), 0);
+	CHECK(gh_evlog_enabled());
+	nt = nthreads_now();
+	CHECK(stat(tpath("log"), &st) < 0 && errno == ENOENT);
+	gh_evlog_flush();
+	CHECK(stat(tpath("log"), &st) < 0 && errno == ENOENT);
+	CHECK_EQ(nthreads_now(), nt);		/* no writer yet */
+	gh_evlog_shutdown(0, 0);
+	CHECK(stat(tpath("log"), &st) < 0 && errno == ENOENT);
+	CHECK(!gh_evlog_enabled());
+
+	/* the same process, configured again: first event opens */
+	CHECK_EQ(gh_evlog_configure(tpath("log2"), 0), 0);
+	put(GH_EV_ALLOC, 0x1000);
+	CHECK_EQ(nthreads_now(), nt + 1);	/* writer started */
+	gh_evlog_flush();
+	CHECK(stat(tpath("log2"), &st) == 0);
+	gh_evlog_shutdown(0, 0);
+	CHECK_EQ(nthreads_now(), nt);		/* writer joined */
+	rm_tdir();
+}
+
+/* ---------------------------------------------------------------- */
+/* record formats                                                    */
+
+static const char *const k_start[] = { "ev", "v", "t", "pid", "tid", "exe",
+				       "wall_ns", NULL };
+static const char *const k_alloc[] = { "t", "pid", "tid", "ev", "api", "ptr",
+				       "size", "dev", "gen", "kind", "ctx",
+				       "rc", "dur_ns", NULL };
+static const char *const k_free_x[] = { "t", "pid", "tid", "ev", "api",
+					"ptr", "size", "dev", "gen", "kind",
+					"ctx", "rc", "dur_ns", "tracked",
+					"implicit", NULL };
+static const char *const k_ctx[] = { "t", "pid", "tid", "ev", "api", "ctx",
+				     "dev", "rc", "dur_ns", "dropped",
+				     "dropped_bytes", NULL };
+static const char *const k_pool[] = { "t", "pid", "tid", "ev", "api", "pool",
+				      "rc", "dur_ns", NULL };
+static const char *const k_untr[] = { "t", "pid", "tid", "ev", "api", "why",
+				      NULL };
+static const char *const k_audit[] = { "t", "pid", "tid", "ev", "api", "ptr",
+				       "size", "gen", "what", NULL };
+static const char *const k_pin[] = { "t", "pid", "tid", "ev", "ptr", "size",
+				     "gen", "dev", "backend", "rc", "dur_ns",
+				     NULL };
+static const char *const k_reg[] = { "t", "pid", "tid", "ev", "ptr", "size",
+				     "gen", "mr", "pd", "access", "hit", "rc",
+				     "dur_ns", NULL };
+static const char *const k_small[] = { "t", "pid", "tid", "ev", "ptr",
+				       "size", "gen", NULL };
+static const char *const k_exit[] = { "ev", "t", "pid", "tid", "events",
+				      "dropped", "live", "live_bytes", NULL };
+
+static struct gh_evrec full_rec(unsigned int ev)
+{
+	struct gh_evrec r;
+
+	memset(&r, 0, sizeof(r));
+	r.t_ns = 1000 + ev;
+	r.dur_ns = 77;
+	r.ptr = 0x7f0000001000ull;
+	r.size = 123456789012ull;
+	r.gen = 42;
+	r.ctx = 0xabcdef;
+	r.aux = 0x5555;
+	r.aux2 = 0x6666;
+	r.api = "cuFoo_v2";
+	r.what = "say \"hi\"\n";
+	r.tid = 4242;
+	r.rc = -3;
+	r.dev = 1;
+	r.ev = (uint16_t)ev;
+	r.kind = GDRHOOK_KIND_HOST_REGISTERED;
+	return r;
+}
+
+TEST(record_fields_exact)
+{
+	struct lines l;
+	struct obj *o;
+	struct gh_evrec r;
+	char pid[32];
+	int i = 0;
+
+	mk_tdir();
+	snprintf(pid, sizeof(pid), "%d", getpid());
+	CHECK_EQ(gh_evlog_configure(tpath("log"), 0), 0);
+	for (unsigned int ev = 1; ev < GH_EV_COUNT_; ev++) {
+		r = full_rec(ev);
+		gh_evlog_put(&r);
+	}
+	/* flag variants */
+	r = full_rec(GH_EV_FREE);
+	r.flags = GH_EVF_UNTRACKED | GH_EVF_IMPLICIT;
+	r.kind = 0;
+	gh_evlog_put(&r);
+	r = full_rec(GH_EV_REG);
+	r.flags = GH_EVF_HIT;
+	r.api = NULL;
+	gh_evlog_put(&r);
+	r = full_rec(GH_EV_UNTRUSTED);
+	r.what = NULL;
+	gh_evlog_put(&r);
+	r = full_rec(GH_EV_ALLOC);
+	r.kind = 200;		/* out of range: written as a number */
+	r.tid = 0;		/* filled in by put */
+	gh_evlog_put(&r);
+	gh_evlog_shutdown(3, 4096);
+
+	check_json(tpath("log"));
+	l = read_lines(tpath("log"));
+	CHECK_EQ(l.n, 1 + (GH_EV_COUNT_ - 1) + 4 + 1);
+
+	o = parse_line(l.v[i++]);
+	check_keys(o, k_start);
+	CHECK_STR(get(o, "ev"), "start");
+	CHECK_EQ(geti(o, "v"), 1);
+	CHECK_STR(get(o, "pid"), pid);
+	{
+		char exe[4096];
+		ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+		CHECK(n > 0);
+		exe[n] = '\0';
+		CHECK(is_str(o, "exe"));
+		CHECK_STR(get(o, "exe"), exe);
+		CHECK_EQ(geti(o, "tid"), gh_gettid());
+	}
+	CHECK(geti(o, "wall_ns") > 1600000000ll * 1000000000ll);
+
+	for (unsigned int ev = 1; ev < GH_EV_COUNT_; ev++) {
+		o = parse_line(l.v[i++]);
+		CHECK_EQ(geti(o, "t"), 1000 + ev);
+		CHECK_STR(get(o, "pid"), pid);
+		CHECK_EQ(geti(o, "tid"), 4242);
+		CHECK_STR(get(o, "ev"), gh_ev_name(ev));
+		switch (ev) {
+		case GH_EV_ALLOC:
+		case GH_EV_FREE:
+		case GH_EV_RESTORE:
+			check_keys(o, k_alloc);
+			CHECK_STR(get(o, "api"), "cuFoo_v2");
+			CHECK_STR(get(o, "ptr"), "0x7f0000001000");
+			CHECK(is_str(o, "ptr"));
+			CHECK_STR(get(o, "size"), "123456789012");
+			CHECK_EQ(geti(o, "dev"), 1);
+			CHECK_EQ(geti(o, "gen"), 42);
+			CHECK_STR(get(o, "kind"), "host_registered");
+			CHECK_STR(get(o, "ctx"), "0xabcdef");
+			CHECK_EQ(geti(o, "rc"), -3);
+			CHECK_EQ(geti(o, "dur_ns"), 77);
+			break;
+		case GH_EV_CTX_DESTROY:
+		case GH_EV_CTX_RESET:
+		case GH_EV_CTX_RELEASE:
+			check_keys(o, k_ctx);
+			CHECK_STR(get(o, "ctx"), "0xabcdef");
+			CHECK_EQ(geti(o, "dropped"), 0x6666);
+			CHECK_EQ(geti(o, "dropped_bytes"), 0x5555);
+			CHECK_EQ(geti(o, "rc"), -3);
+			break;
+		case GH_EV_POOL_TRIM:
+		case GH_EV_POOL_DESTROY:
+			check_keys(o, k_pool);
+			CHECK_STR(get(o, "pool"), "0xabcdef");
+			break;
+		case GH_EV_UNTRUSTED:
+			check_keys(o, k_untr);
+			CHECK_STR(get(o, "why"), "say \"hi\"\n");
+			break;
+		case GH_EV_AUDIT:
+			check_keys(o, k_audit);
+			CHECK_STR(get(o, "what"), "say \"hi\"\n");
+			break;
+		case GH_EV_PIN:
+		case GH_EV_UNPIN:
+			check_keys(o, k_pin);
+			CHECK_STR(get(o, "backend"), "say \"hi\"\n");
+			CHECK_EQ(geti(o, "dur_ns"), 77);
+			break;
+		case GH_EV_REG:
+		case GH_EV_DEREG:
+			check_keys(o, k_reg);
+			CHECK_STR(get(o, "mr"), "0x5555");
+			CHECK_STR(get(o, "pd"), "0x6666");
+			CHECK_EQ(geti(o, "access"),
+				 GDRHOOK_KIND_HOST_REGISTERED);
+			CHECK_STR(get(o, "hit"), "false");
+			break;
+		default:
+			check_keys(o, k_small);
+			CHECK_STR(get(o, "ptr"), "0x7f0000001000");
+			CHECK_EQ(geti(o, "gen"), 42);
+			break;
+		}
+	}
+	o = parse_line(l.v[i++]);
+	check_keys(o, k_free_x);
+	CHECK_STR(get(o, "tracked"), "false");
+	CHECK_STR(get(o, "implicit"), "true");
+	CHECK_STR(get(o, "kind"), "none");
+	o = parse_line(l.v[i++]);
+	check_keys(o, k_reg);
+	CHECK_STR(get(o, "hit"), "true");
+	o = parse_line(l.v[i++]);
+	check_keys(o, k_untr);
+	CHECK_STR(get(o, "why"), "null");
+	CHECK(!is_str(o, "why"));
+	o = parse_line(l.v[i++]);
+	CHECK_EQ(geti(o, "kind"), 200);
+	CHECK_EQ(geti(o, "tid"), gh_gettid());
+
+	o = parse_line(l.v[i++]);
+	check_keys(o, k_exit);
+	CHECK_EQ(geti(o, "events"), GH_EV_COUNT_ - 1 + 4);
+	CHECK_EQ(geti(o, "dropped"), 0);
+	CHECK_EQ(geti(o, "live"), 3);
+	CHECK_EQ(geti(o, "live_bytes"), 4096);
+	CHECK_EQ(gh_evlog_written(), GH_EV_COUNT_ - 1 + 4);
+	rm_tdir();
+}
+
+TEST(put_preserves_errno)
+{
+	mk_tdir();
+	CHECK_EQ(gh_evlog_configure(tpath("log"), 0), 0);
+	errno = 1234;
+	put(GH_EV_ALLOC, 1);		/* first: maps a ring, starts writer */
+	CHECK_EQ(errno, 1234);
+	put(GH_EV_FREE, 1);
+	CHECK_EQ(errno, 1234);
+	gh_evlog_flush();
+	CHECK_EQ(errno, 1234);
+	gh_evlog_shutdown(0, 0);
+	CHECK_EQ(errno, 1234);
+	rm_tdir();
+}
+
+TEST(pid_substitution)
+{
+	char name[64];
+	struct lines l;
+
+	mk_tdir();
+	CHECK_EQ(gh_evlog_configure(tpath("log.%p.%%.json"), 0), 0);
+	put(GH_EV_ALLOC, 1);
+	gh_evlog_shutdown(0, 0);
+	snprintf(name, sizeof(name), "log.%d.%%.json", getpid());
+	l = read_lines(tpath(name));
+	CHECK_EQ(l.n, 3);
+	rm_tdir();
+}
+
+TEST(stderr_target)
+{
+	struct lines l;
+	int fd;
+
+	mk_tdir();
+	fflush(stderr);
+	fd = open(tpath("err"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	CHECK(fd >= 0);
+	CHECK(dup2(fd, 2) == 2);
+	close(fd);
+	CHECK_EQ(gh_evlog_configure("stderr", 0), 0);
+	put(GH_EV_ALLOC, 1);
+	put(GH_EV_FREE, 1);
+	gh_evlog_shutdown(0, 0);
+	/* fd 2 stays open after shutdown */
+	CHECK(write(2, "", 0) == 0);
+	l = read_lines(tpath("err"));
+	CHECK_EQ(l.n, 4);
+	CHECK_STR(get(parse_line(l.v[0]), "ev"), "start");
+	CHECK_STR(get(parse_line(l.v[1]), "ev"), "alloc");
+	CHECK_STR(get(parse_line(l.v[3]), "ev"), "exit");
+	rm_tdir();
+}
+
+TEST(appends_not_truncates)
+{
+	struct lines l;
+	int fd;
+
+	mk_tdir();
+	fd = open(tpath("log"), O_WRONLY | O_CREAT, 0644);
+	CHECK(fd >= 0);
+	CHECK(write(fd, "{\"old\":1}\n", 10) == 10);
+	close(fd);
+	CHECK_EQ(gh_evlog_configure(tpath("log"), 0), 0);
+	put(GH_EV_ALLOC, 1);
+	gh_evlog_shutdown(0, 0);
+	l = read_lines(tpath("log"));
+	CHECK_EQ(l.n, 4);
+	CHECK_STR(l.v[0], "{\"old\":1}");
+	rm_tdir();
+}
+
+/* ---------------------------------------------------------------- */
+/* flush, drops                                                      */
+
+TEST(flush_is_synchronous)
+{
+	struct lines l;
+
+	mk_tdir();
+	CHECK_EQ(gh_evlog_configure(tpath("log"), 0), 0);
+	for (int i = 0; i < 10; i++)
+		put(GH_EV_ALLOC, (uint64_t)i);
+	gh_evlog_flush();
+	l = read_lines(tpath("log"));
+	CHECK_EQ(l.n, 11);
+	CHECK_EQ(gh_evlog_written(), 10);
+	for (int i = 0; i < 10; i++)
+		put(GH_EV_FREE, (uint64_t)i);
+	gh_evlog_flush();
+	l = read_lines(tpath("log"));
+	CHECK_EQ(l.n, 21);
+	CHECK_EQ(count_ev(&l, "free"), 10);
+	gh_evlog_shutdown(0, 0);
+	rm_tdir();
+}
+
+TEST(full_ring_counts_drops_exactly)
+{
+	struct lines l;
+	struct obj *o;
+
+	mk_tdir();
+	/* 16 records per ring */
+	CHECK_EQ(gh_evlog_configure(tpath("log"),
+				    16 * sizeof(struct gh_evrec)), 0);
+	put(GH_EV_ALLOC, 0);
+	gh_evlog_flush();
+	CHECK_EQ(gh_evlog_written(), 1);
+	/* holds the consumer lock (after draining): the writer is stuck */
+	gh_evlog_atfork_prepare();
+	for (int i = 1; i <= 100; i++)
+		put(GH_EV_ALLOC, (uint64_t)i);
+	CHECK_EQ(gh_evlog_dropped(), 84);
+	gh_evlog_atfork_parent();
+	gh_evlog_flush();
+	CHECK_EQ(gh_evlog_written(), 17);
+	gh_evlog_shutdown(0, 0);
+
+	l = read_lines(tpath("log"));
+	CHECK_EQ(l.n, 1 + 17 + 1);
+	/* the first 16 of the burst survive, in order */
+	for (int i = 0; i <= 16; i++)
+		CHECK_EQ(geti(parse_line(l.v[1 + i]), "ptr"), i);
+	o = parse_line(l.v[l.n - 1]);
+	CHECK_EQ(geti(o, "events"), 17);
+	CHECK_EQ(geti(o, "dropped"), 84);
+	rm_tdir();
+}
+
+/* ---------------------------------------------------------------- */
+/* threads                                                           */
+
+#define MT_THREADS	4
+#define MT_EVENTS	20000
+
+static void *mt_body(void *arg)
+{
+	uintptr_t id = (uintptr_t)arg;
+
+	for (uint64_t i = 0; i < MT_EVENTS; i++) {
+		put(GH_EV_ALLOC, (id << 32) | i);
+		if (!(i % 256))
+			usleep(1000);	/* bursts of ~250 k events/s */
+	}
+	return NULL;
+}
+
+TEST(multithread_order_per_thread)
+{
+	pthread_t th[MT_THREADS];
+	uint64_t next[MT_THREADS] = { 0 };
+	int32_t tid_of[MT_THREADS] = { 0 };
+	struct lines l;
+	struct obj *o;
+	uint64_t total = 0;
+
+	mk_tdir();
+	CHECK_EQ(gh_evlog_configure(tpath("log"), 0), 0);
+	for (uintptr_t i = 0; i < MT_THREADS; i++)
+		CHECK(!pthread_create(&th[i], NULL, mt_body, (void *)i));
+	for (int i = 0; i < MT_THREADS; i++)
+		pthread_join(th[i], NULL);
+	gh_evlog_shutdown(0, 0);
+	CHECK_EQ(gh_evlog_written() + gh_evlog_dropped(),
+		 MT_THREADS * MT_EVENTS);
+
+	l = read_lines(tpath("log"));
+	for (int i = 1; i < l.n - 1; i++) {
+		uint64_t v, id, seq;
+
+		o = parse_line(l.v[i]);
+		v = (uint64_t)strtoull(get(o, "ptr"), NULL, 16);
+		id = v >> 32;
+		seq = v & 0xffffffffu;
+		CHECK(id < MT_THREADS);
+		if (!tid_of[id])
+			tid_of[id] = (int32_t)geti(o, "tid");
+		CHECK_EQ(geti(o, "tid"), tid_of[id]);
+		/* order per thread; gaps only where events were dropped */
+		CHECK(seq >= next[id]);
+		if (!gh_evlog_dropped())
+			CHECK_EQ(seq, next[id]);
+		next[id] = seq + 1;
+		total++;
+	}
+	CHECK_EQ(total, gh_evlog_written());
+	CHECK_EQ(gh_evlog_dropped(), 0);	/* default ring is enough */
+	rm_tdir();
+}
+
+static void *exit_body(void *arg)
+{
+	uintptr_t id = (uintptr_t)arg;
+
+	for (uint64_t i = 0; i < 100; i++)
+		put(GH_EV_FREE, (id << 32) | i);
+	return NULL;
+}
+
+TEST(thread_exit_loses_nothing)
+{
+	struct lines l;
+	pthread_t th;
+	int n = 0;
+
+	mk_tdir();
+	CHECK_EQ(gh_evlog_configure(tpath("log"),
+				    128 * sizeof(struct gh_evrec)), 0);
+	for (uintptr_t i = 0; i < 200; i++) {
+		/* exit without anyone flushing: the ring is orphaned */
+		CHECK(!pthread_create(&th, NULL, exit_body, (void *)i));
+		pthread_join(th, NULL);
+		if (i % 50 == 0)
+			usleep(60 * 1000);	/* let the writer recycle */
+	}
+	gh_evlog_flush();
+	CHECK_EQ(gh_evlog_written(), 200 * 100);
+	CHECK_EQ(gh_evlog_dropped(), 0);
+	gh_evlog_shutdown(0, 0);
+	l = read_lines(tpath("log"));
+	n = count_ev(&l, "free");
+	CHECK_EQ(n, 200 * 100);
+	rm_tdir();
+}
+
+/* ---------------------------------------------------------------- */
+/* fork                                                              */
+
+static volatile int fk_stop;
+
+static void *fk_emitter(void *arg)
+{
+	uint64_t i = 0;
+
+	(void)arg;
+	while (!__atomic_load_n(&fk_stop, __ATOMIC_RELAXED)) {
+		put(GH_EV_HIT, i++);
+		if (!(i % 64))
+			usleep(50);
+	}
+	return NULL;
+}
+
+#define FK_CHILDREN	20
+
+TEST_TIMEOUT(fork_child_own_records_no_deadlock, 120)
+{
+	pthread_t th[3];
+	pid_t kids[FK_CHILDREN];
+	struct lines l;
+	int seen[FK_CHILDREN] = { 0 };
+
+	mk_tdir();
+	CHECK(!pthread_atfork(gh_evlog_atfork_prepare, gh_evlog_atfork_parent,
+			      gh_evlog_atfork_child));
+	CHECK_EQ(gh_evlog_configure(tpath("log"), 0), 0);
+	put(GH_EV_ALLOC, 1);
+	for (int i = 0; i < 3; i++)
+		CHECK(!pthread_create(&th[i], NULL, fk_emitter, NULL));
+	for (int k = 0; k < FK_CHILDREN; k++) {
+		kids[k] = fork();
+		CHECK(kids[k] >= 0);
+		if (kids[k] == 0) {
+			alarm(20);
+			/* the child's tid is its pid again */
+			if (gh_gettid() != getpid())
+				_exit(3);
+			if (gh_evlog_written() || gh_evlog_dropped())
+				_exit(4);
+			for (int i = 0; i < 5; i++)
+				put(GH_EV_MISS, 0x100 + (uint64_t)i);
+			gh_evlog_shutdown(0, 0);
+			_exit(0);
+		}
+		usleep(2000);
+	}
+	for (int k = 0; k < FK_CHILDREN; k++) {
+		int st;
+
+		CHECK(waitpid(kids[k], &st, 0) == kids[k]);
+		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	}
+	__atomic_store_n(&fk_stop, 1, __ATOMIC_RELAXED);
+	for (int i = 0; i < 3; i++)
+		pthread_join(th[i], NULL);
+	gh_evlog_shutdown(0, 0);
+
+	check_json(tpath("log"));
+	l = read_lines(tpath("log"));
+	for (int k = 0; k < FK_CHILDREN; k++) {
+		/* child's lines: start, fork, 5 x miss, exit (in order) */
+		int state = 0;
+
+		for (int i = 0; i < l.n; i++) {
+			struct obj *o = parse_line(l.v[i]);
+			const char *ev = get(o, "ev");
+
+			if (geti(o, "pid") != kids[k])
+				continue;
+			if (state == 0) {
+				CHECK_STR(ev, "start");
+			} else if (state == 1) {
+				CHECK_STR(ev, "fork");
+				CHECK_EQ(geti(o, "parent"), getpid());
+				CHECK_EQ(geti(o, "tid"), kids[k]);
+			} else if (state < 7) {
+				CHECK_STR(ev, "miss");
+				CHECK_EQ(geti(o, "ptr"), 0x100 + state - 2);
+				CHECK_EQ(geti(o, "tid"), kids[k]);
+			} else if (state == 7) {
+				CHECK_STR(ev, "exit");
+				CHECK_EQ(geti(o, "events"), 5);
+				CHECK_EQ(geti(o, "dropped"), 0);
+			} else {
+				TH_FAIL("extra line for child %d: %s",
+					kids[k], l.v[i]);
+			}
+			state++;
+		}
+		CHECK_EQ(state, 8);
+		seen[k] = 1;
+	}
+	/* the parent: one start, no fork record, one exit at the end */
+	{
+		int starts = 0, forks = 0;
+		struct obj *o;
+
+		for (int i = 0; i < l.n; i++) {
+			o = parse_line(l.v[i]);
+			if (geti(o, "pid") != getpid())
+				continue;
+			if (!strcmp(get(o, "ev"), "start"))
+				starts++;
+			if (!strcmp(get(o, "ev"), "fork"))
+				forks++;
+		}
+		CHECK_EQ(starts, 1);
+		CHECK_EQ(forks, 0);
+		o = parse_line(l.v[0]);
+		CHECK_STR(get(o, "ev"), "start");
+		CHECK_EQ(geti(o, "pid"), getpid());
+	}
+	(void)seen;
+	rm_tdir();
+}
+
+/* A child that records nothing leaves nothing, and a parent that logged
+ * nothing before the fork has no half state in the child. */
+TEST(fork_child_without_events_is_silent)
+{
+	struct lines l;
+	pid_t pid;
+	int st;
+
+	mk_tdir();
+	CHECK(!pthread_atfork(gh_evlog_atfork_prepare, gh_evlog_atfork_parent,
+			      gh_evlog_atfork_child));
+	CHECK_EQ(gh_evlog_configure(tpath("log"), 0), 0);
+	put(GH_EV_ALLOC, 1);
+	pid = fork();
+	if (pid == 0) {
+		gh_evlog_shutdown(0, 0);
+		_exit(0);
+	}
+	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st));
+	gh_evlog_shutdown(0, 0);
+	l = read_lines(tpath("log"));
+	CHECK_EQ(l.n, 3);
+	rm_tdir();
+}
+
+/* ---------------------------------------------------------------- */
+/* cost (printed, not checked)                                       */
+
+TEST(bench_put_and_writer)
+{
+	enum { N = 1 << 19 };
+	uint64_t t0, t1, t2;
+
+	mk_tdir();
+	CHECK_EQ(gh_evlog_configure(tpath("log"),
+				    (uint64_t)N * sizeof(struct gh_evrec)), 0);
+	put(GH_EV_ALLOC, 0);
+	gh_evlog_flush();
+	/* warm the ring's pages, then measure with the consumer held off */
+	gh_evlog_atfork_prepare();
+	for (int i = 0; i < N - 1; i++)
+		put(GH_EV_ALLOC, (uint64_t)i);
+	gh_evlog_atfork_parent();
+	gh_evlog_flush();
+
+	gh_evlog_atfork_prepare();
+	{
+		struct gh_evrec r = mkrec(GH_EV_ALLOC, 0);
+
+		t0 = gh_now_ns();
+		for (int i = 0; i < N; i++) {
+			r.ptr = (uint64_t)i << 12;
+			gh_evlog_put(&r);
+		}
+		t1 = gh_now_ns();
+	}
+	gh_evlog_atfork_parent();
+	gh_evlog_flush();
+	t2 = gh_now_ns();
+	CHECK_EQ(gh_evlog_dropped(), 0);
+	printf("  gh_evlog_put: %.1f ns/event; "
+	       "writer: %.2f M events/s to a file\n",
+	       (double)(t1 - t0) / N, N / ((double)(t2 - t1) / 1e3));
+	gh_evlog_shutdown(0, 0);
+	rm_tdir();
+}
+
+TEST_MAIN()

@@ -36,7 +36,7 @@ CORE_A		:= $(BUILD)/libgdrhook-core.a
 UNIT_SRCS	:= $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS	:= $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRCS))
 
-.PHONY: all lib test check clean kmod lab asan tsan test-sanitizers
+.PHONY: all lib test check clean kmod lab doc test-suite test-default test-asan test-tsan fake
 .DEFAULT_GOAL := all
 
 all: lib
@@ -71,9 +71,64 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(CORE_A) tests/harness.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Itests -o $@ $< $(CORE_A) $(LDLIBS)
 
+# Programs run under LD_PRELOAD against the CUDA driver test double.
+PRELOAD_SRCS	:= $(sort $(wildcard tests/preload/test_*.c))
+PRELOAD_BINS	:= $(patsubst tests/preload/%.c,$(BUILD)/tests/preload/%,$(PRELOAD_SRCS)) \
+		   $(BUILD)/tests/preload/test_symbols
+PRELOAD_CFLAGS	:= $(ALL_CFLAGS) -Itests -Itests/preload
+PRELOAD_LIBS	:= -L$(BUILD)/fake -lcuda -ldl -lpthread
+
+$(BUILD)/tests/preload/%: tests/preload/%.c $(wildcard tests/preload/*.h) tests/harness.h fake
+	@mkdir -p $(dir $@)
+	$(CC) $(PRELOAD_CFLAGS) -o $@ $< $(PRELOAD_LIBS)
+
+$(BUILD)/tests/preload/test_symbols: $(GEN_STAMP) $(wildcard tests/preload/*.h) tests/harness.h fake
+	@mkdir -p $(dir $@)
+	$(CC) $(PRELOAD_CFLAGS) -o $@ $(BUILD)/gen/test_symbols.c $(PRELOAD_LIBS)
+
+# Sanitizer runtimes must come first in the process, before the shim.
+SAN_RT		:= $(if $(findstring address,$(SAN)),$(shell $(CC) -print-file-name=libasan.so),\
+		   $(if $(findstring thread,$(SAN)),$(shell $(CC) -print-file-name=libtsan.so),))
+PRELOAD_ENV	:= LD_PRELOAD="$(SAN_RT)$(if $(SAN_RT), ,)$(abspath $(LIB))" \
+		   LD_LIBRARY_PATH="$(abspath $(BUILD)/fake)" \
+		   GDRHOOK_TEST_LIB="$(abspath $(LIB))" GDRHOOK_TEST_SAN_RT="$(SAN_RT)" \
+		   ASAN_OPTIONS=detect_leaks=0 TSAN_OPTIONS=halt_on_error=1 \
+		   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+
 # Per-component fragments (test doubles, preload tests, benchmarks).
 -include $(sort $(wildcard tests/*/rules.mk))
 -include $(wildcard $(BUILD)/obj/*/*.d $(BUILD)/obj/*/*/*.d)
+
+check: $(LIB)
+	scripts/check-exports.sh $(LIB) $(BUILD)/gen/symbols.txt
+	@readme_tbl=$$($(PYTHON) scripts/gen-doc.py --check README.md 2>&1) || { echo "$$readme_tbl"; exit 1; }
+
+doc: $(LIB)
+	$(PYTHON) scripts/gen-doc.py README.md
+
+# The CPU test suite: unit tests, the shim against the driver test double
+# (every route, every hooked symbol), the trace tool; then again with
+# ASan+UBSan and with TSan builds.
+test-suite: all $(UNIT_BINS) $(PRELOAD_BINS)
+	tests/run $(UNIT_BINS) $(if $(wildcard $(BUILD)/fake/selftest),$(BUILD)/fake/selftest,)
+	env $(PRELOAD_ENV) tests/run $(PRELOAD_BINS)
+
+test-default:
+	$(MAKE) check
+	$(MAKE) test-suite
+	tests/trace/run
+
+test-asan:
+	$(MAKE) BUILD=build/asan SAN=address,undefined CFLAGS="-O1 -g" test-suite
+
+test-tsan:
+	$(MAKE) BUILD=build/tsan SAN=thread CFLAGS="-O1 -g" test-suite
+
+test:
+	$(MAKE) test-default
+	$(MAKE) test-asan
+	$(MAKE) test-tsan
+	@echo "make test: all suites passed"
 
 kmod:
 	$(MAKE) -C src/kmod $(if $(KDIR),KDIR=$(KDIR),)

@@ -1,13 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
  * GDRHOOK_* configuration: one table, parsed once from environ at init.
- * The README's variable table is printed from the same rows
- * (gh_config_print_markdown, via `make doc`).
+ * The README's variable table is generated from the same rows
+ * (scripts/gen-doc.py, `make doc`; `make check` verifies it).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "internal.h"
 #include "log.h"
@@ -132,6 +131,20 @@ static const struct gh_opt *find_opt(const char *name, size_t len)
 }
 
 /*
+ * Unknown names are reported at the first CUDA call, not at load: a shell
+ * or tool that merely inherits the environment should stay silent.
+ */
+#define GH_MAX_UNKNOWN 8
+static const char *unknown[GH_MAX_UNKNOWN];
+static int n_unknown;
+
+void gh_config_report(void)
+{
+	for (int i = 0; i < n_unknown; i++)
+		gh_warn("unknown variable ignored: %s", unknown[i]);
+}
+
+/*
  * Defaults first, then environ.  getenv-free walk of environ so unknown
  * GDRHOOK_* names (typos) can be reported.  Returns the number of bad
  * values (each already reported; its default is kept).
@@ -156,7 +169,8 @@ int gh_config_load(void)
 			continue;
 		o = find_opt(name, (size_t)(eq - name));
 		if (!o) {
-			gh_warn("unknown variable ignored: %s", *e);
+			if (n_unknown < GH_MAX_UNKNOWN)
+				unknown[n_unknown++] = *e;
 			continue;
 		}
 		if (apply(o, eq + 1)) {
@@ -169,38 +183,4 @@ int gh_config_load(void)
 			gh_log_level = gh_cfg.log_level;
 	}
 	return bad;
-}
-
-static void put(int fd, const char *s)
-{
-	size_t n = strlen(s);
-
-	while (n) {
-		ssize_t w = write(fd, s, n);
-
-		if (w <= 0)
-			return;
-		s += w;
-		n -= (size_t)w;
-	}
-}
-
-void gh_config_print_markdown(int fd)
-{
-	put(fd, "| variable | default | meaning |\n|---|---|---|\n");
-	for (size_t i = 0; i < GH_NOPTS; i++) {
-		put(fd, "| `" GH_PREFIX);
-		put(fd, gh_opts[i].name);
-		put(fd, "` | ");
-		if (*gh_opts[i].def) {
-			put(fd, "`");
-			put(fd, gh_opts[i].def);
-			put(fd, "`");
-		} else {
-			put(fd, "unset");
-		}
-		put(fd, " | ");
-		put(fd, gh_opts[i].doc);
-		put(fd, " |\n");
-	}
 }

@@ -103,8 +103,10 @@ void gh_note_cuda_used(void)
 
 	if (GH_LIKELY(__atomic_load_n(&armed, __ATOMIC_RELAXED)))
 		return;
-	if (!__atomic_exchange_n(&armed, 1, __ATOMIC_ACQ_REL))
+	if (!__atomic_exchange_n(&armed, 1, __ATOMIC_ACQ_REL)) {
+		gh_config_report();
 		atexit(at_exit);
+	}
 }
 
 __attribute__((destructor)) static void gh_destructor(void)

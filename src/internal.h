@@ -30,8 +30,8 @@ struct gh_config {
 extern struct gh_config gh_cfg;
 
 int gh_config_load(void);
-/* Print the variable table as Markdown (scripts/gen docs, --help). */
-void gh_config_print_markdown(int fd);
+/* Warn about unknown GDRHOOK_* names (once, at the first CUDA call). */
+void gh_config_report(void);
 
 /* Process-wide state (init.c). */
 enum gh_state {

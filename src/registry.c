@@ -78,9 +78,31 @@
 #define GH_REG_ENT_PER_CHUNK	32768u	/* 2 MiB of entries */
 #define GH_REG_MAX_ENT_CHUNKS	8192u	/* 268 M entries */
 
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define GH_REG_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define GH_REG_TSAN 1
+#endif
+
+#ifndef GH_REG_TSAN
 #define GH_LD(p)	__atomic_load_n((p), __ATOMIC_RELAXED)
-#define GH_LD_ACQ(p)	__atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define GH_ST(p, v)	__atomic_store_n((p), (v), __ATOMIC_RELAXED)
+#define GH_FENCE_ACQ()	__atomic_thread_fence(__ATOMIC_ACQUIRE)
+#define GH_FENCE_REL()	__atomic_thread_fence(__ATOMIC_RELEASE)
+#else
+/*
+ * TSan does not model fences: order every access instead, which is
+ * stronger than the fenced seqlock, so what TSan checks still holds.
+ */
+#define GH_LD(p)	__atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define GH_ST(p, v)	__atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#define GH_FENCE_ACQ()	do { } while (0)
+#define GH_FENCE_REL()	do { } while (0)
+#endif
+#define GH_LD_ACQ(p)	__atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define GH_ST_REL(p, v)	__atomic_store_n((p), (v), __ATOMIC_RELEASE)
 
 /* One live (size != 0) or free (size == 0) allocation: one cache line. */
@@ -161,7 +183,7 @@ static inline bool gh_reg_ent_snap(const struct gh_reg_ent *e,
 	r->pool = GH_LD(&e->pool);
 	meta = GH_LD(&e->meta);
 	r->api = GH_LD(&e->api);
-	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	GH_FENCE_ACQ();
 	s2 = GH_LD(&e->seq);
 	r->dev = (int32_t)(uint32_t)meta;
 	r->kind = (uint16_t)(meta >> 32);
@@ -252,7 +274,7 @@ retry:
 				goto retry;
 			if (gh_reg_ent_snap(e, &r, &seq) &&
 			    ptr - r.base < r.size) {
-				__atomic_thread_fence(__ATOMIC_ACQUIRE);
+				GH_FENCE_ACQ();
 				if (GH_REG_LIKELY(GH_LD(&node->seq) == nseq))
 					return gh_reg_found(&r, ptr, last,
 							    out_p);
@@ -261,7 +283,7 @@ retry:
 		}
 	}
 	/* No allocation of this granule covers ptr, if the node held. */
-	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	GH_FENCE_ACQ();
 	if (GH_LD_ACQ(sp) == sv && GH_LD(&node->seq) == nseq)
 		return -ENOENT;
 	goto retry;
@@ -397,7 +419,7 @@ static void gh_reg_node_push(struct gh_reg_node *n)
 static void gh_reg_node_write_begin(struct gh_reg_node *n)
 {
 	GH_ST(&n->seq, n->seq + 1);
-	__atomic_thread_fence(__ATOMIC_RELEASE);
+	GH_FENCE_REL();
 }
 
 static void gh_reg_node_write_end(struct gh_reg_node *n, uint32_t count)
@@ -672,7 +694,7 @@ static void gh_reg_unlink(struct gh_reg_ent *e)
 	}
 	/* Kill: readers holding a stale pointer now see a dead entry. */
 	GH_ST(&e->seq, e->seq + 1);
-	__atomic_thread_fence(__ATOMIC_RELEASE);
+	GH_FENCE_REL();
 	GH_ST(&e->size, 0);
 	GH_ST_REL(&e->seq, e->seq + 1);
 	gh_reg_ent_release(e);
@@ -758,7 +780,7 @@ static int gh_reg_insert_locked(const struct gh_range *r, uint64_t *gen_p)
 		return -ENOMEM;
 
 	GH_ST(&e->seq, e->seq + 1);
-	__atomic_thread_fence(__ATOMIC_RELEASE);
+	GH_FENCE_REL();
 	GH_ST(&e->base, base);
 	GH_ST(&e->gen, gh_reg_gen_next);
 	GH_ST(&e->ctx, r->ctx);

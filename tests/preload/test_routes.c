@@ -1,0 +1,616 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The four routes to a driver entry point, and what each API family does
+ * to the registry, under LD_PRELOAD against the driver test double.
+ */
+#include <cuda_runtime_api.h>
+#include <errno.h>
+#include <pthread.h>
+
+#include "preload_util.h"
+
+static int in_shim(const void *p)
+{
+	Dl_info info;
+
+	return p && dladdr(p, &info) && info.dli_fname &&
+	       strstr(info.dli_fname, "libgdrhook");
+}
+
+static void check_roundtrip(CUresult (*alloc)(CUdeviceptr *, size_t),
+			    CUresult (*fre)(CUdeviceptr))
+{
+	struct gdrhook_range r, r2;
+	CUdeviceptr p, q;
+
+	primary_ctx(0);
+	CU_OK(alloc(&p, 1 << 20));
+	CHECK_EQ(tracked(p, &r), 0);
+	CHECK_EQ(r.base, p);
+	CHECK_EQ(r.size, 1 << 20);
+	CHECK_EQ(r.kind, GDRHOOK_KIND_DEVICE);
+	CHECK_EQ(r.dev, 0);
+	CHECK_EQ(tracked(p + 4096, NULL), 0);
+	CHECK_EQ(gdrhook_lookup((void *)(uintptr_t)(p + 4096), 1 << 20, &r2),
+		 -ERANGE);
+	CU_OK(fre(p));
+	CHECK_EQ(tracked(p, NULL), -ENOENT);
+	/* Same size again: the driver reuses the address, the gen changes. */
+	CU_OK(alloc(&q, 1 << 20));
+	CHECK_EQ(q, p);
+	CHECK_EQ(tracked(q, &r2), 0);
+	CHECK(r2.gen != r.gen);
+	CU_OK(fre(q));
+}
+
+TEST(route_elf_symbol)
+{
+	check_roundtrip(cuMemAlloc_v2, cuMemFree_v2);
+}
+
+TEST(route_dlsym_on_libcuda_handle)
+{
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+	void *a, *f;
+
+	CHECK(h);
+	a = dlsym(h, "cuMemAlloc_v2");
+	f = dlsym(h, "cuMemFree_v2");
+	CHECK(in_shim(a) && in_shim(f));
+	check_roundtrip((CUresult (*)(CUdeviceptr *, size_t))a,
+			(CUresult (*)(CUdeviceptr))f);
+}
+
+TEST(route_dlvsym)
+{
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+	void *a, *f;
+
+	CHECK(h);
+	a = dlvsym(h, "cuMemAlloc_v2", "libcuda.so.1");
+	f = dlvsym(h, "cuMemFree_v2", "libcuda.so.1");
+	if (!a)
+		SKIP("the double's symbols are unversioned: dlvsym cannot match");
+	CHECK(in_shim(a) && in_shim(f));
+	check_roundtrip((CUresult (*)(CUdeviceptr *, size_t))a,
+			(CUresult (*)(CUdeviceptr))f);
+}
+
+TEST(route_rtld_next_is_relative_to_the_caller)
+{
+	/* From the program, the next cuMemAlloc_v2 is the preloaded shim's. */
+	CHECK(in_shim(dlsym(RTLD_NEXT, "cuMemAlloc_v2")));
+	/* And a symbol only the driver has is found past the shim. */
+	CHECK(dlsym(RTLD_NEXT, "cuInit") != NULL);
+	CHECK(!in_shim(dlsym(RTLD_NEXT, "cuInit")));
+}
+
+TEST(route_cuGetProcAddress_v2)
+{
+	CUdriverProcAddressQueryResult st;
+	void *a = NULL, *f = NULL, *gpa = NULL;
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+
+	/* Reached the way the runtime does it: dlsym, then the resolver. */
+	gpa = dlsym(h, "cuGetProcAddress_v2");
+	CHECK(in_shim(gpa));
+	CU_OK(cuInit(0));
+	CU_OK(((CUresult (*)(const char *, void **, int, cuuint64_t,
+			     CUdriverProcAddressQueryResult *))gpa)(
+		"cuMemAlloc", &a, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &st));
+	CU_OK(cuGetProcAddress_v2("cuMemFree", &f, 13000,
+				  CU_GET_PROC_ADDRESS_DEFAULT, &st));
+	CHECK(in_shim(a) && in_shim(f));
+	check_roundtrip((CUresult (*)(CUdeviceptr *, size_t))a,
+			(CUresult (*)(CUdeviceptr))f);
+}
+
+TEST(route_cuGetProcAddress_legacy_and_versions)
+{
+	CUresult (*gpa)(const char *, void **, int, cuuint64_t);
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+	void *a = NULL, *old = NULL;
+	Dl_info info;
+
+	gpa = (CUresult (*)(const char *, void **, int, cuuint64_t))dlsym(
+		h, "cuGetProcAddress");
+	CHECK(in_shim((void *)gpa));
+	CU_OK(cuInit(0));
+	CU_OK(gpa("cuMemAlloc", &a, 12000, CU_GET_PROC_ADDRESS_DEFAULT));
+	CHECK(in_shim(a));
+	CHECK(dladdr(a, &info) && !strcmp(info.dli_sname, "cuMemAlloc_v2"));
+	/* An old version selects the 32-bit-ABI entry: its own wrapper. */
+	CU_OK(gpa("cuMemAlloc", &old, 3000, CU_GET_PROC_ADDRESS_DEFAULT));
+	CHECK(in_shim(old));
+	CHECK(dladdr(old, &info) && !strcmp(info.dli_sname, "cuMemAlloc"));
+}
+
+TEST(route_per_thread_default_stream_flag)
+{
+	CUdriverProcAddressQueryResult st;
+	void *a = NULL, *f = NULL;
+	Dl_info info;
+	CUdeviceptr p;
+	char path[256];
+
+	(void)path;
+	CU_OK(cuInit(0));
+	CU_OK(cuGetProcAddress_v2("cuMemAllocAsync", &a, 13000,
+				  CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+				  &st));
+	CU_OK(cuGetProcAddress_v2("cuMemFreeAsync", &f, 13000,
+				  CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+				  &st));
+	CHECK(in_shim(a) && in_shim(f));
+	CHECK(dladdr(a, &info) &&
+	      !strcmp(info.dli_sname, "cuMemAllocAsync_ptsz"));
+	primary_ctx(0);
+	CU_OK(((CUresult (*)(CUdeviceptr *, size_t, CUstream))a)(&p, 4096,
+								  NULL));
+	CHECK_EQ(tracked(p, NULL), 0);
+	CHECK_EQ(fake_calls("cuMemAllocAsync_ptsz"), 1);
+	CU_OK(((CUresult (*)(CUdeviceptr, CUstream))f)(p, NULL));
+	CHECK_EQ(tracked(p, NULL), -ENOENT);
+}
+
+TEST(route_cudaGetDriverEntryPoint)
+{
+	void *a = NULL, *f = NULL;
+	enum cudaDriverEntryPointQueryResult q;
+
+	CHECK_EQ(cudaGetDriverEntryPointByVersion("cuMemAlloc", &a, 13000,
+						  cudaEnableDefault, &q),
+		 cudaSuccess);
+	CHECK_EQ(cudaGetDriverEntryPoint("cuMemFree", &f, cudaEnableDefault,
+					 &q),
+		 cudaSuccess);
+	CHECK(in_shim(a) && in_shim(f));
+	check_roundtrip((CUresult (*)(CUdeviceptr *, size_t))a,
+			(CUresult (*)(CUdeviceptr))f);
+}
+
+TEST(runtime_calls_are_labelled_and_tracked_once)
+{
+	void *p = NULL;
+	struct gdrhook_stats s = { .size = sizeof(s) };
+
+	CHECK_EQ(cudaSetDevice(0), cudaSuccess);
+	CHECK_EQ(cudaMalloc(&p, 3 << 20), cudaSuccess);
+	CHECK_EQ(tracked((uintptr_t)p, NULL), 0);
+	CHECK_EQ(cudaFree(p), cudaSuccess);
+	CHECK_EQ(tracked((uintptr_t)p, NULL), -ENOENT);
+	CHECK_EQ(gdrhook_get_stats(&s), 0);
+	CHECK_EQ(s.allocs, 1);
+	CHECK_EQ(s.frees, 1);
+	CHECK_EQ(s.frees_untracked, 0);
+	CHECK_EQ(s.untrusted, 0);
+}
+
+TEST(family_pitch_managed_host_register)
+{
+	struct gdrhook_range r;
+	CUdeviceptr d, m;
+	size_t pitch = 0;
+	void *h = NULL;
+	static char buf[1 << 16] __attribute__((aligned(4096)));
+
+	primary_ctx(0);
+	CU_OK(cuMemAllocPitch_v2(&d, &pitch, 1000, 7, 4));
+	CHECK_EQ(tracked(d, &r), 0);
+	CHECK_EQ(r.size, pitch * 7);
+	CU_OK(cuMemAllocManaged(&m, 8192, CU_MEM_ATTACH_GLOBAL));
+	CHECK_EQ(tracked(m, &r), 0);
+	CHECK_EQ(r.kind, GDRHOOK_KIND_MANAGED);
+	CU_OK(cuMemHostAlloc(&h, 12345, 0));
+	CHECK_EQ(tracked((uintptr_t)h, &r), 0);
+	CHECK_EQ(r.kind, GDRHOOK_KIND_HOST);
+	CHECK_EQ(r.dev, -1);
+	CU_OK(cuMemHostRegister_v2(buf, sizeof(buf), 0));
+	CHECK_EQ(tracked((uintptr_t)buf, &r), 0);
+	CHECK_EQ(r.kind, GDRHOOK_KIND_HOST_REGISTERED);
+	CU_OK(cuMemHostUnregister(buf));
+	CU_OK(cuMemFreeHost(h));
+	CU_OK(cuMemFree_v2(m));
+	CU_OK(cuMemFree_v2(d));
+	CHECK_EQ(tracked((uintptr_t)buf, NULL), -ENOENT);
+	CHECK_EQ(tracked((uintptr_t)h, NULL), -ENOENT);
+	CHECK_EQ(tracked(m, NULL), -ENOENT);
+	CHECK_EQ(tracked(d, NULL), -ENOENT);
+}
+
+TEST(family_async_and_pools)
+{
+	struct gdrhook_range r;
+	CUmemPoolProps props;
+	CUmemoryPool pool;
+	CUdeviceptr a, b;
+
+	primary_ctx(0);
+	CU_OK(cuMemAllocAsync(&a, 1 << 20, NULL));
+	CHECK_EQ(tracked(a, &r), 0);
+	CHECK_EQ(r.kind, GDRHOOK_KIND_POOL);
+	CHECK(r.flags & GDRHOOK_RANGE_VOLATILE);
+	memset(&props, 0, sizeof(props));
+	props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+	props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	props.location.id = 0;
+	CU_OK(cuMemPoolCreate(&pool, &props));
+	CU_OK(cuMemAllocFromPoolAsync(&b, 4096, pool, NULL));
+	CHECK_EQ(tracked(b, &r), 0);
+	CHECK_EQ(r.pool, (uintptr_t)pool);
+	CU_OK(cuMemFreeAsync(b, NULL));
+	CHECK_EQ(tracked(b, NULL), -ENOENT);
+	CU_OK(cuMemPoolTrimTo(pool, 0));
+	CU_OK(cuMemPoolDestroy(pool));
+	CU_OK(cuMemFreeAsync(a, NULL));
+	CHECK_EQ(tracked(a, NULL), -ENOENT);
+}
+
+TEST(family_vmm_mapped_range_is_the_unit)
+{
+	CUmemAllocationProp prop;
+	CUmemGenericAllocationHandle h1, h2;
+	struct gdrhook_range r;
+	CUdeviceptr va;
+	size_t gran = 0;
+
+	primary_ctx(0);
+	memset(&prop, 0, sizeof(prop));
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	prop.location.id = 1;
+	CU_OK(cuMemGetAllocationGranularity(&gran, &prop,
+					    CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+	CU_OK(cuMemAddressReserve(&va, 4 * gran, 0, 0, 0));
+	CU_OK(cuMemCreate(&h1, gran, &prop, 0));
+	CU_OK(cuMemCreate(&h2, gran, &prop, 0));
+	CHECK_EQ(tracked(va, NULL), -ENOENT);	/* reserved is not memory */
+	CU_OK(cuMemMap(va, gran, 0, h1, 0));
+	CU_OK(cuMemMap(va + gran, gran, 0, h2, 0));
+	CHECK_EQ(tracked(va, &r), 0);
+	CHECK_EQ(r.kind, GDRHOOK_KIND_VMM);
+	CHECK_EQ(r.size, gran);
+	CHECK_EQ(r.dev, 1);
+	CHECK_EQ(tracked(va + gran, &r), 0);
+	CHECK_EQ(r.base, va + gran);
+	CU_OK(cuMemRelease(h1));	/* still mapped: still live */
+	CHECK_EQ(tracked(va, NULL), 0);
+	CU_OK(cuMemUnmap(va, 2 * gran));	/* one unmap, two mappings */
+	CHECK_EQ(tracked(va, NULL), -ENOENT);
+	CHECK_EQ(tracked(va + gran, NULL), -ENOENT);
+	CU_OK(cuMemRelease(h2));
+	CU_OK(cuMemAddressFree(va, 4 * gran));
+}
+
+TEST(family_ipc_open_close)
+{
+	CUipcMemHandle ih;
+	CUdeviceptr p, q;
+	struct gdrhook_range r;
+
+	setenv("FAKECUDA_IPC_SAME_PROCESS", "1", 1);
+	primary_ctx(0);
+	CU_OK(cuMemAlloc_v2(&p, 1 << 21));
+	CU_OK(cuIpcGetMemHandle(&ih, p));
+	if (cuIpcOpenMemHandle_v2(&q, ih,
+				  CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) !=
+	    CUDA_SUCCESS)
+		TH_FAIL("the double refused a same-process IPC open");
+	CHECK_EQ(tracked(q, &r), 0);
+	CHECK_EQ(r.kind, GDRHOOK_KIND_IPC);
+	CHECK_EQ(r.size, 1 << 21);
+	CU_OK(cuIpcCloseMemHandle(q));
+	CHECK_EQ(tracked(q, NULL), -ENOENT);
+	CU_OK(cuMemFree_v2(p));
+}
+
+TEST(ctx_destroy_drops_its_allocations_first)
+{
+	CUctxCreateParams params;
+	CUcontext ctx, prim;
+	CUdeviceptr a, b, c;
+
+	CU_OK(cuInit(0));
+	memset(&params, 0, sizeof(params));
+	CU_OK(cuCtxCreate_v4(&ctx, &params, 0, 0));
+	CU_OK(cuMemAlloc_v2(&a, 4096));
+	CU_OK(cuMemAlloc_v2(&b, 1 << 22));
+	prim = primary_ctx(1);
+	CU_OK(cuMemAlloc_v2(&c, 4096));
+	CHECK_EQ(tracked(a, NULL), 0);
+	CU_OK(cuCtxDestroy_v2(ctx));
+	CHECK_EQ(tracked(a, NULL), -ENOENT);
+	CHECK_EQ(tracked(b, NULL), -ENOENT);
+	CHECK_EQ(tracked(c, NULL), 0);	/* another context's */
+	(void)prim;
+	/* Primary reset drops device 1's primary-context allocations. */
+	CU_OK(cuDevicePrimaryCtxReset_v2(1));
+	CHECK_EQ(tracked(c, NULL), -ENOENT);
+}
+
+TEST(primary_release_last_reference_drops)
+{
+	CUcontext ctx;
+	CUdeviceptr a;
+
+	CU_OK(cuInit(0));
+	CU_OK(cuDevicePrimaryCtxRetain(&ctx, 0));
+	CU_OK(cuDevicePrimaryCtxRetain(&ctx, 0));
+	CU_OK(cuCtxSetCurrent(ctx));
+	CU_OK(cuMemAlloc_v2(&a, 65536));
+	CU_OK(cuDevicePrimaryCtxRelease_v2(0));
+	CHECK_EQ(tracked(a, NULL), 0);		/* one reference left */
+	CU_OK(cuDevicePrimaryCtxRelease_v2(0));
+	CHECK_EQ(tracked(a, NULL), -ENOENT);
+}
+
+TEST(cudaDeviceReset_drops_the_device)
+{
+	void *p;
+
+	CHECK_EQ(cudaSetDevice(0), cudaSuccess);
+	CHECK_EQ(cudaMalloc(&p, 4096), cudaSuccess);
+	CHECK_EQ(tracked((uintptr_t)p, NULL), 0);
+	CHECK_EQ(cudaDeviceReset(), cudaSuccess);
+	CHECK_EQ(tracked((uintptr_t)p, NULL), -ENOENT);
+}
+
+TEST(failed_free_keeps_the_allocation_under_a_new_gen)
+{
+	struct gdrhook_range r1, r2;
+	CUdeviceptr p;
+
+	primary_ctx(0);
+	CU_OK(cuMemAlloc_v2(&p, 4096));
+	CHECK_EQ(tracked(p, &r1), 0);
+	fake_fail_next("cuMemFree_v2", CUDA_ERROR_LAUNCH_FAILED, 1);
+	CHECK_EQ(cuMemFree_v2(p), CUDA_ERROR_LAUNCH_FAILED);
+	CHECK_EQ(tracked(p, &r2), 0);
+	CHECK(r2.gen != r1.gen);
+	CU_OK(cuMemFree_v2(p));
+	CHECK_EQ(tracked(p, NULL), -ENOENT);
+}
+
+TEST(failed_alloc_registers_nothing)
+{
+	CUdeviceptr p = 0;
+	struct gdrhook_stats s = { .size = sizeof(s) };
+
+	primary_ctx(0);
+	fake_fail_next("cuMemAlloc_v2", CUDA_ERROR_OUT_OF_MEMORY, 1);
+	errno = 77;
+	CHECK_EQ(cuMemAlloc_v2(&p, 4096), CUDA_ERROR_OUT_OF_MEMORY);
+	CHECK_EQ(gdrhook_get_stats(&s), 0);
+	CHECK_EQ(s.live, 0);
+	CHECK_EQ(s.failed_calls, 1);
+}
+
+TEST(free_of_unknown_pointer_passes_through)
+{
+	struct gdrhook_stats s = { .size = sizeof(s) };
+
+	primary_ctx(0);
+	CHECK(cuMemFree_v2((CUdeviceptr)0x1000) != CUDA_SUCCESS);
+	CHECK_EQ(gdrhook_get_stats(&s), 0);
+	CHECK_EQ(s.frees_untracked, 1);
+	CHECK(gdrhook_trusted());
+}
+
+static CUdeviceptr seen_free;
+static int still_live_at_free;
+
+static void on_free(const struct gdrhook_event *ev, void *arg)
+{
+	CUdeviceptr base;
+	size_t size;
+
+	seen_free = ev->range.base;
+	/* Before the real free: the driver must still have it. */
+	still_live_at_free = cuMemGetAddressRange_v2(&base, &size,
+						     ev->range.base) ==
+			     CUDA_SUCCESS;
+	(void)arg;
+}
+
+TEST(subscribers_hear_frees_before_the_driver)
+{
+	CUdeviceptr p;
+	int h;
+
+	primary_ctx(0);
+	h = gdrhook_subscribe(GDRHOOK_EVENT_FREE, on_free, NULL);
+	CHECK(h >= 0);
+	CHECK_EQ(gdrhook_subscribe(0x80, on_free, NULL), -EINVAL);
+	CU_OK(cuMemAlloc_v2(&p, 8192));
+	CU_OK(cuMemFree_v2(p));
+	CHECK_EQ(seen_free, p);
+	CHECK_EQ(still_live_at_free, 1);
+	CHECK_EQ(gdrhook_unsubscribe(h), 0);
+	CHECK_EQ(gdrhook_unsubscribe(h), -EINVAL);
+}
+
+static volatile int stop;
+
+static void *churn(void *arg)
+{
+	CUdeviceptr p;
+
+	cuCtxSetCurrent((CUcontext)arg);
+	while (!stop) {
+		if (cuMemAlloc_v2(&p, 4096) == CUDA_SUCCESS)
+			cuMemFree_v2(p);
+	}
+	return NULL;
+}
+
+TEST(fork_while_other_threads_allocate)
+{
+	pthread_t t[2];
+	CUcontext ctx = primary_ctx(0);
+	CUdeviceptr keep;
+
+	CU_OK(cuMemAlloc_v2(&keep, 1 << 20));
+	for (int i = 0; i < 2; i++)
+		CHECK(pthread_create(&t[i], NULL, churn, ctx) == 0);
+	for (int i = 0; i < 20; i++) {
+		pid_t pid = fork();
+		int st;
+
+		if (pid == 0) {
+			/* The child sees the parent's registry, no deadlock. */
+			_exit(tracked(keep, NULL) == 0 ? 0 : 1);
+		}
+		CHECK(pid > 0);
+		CHECK(waitpid(pid, &st, 0) == pid);
+		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	}
+	stop = 1;
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+}
+
+/* ---- scenarios run in a fresh process with their own GDRHOOK_* ---- */
+
+static int scenario_families(void)
+{
+	CUdeviceptr a, b;
+	void *h, *p;
+
+	primary_ctx(0);
+	if (cuMemAlloc_v2(&a, 1 << 20) || cuMemAllocAsync_ptsz(&b, 4096, NULL))
+		return 2;
+	if (cudaMalloc(&p, 5000) || cudaMallocHost(&h, 100))
+		return 3;
+	cuMemFree_v2(a);
+	cuMemFreeAsync_ptsz(b, NULL);
+	cudaFree(p);
+	cudaFreeHost(h);
+	return 0;
+}
+
+static int scenario_disabled(void)
+{
+	CUdeviceptr a;
+
+	primary_ctx(0);
+	if (cuMemAlloc_v2(&a, 4096))
+		return 2;
+	if (tracked(a, NULL) != -ENODEV)
+		return 3;
+	return cuMemFree_v2(a) ? 4 : 0;
+}
+
+static int scenario_audit(void)
+{
+	struct gdrhook_stats s = { .size = sizeof(s) };
+	CUdeviceptr a, b;
+	void *p;
+
+	primary_ctx(0);
+	if (cuMemAlloc_v2(&a, 1000) || cuMemAllocManaged(&b, 1 << 20, 1))
+		return 2;
+	if (cudaMalloc(&p, 77) || tracked(a + 10, NULL))
+		return 3;
+	tracked(a + 4096 * 1024, NULL);	/* not tracked: driver agrees */
+	cuMemFree_v2(a);
+	cudaFree(p);
+	/* b stays live: the exit sweep checks it. */
+	gdrhook_get_stats(&s);
+	if (!s.audit_checks)
+		return 4;
+	return s.audit_disagreements ? 5 : 0;
+}
+
+static const struct {
+	const char *name;
+	int (*fn)(void);
+} scenarios[] = {
+	{ "families", scenario_families },
+	{ "disabled", scenario_disabled },
+	{ "audit", scenario_audit },
+};
+
+TEST(log_records_every_call_with_exact_api_names)
+{
+	char path[256];
+	const char *env[] = { NULL, NULL };
+	char var[300];
+
+	snprintf(var, sizeof(var), "GDRHOOK_LOG=%s",
+		 log_path(path, sizeof(path), "families"));
+	env[0] = var;
+	CHECK_EQ(run_scenario("families", env), 0);
+	CHECK_EQ(LOG_COUNT(path, "\"ev\":\"start\""), 1);
+	CHECK_EQ(LOG_COUNT(path, "\"ev\":\"alloc\"", "\"api\":\"cuMemAlloc_v2\"",
+			   "\"size\":1048576", "\"kind\":\"device\"", "\"rc\":0"), 1);
+	CHECK_EQ(LOG_COUNT(path, "\"ev\":\"alloc\"",
+			   "\"api\":\"cuMemAllocAsync_ptsz\"", "\"kind\":\"pool\""), 1);
+	CHECK_EQ(LOG_COUNT(path, "\"ev\":\"alloc\"", "\"api\":\"cudaMalloc\"",
+			   "\"size\":5000"), 1);
+	CHECK_EQ(LOG_COUNT(path, "\"ev\":\"alloc\"", "\"api\":\"cudaMallocHost\"",
+			   "\"kind\":\"host\""), 1);
+	CHECK_EQ(LOG_COUNT(path, "\"ev\":\"alloc\""), 4);
+	CHECK_EQ(LOG_COUNT(path, "\"ev\":\"free\""), 4);
+	CHECK_EQ(LOG_COUNT(path, "\"ev\":\"free\"", "\"api\":\"cudaFree\""), 1);
+	CHECK_EQ(LOG_COUNT(path, "\"tracked\":false"), 0);
+	CHECK_EQ(LOG_COUNT(path, "\"dur_ns\":"), 8);
+	CHECK_EQ(LOG_COUNT(path, "\"ev\":\"exit\"", "\"dropped\":0", "\"live\":0"), 1);
+	unlink(path);
+}
+
+TEST(disabled_is_a_pure_pass_through)
+{
+	char path[256];
+	char var[300];
+	const char *env[] = { "GDRHOOK_ENABLE=0", var, NULL };
+
+	snprintf(var, sizeof(var), "GDRHOOK_LOG=%s",
+		 log_path(path, sizeof(path), "disabled"));
+	CHECK_EQ(run_scenario("disabled", env), 0);
+	CHECK(access(path, F_OK) != 0);
+}
+
+TEST(audit_mode_agrees_with_the_driver)
+{
+	char path[256];
+	char var[300];
+	const char *env[] = { "GDRHOOK_VALIDATE=1", var, NULL };
+
+	snprintf(var, sizeof(var), "GDRHOOK_LOG=%s",
+		 log_path(path, sizeof(path), "audit"));
+	CHECK_EQ(run_scenario("audit", env), 0);
+	CHECK_EQ(LOG_COUNT(path, "\"ev\":\"audit\""), 0);
+	CHECK_EQ(LOG_COUNT(path, "\"ev\":\"exit\"", "\"live\":1"), 1);
+	unlink(path);
+}
+
+TEST(children_without_cuda_are_untouched)
+{
+	char path[256], cmd[600];
+
+	log_path(path, sizeof(path), "child");
+	snprintf(cmd, sizeof(cmd),
+		 "GDRHOOK_LOG=%s GDRHOOK_TYPO=1 bash -c 'echo ok' 2>&1", path);
+	{
+		FILE *f = popen(cmd, "r");
+		char out[256] = "";
+
+		CHECK(f);
+		CHECK(fgets(out, sizeof(out), f) != NULL);
+		pclose(f);
+		CHECK_STR(out, "ok\n");	/* no warnings, no output */
+	}
+	CHECK(access(path, F_OK) != 0);	/* no log file either */
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 3 && !strcmp(argv[1], "--scenario")) {
+		for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]);
+		     i++)
+			if (!strcmp(argv[2], scenarios[i].name))
+				return scenarios[i].fn();
+		return 99;
+	}
+	return th_run(argc, argv);
+}

@@ -795,6 +795,9 @@ TEST_TIMEOUT(fork_child_own_records_no_deadlock, 120)
 	struct lines l;
 	int seen[FK_CHILDREN] = { 0 };
 
+	if (UNDER_TSAN)
+		SKIP("tsan cannot start threads in a child of a threaded "
+		     "fork (\"dup thread with used id\")");
 	mk_tdir();
 	CHECK(!pthread_atfork(gh_evlog_atfork_prepare, gh_evlog_atfork_parent,
 			      gh_evlog_atfork_child));

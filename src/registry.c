@@ -4,20 +4,25 @@
  *
  * Layout
  *
- *   address bits 56..48  -> top index (dir 0, for the usual 48-bit space,
- *                           is static; dirs 1..511 are mmap'ed on demand)
+ *   address bits 56..48  -> top index: dir 0, for the usual 48-bit space,
+ *                           is static; dirs 1..511 are mmap'ed on demand
  *   address bits 47..32  -> dir slot: one 4 GiB window
- *   address bits 31..16  -> leaf slot: one 64 KiB granule
+ *   address bits 31..21  -> mid slot: one 2 MiB region (CUDA's VA page)
+ *   address bits 20..16  -> sub slot: one 64 KiB granule
  *
- * A dir slot holds 0, a leaf pointer, or an entry pointer tagged with
- * GH_REG_DIR_ENT when one allocation covers the whole 4 GiB window (so an
- * 80 GiB allocation costs about 20 dir stores, not 1.3 M slot stores).  A
- * leaf slot holds 0, the entry of the only allocation touching that
- * granule, or a node (tagged GH_REG_SLOT_NODE) listing, sorted by base,
- * every allocation touching a granule that several share (cudaMalloc
- * sub-allocates small buffers, so hundreds can share one granule).  Only
- * the first and last granule of an allocation can be shared; the ones in
- * between, and any window it covers whole, are its alone.
+ * A dir slot holds 0, a mid table, or an entry tagged GH_REG_WHOLE when one
+ * allocation covers the whole window; a mid slot likewise holds 0, a sub
+ * table, or a tagged entry covering the whole region.  So a lookup in a
+ * 2 MiB-aligned allocation reads dir, mid and entry (the mid tables of a
+ * 200 GiB span take 800 KiB), and an 80 GiB allocation costs about 20
+ * dir stores and at most 4 K mid stores.  A sub slot holds 0, the entry of
+ * the only allocation touching that granule, or a node (tagged
+ * GH_REG_SLOT_NODE) listing, sorted by base, every allocation touching a
+ * granule that several share (cudaMalloc sub-allocates small buffers, so
+ * hundreds can share one granule).  Only the first and last granule of an
+ * allocation can be shared; everything in between is its alone.  Mid and
+ * sub tables stay bound to their window and region forever (a whole-cover
+ * entry hides them; removing it puts them back).
  *
  * Concurrency
  *

@@ -38,6 +38,7 @@
  */
 #include <linux/debugfs.h>
 #include <linux/delay.h>
+#include <linux/io.h>
 #include <linux/list.h>
 #include <linux/mm.h>
 #include <linux/module.h>

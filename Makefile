@@ -76,13 +76,14 @@ PRELOAD_SRCS	:= $(sort $(wildcard tests/preload/test_*.c))
 PRELOAD_BINS	:= $(patsubst tests/preload/%.c,$(BUILD)/tests/preload/%,$(PRELOAD_SRCS)) \
 		   $(BUILD)/tests/preload/test_symbols
 PRELOAD_CFLAGS	:= $(ALL_CFLAGS) -Itests -Itests/preload
-PRELOAD_LIBS	:= -L$(BUILD)/fake -lcuda -ldl -lpthread
+PRELOAD_LIBS	:= -L$(BUILD)/fake -lcudart -lcuda -ldl -lpthread
+FAKE_LIBS	:= $(BUILD)/fake/libcuda.so.1 $(BUILD)/fake/libcudart.so.13
 
-$(BUILD)/tests/preload/%: tests/preload/%.c $(wildcard tests/preload/*.h) tests/harness.h fake
+$(BUILD)/tests/preload/%: tests/preload/%.c $(wildcard tests/preload/*.h) tests/harness.h $(FAKE_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(PRELOAD_CFLAGS) -o $@ $< $(PRELOAD_LIBS)
 
-$(BUILD)/tests/preload/test_symbols: $(GEN_STAMP) $(wildcard tests/preload/*.h) tests/harness.h fake
+$(BUILD)/tests/preload/test_symbols: $(GEN_STAMP) $(wildcard tests/preload/*.h) tests/harness.h $(FAKE_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(PRELOAD_CFLAGS) -o $@ $(BUILD)/gen/test_symbols.c $(PRELOAD_LIBS)
 

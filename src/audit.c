@@ -6,9 +6,9 @@
  *
  * What the driver can confirm depends on the kind of memory:
  * cuMemGetAddressRange and the buffer ID answer for device, managed, pool
- * and IPC allocations.  Host memory and VMM mappings are checked only for
- * being known to the driver, since their range reporting differs
- * (host allocations are page-rounded, a VMM query reports the mapping).
+ * and IPC allocations.  A VMM mapping is checked with
+ * cuMemRetainAllocationHandle (cuMemGetAddressRange does not see it until
+ * access is set); host memory only for being known to the driver.
  */
 #include <errno.h>
 #include <string.h>
@@ -48,6 +48,9 @@ static const char *check(const struct gh_range *r)
 	uint64_t base, size, id;
 
 	GH_COUNT(audit_checks, 1);
+	if (r->kind == GDRHOOK_KIND_VMM)
+		return gh_drv_vmm_mapped(r->base) ? NULL :
+		       "driver has no allocation mapped at a live VMM range";
 	if (gh_drv_range(r->base, &base, &size)) {
 		if (r->kind == GDRHOOK_KIND_HOST_REGISTERED ||
 		    r->kind == GDRHOOK_KIND_HOST)

@@ -17,6 +17,8 @@ enum drv_fn {
 	DRV_POINTER_GET_ATTRIBUTE,
 	DRV_PRIMARY_GET_STATE,
 	DRV_ALLOC_PROPS_FROM_HANDLE,
+	DRV_RETAIN_ALLOCATION_HANDLE,
+	DRV_RELEASE,
 	DRV_COUNT
 };
 
@@ -27,6 +29,8 @@ static const char *const drv_names[DRV_COUNT] = {
 	"cuPointerGetAttribute",
 	"cuDevicePrimaryCtxGetState",
 	"cuMemGetAllocationPropertiesFromHandle",
+	"cuMemRetainAllocationHandle",
+	"cuMemRelease",
 };
 
 static void *drv_ptr[DRV_COUNT];
@@ -163,4 +167,20 @@ int gh_drv_vmm_device(uint64_t handle, int *dev_p)
 	*dev_p = prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE ?
 		 prop.location.id : -1;
 	return 0;
+}
+
+/* Is a physical allocation mapped at ptr?  (VMM ranges are not visible to
+ * cuMemGetAddressRange until access is set.) */
+int gh_drv_vmm_mapped(uint64_t ptr)
+{
+	CUresult (*retain)(CUmemGenericAllocationHandle *, void *) =
+		drv(DRV_RETAIN_ALLOCATION_HANDLE);
+	CUresult (*release)(CUmemGenericAllocationHandle) = drv(DRV_RELEASE);
+	CUmemGenericAllocationHandle h;
+
+	if (!retain || !release ||
+	    retain(&h, (void *)(uintptr_t)ptr) != CUDA_SUCCESS)
+		return 0;
+	release(h);
+	return 1;
 }

@@ -46,7 +46,12 @@
 #define GH_EV_PERIOD_MS		50
 #define GH_EV_OUTBUF		(256u << 10)
 #define GH_EV_LINE_MAX		4096	/* longest line we ever format */
-#define GH_EV_STR_MAX		512	/* input bytes of one string field */
+#define GH_EV_STR_MAX		256	/* input bytes of one string field */
+
+/* two escaped strings (6 bytes per input byte at worst) + the rest */
+_Static_assert(2 * (6 * GH_EV_STR_MAX + 2) + 512 <= GH_EV_LINE_MAX,
+	       "an event line may not fit GH_EV_LINE_MAX");
+_Static_assert(6 * PATH_MAX + 512 <= GH_EV_OUTBUF, "start line too long");
 
 enum gh_ring_state { GH_RING_FREE, GH_RING_OWNED, GH_RING_ORPHANED };
 

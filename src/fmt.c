@@ -8,18 +8,29 @@
 
 static const char gh_hexdig[] = "0123456789abcdef";
 
+static const char gh_dig2[201] =
+	"00010203040506070809101112131415161718192021222324252627282930313233"
+	"34353637383940414243444546474849505152535455565758596061626364656667"
+	"6869707172737475767778798081828384858687888990919293949596979899";
+
 size_t gh_fmt_u64(char *dst, uint64_t v)
 {
 	char tmp[GH_FMT_NUM_MAX];
-	size_t n = 0, i;
+	char *end = tmp + sizeof(tmp), *p = end;
 
-	do {
-		tmp[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	for (i = 0; i < n; i++)
-		dst[i] = tmp[n - 1 - i];
-	return n;
+	while (v >= 100) {
+		p -= 2;
+		memcpy(p, gh_dig2 + (v % 100) * 2, 2);
+		v /= 100;
+	}
+	if (v >= 10) {
+		p -= 2;
+		memcpy(p, gh_dig2 + v * 2, 2);
+	} else {
+		*--p = (char)('0' + v);
+	}
+	memcpy(dst, p, (size_t)(end - p));
+	return (size_t)(end - p);
 }
 
 size_t gh_fmt_i64(char *dst, int64_t v)
@@ -34,13 +45,12 @@ size_t gh_fmt_i64(char *dst, int64_t v)
 
 static size_t gh_fmt_hex_digits(char *dst, uint64_t v)
 {
-	int shift = 60;
-	size_t n = 0;
+	size_t n = (size_t)(64 - __builtin_clzll(v | 1) + 3) / 4, i;
 
-	while (shift > 0 && !((v >> shift) & 0xf))
-		shift -= 4;
-	for (; shift >= 0; shift -= 4)
-		dst[n++] = gh_hexdig[(v >> shift) & 0xf];
+	for (i = n; i > 0; i--) {
+		dst[i - 1] = gh_hexdig[v & 0xf];
+		v >>= 4;
+	}
 	return n;
 }
 
@@ -49,26 +59,6 @@ size_t gh_fmt_hex(char *dst, uint64_t v)
 	dst[0] = '0';
 	dst[1] = 'x';
 	return 2 + gh_fmt_hex_digits(dst + 2, v);
-}
-
-void gh_buf_putn(struct gh_buf *b, const char *s, size_t n)
-{
-	size_t room = b->cap - b->len;
-
-	if (n > room) {
-		n = room;
-		b->truncated = 1;
-	}
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-}
-
-void gh_buf_putc(struct gh_buf *b, char c)
-{
-	if (b->len < b->cap)
-		b->p[b->len++] = c;
-	else
-		b->truncated = 1;
 }
 
 void gh_buf_puts(struct gh_buf *b, const char *s)
@@ -82,6 +72,10 @@ void gh_buf_u64(struct gh_buf *b, uint64_t v)
 {
 	char tmp[GH_FMT_NUM_MAX];
 
+	if (b->cap - b->len >= GH_FMT_NUM_MAX) {
+		b->len += gh_fmt_u64(b->p + b->len, v);
+		return;
+	}
 	gh_buf_putn(b, tmp, gh_fmt_u64(tmp, v));
 }
 
@@ -89,6 +83,10 @@ void gh_buf_i64(struct gh_buf *b, int64_t v)
 {
 	char tmp[GH_FMT_NUM_MAX];
 
+	if (b->cap - b->len >= GH_FMT_NUM_MAX) {
+		b->len += gh_fmt_i64(b->p + b->len, v);
+		return;
+	}
 	gh_buf_putn(b, tmp, gh_fmt_i64(tmp, v));
 }
 
@@ -96,6 +94,10 @@ void gh_buf_hex(struct gh_buf *b, uint64_t v)
 {
 	char tmp[GH_FMT_NUM_MAX];
 
+	if (b->cap - b->len >= GH_FMT_NUM_MAX) {
+		b->len += gh_fmt_hex(b->p + b->len, v);
+		return;
+	}
 	gh_buf_putn(b, tmp, gh_fmt_hex(tmp, v));
 }
 
@@ -103,6 +105,10 @@ void gh_buf_hex_noprefix(struct gh_buf *b, uint64_t v)
 {
 	char tmp[GH_FMT_NUM_MAX];
 
+	if (b->cap - b->len >= GH_FMT_NUM_MAX) {
+		b->len += gh_fmt_hex_digits(b->p + b->len, v);
+		return;
+	}
 	gh_buf_putn(b, tmp, gh_fmt_hex_digits(tmp, v));
 }
 

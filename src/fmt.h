@@ -48,8 +48,27 @@ size_t gh_fmt_u64(char *dst, uint64_t v);
 size_t gh_fmt_i64(char *dst, int64_t v);
 size_t gh_fmt_hex(char *dst, uint64_t v);	/* "0x" + lowercase digits */
 
-void gh_buf_putc(struct gh_buf *b, char c);
-void gh_buf_putn(struct gh_buf *b, const char *s, size_t n);
+/* Inline so that appends of literals become plain stores. */
+static inline void gh_buf_putn(struct gh_buf *b, const char *s, size_t n)
+{
+	size_t room = b->cap - b->len;
+
+	if (__builtin_expect(n > room, 0)) {
+		n = room;
+		b->truncated = 1;
+	}
+	__builtin_memcpy(b->p + b->len, s, n);
+	b->len += n;
+}
+
+static inline void gh_buf_putc(struct gh_buf *b, char c)
+{
+	if (__builtin_expect(b->len < b->cap, 1))
+		b->p[b->len++] = c;
+	else
+		b->truncated = 1;
+}
+
 void gh_buf_puts(struct gh_buf *b, const char *s);	/* NULL: "(null)" */
 void gh_buf_u64(struct gh_buf *b, uint64_t v);
 void gh_buf_i64(struct gh_buf *b, int64_t v);

@@ -68,19 +68,24 @@
 
 #define GH_REG_GRAN_SHIFT	16
 #define GH_REG_GRAN		(1ull << GH_REG_GRAN_SHIFT)
+#define GH_REG_REG_SHIFT	21
+#define GH_REG_REG		(1ull << GH_REG_REG_SHIFT)
 #define GH_REG_WIN_SHIFT	32
 #define GH_REG_WIN		(1ull << GH_REG_WIN_SHIFT)
 #define GH_REG_DIR_SHIFT	48
-#define GH_REG_SLOTS		65536u
+#define GH_REG_DIR_SLOTS	65536u
+#define GH_REG_MID_SLOTS	2048u	/* 2 MiB regions per window */
+#define GH_REG_SUB_SLOTS	32u	/* 64 KiB granules per region */
 #define GH_REG_TOPS		512u
 #define GH_REG_VA_END		(1ull << 57)	/* 5-level paging user space */
 
-#define GH_REG_DIR_ENT		1ull	/* dir slot: entry covering the window */
-#define GH_REG_SLOT_NODE	1ull	/* leaf slot: shared-granule node */
+#define GH_REG_WHOLE		1ull	/* dir/mid slot: entry covering it */
+#define GH_REG_SLOT_NODE	1ull	/* sub slot: shared-granule node */
 
 #define GH_REG_NODE_MIN_CLS	1	/* 2 items */
 #define GH_REG_NODE_MAX_CLS	16	/* 65536 items: 1-byte allocations */
-#define GH_REG_ENT_PER_CHUNK	32768u	/* 2 MiB of entries */
+#define GH_REG_ARENA		(2ull << 20)	/* one huge page */
+#define GH_REG_ENT_PER_CHUNK	(GH_REG_ARENA / 64)
 #define GH_REG_MAX_ENT_CHUNKS	8192u	/* 268 M entries */
 
 #if defined(__has_feature)
@@ -132,14 +137,22 @@ struct gh_reg_node {
 	uint64_t item[];	/* base[cap], then entry pointer[cap] */
 };
 
-struct gh_reg_leaf {
-	uint64_t slot[GH_REG_SLOTS];
+/* 64 KiB granules of one 2 MiB region. */
+struct gh_reg_sub {
+	uint64_t slot[GH_REG_SUB_SLOTS];
+	uint32_t used;		/* writer only: non-zero slots */
+} __attribute__((aligned(64)));
+
+/* 2 MiB regions of one 4 GiB window. */
+struct gh_reg_mid {
+	uint64_t slot[GH_REG_MID_SLOTS];		/* read by lookups */
+	struct gh_reg_sub *sub[GH_REG_MID_SLOTS];	/* writer only */
 	uint32_t used;		/* writer only: non-zero slots */
 };
 
 struct gh_reg_dir {
-	uint64_t slot[GH_REG_SLOTS];	/* read by lookups */
-	struct gh_reg_leaf *leaf[GH_REG_SLOTS]; /* writer only: own leaf */
+	uint64_t slot[GH_REG_DIR_SLOTS];		/* read by lookups */
+	struct gh_reg_mid *mid[GH_REG_DIR_SLOTS];	/* writer only */
 };
 
 static pthread_mutex_t gh_reg_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -150,6 +163,9 @@ static struct gh_reg_ent *gh_reg_ent_chunk[GH_REG_MAX_ENT_CHUNKS];
 static uint32_t gh_reg_ent_nchunks;
 static uint32_t gh_reg_ent_bump;	/* carved entries in the last chunk */
 static struct gh_reg_ent *gh_reg_ent_free;
+
+static char *gh_reg_arena;		/* bump allocator for tables, nodes */
+static size_t gh_reg_arena_left;
 
 static struct gh_reg_node *gh_reg_node_free[GH_REG_NODE_MAX_CLS + 1];
 static uint32_t gh_reg_node_nfree[GH_REG_NODE_MAX_CLS + 1];
@@ -197,8 +213,8 @@ static inline bool gh_reg_ent_snap(const struct gh_reg_ent *e,
 	return s1 == s2 && !(s1 & 1) && r->size;
 }
 
-static inline int gh_reg_found(const struct gh_range *r, uint64_t ptr,
-			       uint64_t last, struct gh_range *out_p)
+static inline int gh_reg_found(const struct gh_range *r, uint64_t last,
+			       struct gh_range *out_p)
 {
 	*out_p = *r;
 	return last - r->base < r->size ? 0 : -ERANGE;
@@ -210,7 +226,7 @@ int gh_registry_lookup(uint64_t ptr, uint64_t len, struct gh_range *out_p)
 	struct gh_reg_ent *e;
 	struct gh_reg_node *node;
 	struct gh_range r;
-	uint64_t dv, sv, seq, nseq, last;
+	uint64_t dv, mv, sv, seq, nseq, last;
 
 	if (GH_REG_LIKELY(ptr < (1ull << GH_REG_DIR_SHIFT))) {
 		dslot = &gh_reg_dir0.slot[ptr >> GH_REG_WIN_SHIFT];
@@ -232,15 +248,25 @@ retry:
 	dv = GH_LD_ACQ(dslot);
 	if (!dv)
 		return -ENOENT;
-	if (GH_REG_UNLIKELY(dv & GH_REG_DIR_ENT)) {
-		/* The entry covers the whole window if it is still there. */
-		e = (struct gh_reg_ent *)(dv & ~GH_REG_DIR_ENT);
-		if (gh_reg_ent_snap(e, &r, &seq) && ptr - r.base < r.size)
-			return gh_reg_found(&r, ptr, last, out_p);
+	if (GH_REG_UNLIKELY(dv & GH_REG_WHOLE)) {
+		mv = dv;
+		goto whole;
+	}
+	mv = GH_LD_ACQ(&((const struct gh_reg_mid *)dv)->slot[
+		(ptr >> GH_REG_REG_SHIFT) & (GH_REG_MID_SLOTS - 1)]);
+	if (!mv)
+		return -ENOENT;
+	if (mv & GH_REG_WHOLE) {
+whole:
+		/* The entry covers the whole window/region if still there. */
+		e = (struct gh_reg_ent *)(mv & ~GH_REG_WHOLE);
+		if (GH_REG_LIKELY(gh_reg_ent_snap(e, &r, &seq)) &&
+		    GH_REG_LIKELY(ptr - r.base < r.size))
+			return gh_reg_found(&r, last, out_p);
 		goto retry;
 	}
-	sp = &((const struct gh_reg_leaf *)dv)->slot[(ptr >> GH_REG_GRAN_SHIFT)
-						      & 0xffff];
+	sp = &((const struct gh_reg_sub *)mv)->slot[
+		(ptr >> GH_REG_GRAN_SHIFT) & (GH_REG_SUB_SLOTS - 1)];
 	sv = GH_LD_ACQ(sp);
 	if (!sv)
 		return -ENOENT;
@@ -248,7 +274,7 @@ retry:
 		e = (struct gh_reg_ent *)sv;
 		if (GH_REG_LIKELY(gh_reg_ent_snap(e, &r, &seq))) {
 			if (GH_REG_LIKELY(ptr - r.base < r.size))
-				return gh_reg_found(&r, ptr, last, out_p);
+				return gh_reg_found(&r, last, out_p);
 			/* Sole entry of the granule, but not over ptr? */
 			if (GH_LD_ACQ(sp) == sv && GH_LD(&e->seq) == seq)
 				return -ENOENT;
@@ -281,8 +307,7 @@ retry:
 			    ptr - r.base < r.size) {
 				GH_FENCE_ACQ();
 				if (GH_REG_LIKELY(GH_LD(&node->seq) == nseq))
-					return gh_reg_found(&r, ptr, last,
-							    out_p);
+					return gh_reg_found(&r, last, out_p);
 				goto retry;
 			}
 		}
@@ -305,6 +330,49 @@ static void *gh_reg_map(size_t len)
 	return p == MAP_FAILED ? NULL : p;
 }
 
+/*
+ * A 2 MiB-aligned 2 MiB mapping that may use a transparent huge page:
+ * lookups touch tables and entries at random, and TLB misses would
+ * otherwise cost as much as the cache misses.
+ */
+static void *gh_reg_map_huge(void)
+{
+	char *p = gh_reg_map(2 * GH_REG_ARENA), *a;
+
+	if (!p)
+		return NULL;
+	a = (char *)(((uintptr_t)p + GH_REG_ARENA - 1) & ~(GH_REG_ARENA - 1));
+	if (a > p)
+		munmap(p, a - p);
+	munmap(a + GH_REG_ARENA, p + GH_REG_ARENA - a);
+#ifdef MADV_HUGEPAGE
+	madvise(a, GH_REG_ARENA, MADV_HUGEPAGE);
+#endif
+	return a;
+}
+
+/* Zeroed, type-stable memory for tables and nodes; never given back. */
+static void *gh_reg_carve(size_t len)
+{
+	void *p;
+
+	len = (len + 63) & ~(size_t)63;
+	if (len > GH_REG_ARENA)
+		return NULL;
+	if (len > gh_reg_arena_left) {
+		char *a = gh_reg_map_huge();
+
+		if (!a)
+			return NULL;
+		gh_reg_arena = a;
+		gh_reg_arena_left = GH_REG_ARENA;
+	}
+	p = gh_reg_arena;
+	gh_reg_arena += len;
+	gh_reg_arena_left -= len;
+	return p;
+}
+
 static struct gh_reg_dir *gh_reg_dir_peek(uint64_t top)
 {
 	return top ? gh_reg_dirhi[top] : &gh_reg_dir0;
@@ -322,24 +390,58 @@ static struct gh_reg_dir *gh_reg_dir_get(uint64_t top)
 	return d;
 }
 
-/* The leaf of window @w (address >> 32), created and published if new. */
-static struct gh_reg_leaf *gh_reg_leaf_get(uint64_t w)
+/* Set a mid slot, keeping its used count. */
+static void gh_reg_mid_set(struct gh_reg_mid *m, uint32_t i, uint64_t v)
 {
-	struct gh_reg_dir *d = gh_reg_dir_get(w >> 16);
-	struct gh_reg_leaf *leaf;
+	m->used += (v != 0) - (m->slot[i] != 0);
+	GH_ST_REL(&m->slot[i], v);
+}
+
+static void gh_reg_sub_set(struct gh_reg_sub *s, uint32_t i, uint64_t v)
+{
+	s->used += (v != 0) - (s->slot[i] != 0);
+	GH_ST_REL(&s->slot[i], v);
+}
+
+/*
+ * The mid table of the window at @ws, created and published if new.
+ * Callers only ask for windows that no entry covers whole.
+ */
+static struct gh_reg_mid *gh_reg_mid_get(uint64_t ws)
+{
+	struct gh_reg_dir *d = gh_reg_dir_get(ws >> GH_REG_DIR_SHIFT);
+	uint32_t i = (ws >> GH_REG_WIN_SHIFT) & 0xffff;
+	struct gh_reg_mid *m;
 
 	if (!d)
 		return NULL;
-	leaf = d->leaf[w & 0xffff];
-	if (leaf)
-		return leaf;
-	leaf = gh_reg_map(sizeof(*leaf));
-	if (!leaf)
+	if (d->mid[i])
+		return d->mid[i];
+	m = gh_reg_carve(sizeof(*m));
+	if (!m)
 		return NULL;
-	d->leaf[w & 0xffff] = leaf;
-	/* Callers only ask for windows no entry covers whole. */
-	GH_ST_REL(&d->slot[w & 0xffff], (uint64_t)leaf);
-	return leaf;
+	d->mid[i] = m;
+	GH_ST_REL(&d->slot[i], (uint64_t)m);
+	return m;
+}
+
+/* Likewise the sub table of the region at @rs. */
+static struct gh_reg_sub *gh_reg_sub_get(uint64_t rs)
+{
+	struct gh_reg_mid *m = gh_reg_mid_get(rs & ~(GH_REG_WIN - 1));
+	uint32_t i = (rs >> GH_REG_REG_SHIFT) & (GH_REG_MID_SLOTS - 1);
+	struct gh_reg_sub *s;
+
+	if (!m)
+		return NULL;
+	if (m->sub[i])
+		return m->sub[i];
+	s = gh_reg_carve(sizeof(*s));
+	if (!s)
+		return NULL;
+	m->sub[i] = s;
+	gh_reg_mid_set(m, i, (uint64_t)s);
+	return s;
 }
 
 static struct gh_reg_ent *gh_reg_ent_alloc(void)
@@ -353,7 +455,7 @@ static struct gh_reg_ent *gh_reg_ent_alloc(void)
 	if (gh_reg_ent_nchunks == 0 || gh_reg_ent_bump == GH_REG_ENT_PER_CHUNK) {
 		if (gh_reg_ent_nchunks == GH_REG_MAX_ENT_CHUNKS)
 			return NULL;
-		chunk = gh_reg_map(GH_REG_ENT_PER_CHUNK * sizeof(*chunk));
+		chunk = gh_reg_map_huge();
 		if (!chunk)
 			return NULL;
 		gh_reg_ent_chunk[gh_reg_ent_nchunks++] = chunk;
@@ -362,7 +464,7 @@ static struct gh_reg_ent *gh_reg_ent_alloc(void)
 	return &gh_reg_ent_chunk[gh_reg_ent_nchunks - 1][gh_reg_ent_bump++];
 }
 
-/* Entry @e was never published (or is dead): back to the free list. */
+/* Entry @e is dead: back to the free list. */
 static void gh_reg_ent_release(struct gh_reg_ent *e)
 {
 	GH_ST(&e->ctx, (uint64_t)gh_reg_ent_free);
@@ -387,20 +489,14 @@ static uint32_t gh_reg_node_cls_for(uint32_t n)
 static int gh_reg_node_reserve(uint32_t cls, uint32_t want)
 {
 	while (gh_reg_node_nfree[cls] < want) {
-		size_t sz = gh_reg_node_bytes(cls);
-		size_t chunk = sz < 65536 ? 65536 : sz;
-		char *p = gh_reg_map(chunk);
+		struct gh_reg_node *n = gh_reg_carve(gh_reg_node_bytes(cls));
 
-		if (!p)
+		if (!n)
 			return -ENOMEM;
-		for (size_t off = 0; off + sz <= chunk; off += sz) {
-			struct gh_reg_node *n = (struct gh_reg_node *)(p + off);
-
-			n->cls = cls;
-			n->next_free = gh_reg_node_free[cls];
-			gh_reg_node_free[cls] = n;
-			gh_reg_node_nfree[cls]++;
-		}
+		n->cls = cls;
+		n->next_free = gh_reg_node_free[cls];
+		gh_reg_node_free[cls] = n;
+		gh_reg_node_nfree[cls]++;
 	}
 	return 0;
 }
@@ -453,7 +549,17 @@ static inline uint64_t gh_reg_ent_end(const struct gh_reg_ent *e)
 	return e->base + e->size;
 }
 
-/* Items that would be in granule slot @sv after adding one. */
+static inline uint64_t gh_reg_max(uint64_t a, uint64_t b)
+{
+	return a > b ? a : b;
+}
+
+static inline uint64_t gh_reg_min(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+/* Entries in sub slot @sv. */
 static uint32_t gh_reg_slot_count(uint64_t sv)
 {
 	if (!sv)
@@ -464,16 +570,15 @@ static uint32_t gh_reg_slot_count(uint64_t sv)
 }
 
 /* Add @e to a shared granule slot; its node class was reserved. */
-static void gh_reg_slot_add(struct gh_reg_leaf *leaf, uint32_t g,
+static void gh_reg_slot_add(struct gh_reg_sub *sub, uint32_t g,
 			    struct gh_reg_ent *e)
 {
-	uint64_t sv = leaf->slot[g];
+	uint64_t sv = sub->slot[g];
 	struct gh_reg_node *old = NULL, *n;
 	uint32_t cnt = 0, i, k = 0;
 
 	if (!sv) {
-		GH_ST_REL(&leaf->slot[g], (uint64_t)e);
-		leaf->used++;
+		gh_reg_sub_set(sub, g, (uint64_t)e);
 		return;
 	}
 	if (sv & GH_REG_SLOT_NODE) {
@@ -502,22 +607,21 @@ static void gh_reg_slot_add(struct gh_reg_leaf *leaf, uint32_t g,
 		k = 2;
 	}
 	gh_reg_node_write_end(n, k);
-	GH_ST_REL(&leaf->slot[g], (uint64_t)n | GH_REG_SLOT_NODE);
+	gh_reg_sub_set(sub, g, (uint64_t)n | GH_REG_SLOT_NODE);
 	if (old)
 		gh_reg_node_push(old);
 }
 
 /* Remove @e from granule slot @g; never allocates (see the top). */
-static void gh_reg_slot_del(struct gh_reg_leaf *leaf, uint32_t g,
+static void gh_reg_slot_del(struct gh_reg_sub *sub, uint32_t g,
 			    struct gh_reg_ent *e)
 {
-	uint64_t sv = leaf->slot[g];
+	uint64_t sv = sub->slot[g];
 	struct gh_reg_node *old, *n;
 	uint32_t cnt, i, k = 0, cls;
 
 	if (sv == (uint64_t)e) {
-		GH_ST_REL(&leaf->slot[g], 0);
-		leaf->used--;
+		gh_reg_sub_set(sub, g, 0);
 		return;
 	}
 	if (!(sv & GH_REG_SLOT_NODE))
@@ -529,7 +633,7 @@ static void gh_reg_slot_del(struct gh_reg_leaf *leaf, uint32_t g,
 
 		if (o == e)
 			o = gh_reg_node_ent(old, 1);
-		GH_ST_REL(&leaf->slot[g], (uint64_t)o);
+		gh_reg_sub_set(sub, g, (uint64_t)o);
 		gh_reg_node_push(old);
 		return;
 	}
@@ -546,7 +650,7 @@ static void gh_reg_slot_del(struct gh_reg_leaf *leaf, uint32_t g,
 			gh_reg_node_set(n, k++, o);
 	}
 	gh_reg_node_write_end(n, k);
-	GH_ST_REL(&leaf->slot[g], (uint64_t)n | GH_REG_SLOT_NODE);
+	gh_reg_sub_set(sub, g, (uint64_t)n | GH_REG_SLOT_NODE);
 	gh_reg_node_push(old);
 }
 
@@ -566,68 +670,95 @@ static uint32_t gh_reg_node_floor(struct gh_reg_node *n, uint64_t a)
 	return base[lo] <= a ? lo : n->n;
 }
 
+/* The first entry of sub slot @sv overlapping [a, b), or NULL. */
+static struct gh_reg_ent *gh_reg_slot_overlap(uint64_t sv, uint64_t a,
+					      uint64_t b)
+{
+	struct gh_reg_node *n;
+	struct gh_reg_ent *e;
+	uint32_t i;
+
+	if (!(sv & GH_REG_SLOT_NODE)) {
+		e = (struct gh_reg_ent *)sv;
+		return e->base < b && gh_reg_ent_end(e) > a ? e : NULL;
+	}
+	/*
+	 * Items are sorted and disjoint: the first overlap is the last item
+	 * based at or below a, else the one after it.
+	 */
+	n = (struct gh_reg_node *)(sv & ~GH_REG_SLOT_NODE);
+	i = gh_reg_node_floor(n, a);
+	if (i < n->n) {
+		e = gh_reg_node_ent(n, i);
+		if (e->base < b && gh_reg_ent_end(e) > a)
+			return e;
+		i++;
+	} else {
+		i = 0;
+	}
+	if (i < n->n) {
+		e = gh_reg_node_ent(n, i);
+		if (e->base < b && gh_reg_ent_end(e) > a)
+			return e;
+	}
+	return NULL;
+}
+
 /*
- * The live entry with the lowest base that overlaps [a, b), or NULL.
- * Skips absent dirs and empty leaves, so huge intervals are cheap.
+ * The live entry with the lowest base that overlaps [a, b), or NULL
+ * (b <= 2^57).  Skips absent dirs and empty tables, so huge intervals
+ * are cheap.
  */
 static struct gh_reg_ent *gh_reg_first_overlap(uint64_t a, uint64_t b)
 {
-	uint64_t w, wlast = (b - 1) >> GH_REG_WIN_SHIFT;
+	uint64_t ws = a & ~(GH_REG_WIN - 1);
 
-	for (w = a >> GH_REG_WIN_SHIFT; w <= wlast; w++) {
-		struct gh_reg_dir *d = gh_reg_dir_peek(w >> 16);
-		struct gh_reg_leaf *leaf;
-		uint64_t dv, ws, lo, hi;
-		uint32_t g, glast;
+	for (; ws < b; ws += GH_REG_WIN) {
+		struct gh_reg_dir *d = gh_reg_dir_peek(ws >> GH_REG_DIR_SHIFT);
+		uint64_t dv, lo, hi, rs;
+		struct gh_reg_mid *m;
 
 		if (!d) {
-			w |= 0xffff;
+			/* Next top index; the loop adds one window. */
+			ws = (((ws >> GH_REG_DIR_SHIFT) + 1) <<
+			      GH_REG_DIR_SHIFT) - GH_REG_WIN;
 			continue;
 		}
-		dv = d->slot[w & 0xffff];
+		dv = d->slot[(ws >> GH_REG_WIN_SHIFT) & 0xffff];
 		if (!dv)
 			continue;
-		if (dv & GH_REG_DIR_ENT)
-			return (struct gh_reg_ent *)(dv & ~GH_REG_DIR_ENT);
-		leaf = (struct gh_reg_leaf *)dv;
-		if (!leaf->used)
+		if (dv & GH_REG_WHOLE)
+			return (struct gh_reg_ent *)(dv & ~GH_REG_WHOLE);
+		m = (struct gh_reg_mid *)dv;
+		if (!m->used)
 			continue;
-		ws = w << GH_REG_WIN_SHIFT;
-		lo = a > ws ? a : ws;
-		hi = b - ws < GH_REG_WIN ? b : ws + GH_REG_WIN;
-		glast = ((hi - 1) >> GH_REG_GRAN_SHIFT) & 0xffff;
-		for (g = (lo >> GH_REG_GRAN_SHIFT) & 0xffff; g <= glast; g++) {
-			uint64_t sv = leaf->slot[g];
-			struct gh_reg_node *n;
-			struct gh_reg_ent *e;
-			uint32_t i;
+		lo = gh_reg_max(a, ws);
+		hi = gh_reg_min(b, ws + GH_REG_WIN);
+		for (rs = lo & ~(GH_REG_REG - 1); rs < hi; rs += GH_REG_REG) {
+			uint64_t mv = m->slot[(rs >> GH_REG_REG_SHIFT) &
+					      (GH_REG_MID_SLOTS - 1)];
+			uint64_t rlo, rhi, gs;
+			struct gh_reg_sub *s;
 
-			if (!sv)
+			if (!mv)
 				continue;
-			if (!(sv & GH_REG_SLOT_NODE)) {
-				e = (struct gh_reg_ent *)sv;
-				if (e->base < b && gh_reg_ent_end(e) > a)
-					return e;
+			if (mv & GH_REG_WHOLE)
+				return (struct gh_reg_ent *)(mv & ~GH_REG_WHOLE);
+			s = (struct gh_reg_sub *)mv;
+			if (!s->used)
 				continue;
-			}
-			/*
-			 * Items are sorted and disjoint: the first overlap
-			 * is the last item based at or below a, else the
-			 * one after it.
-			 */
-			n = (struct gh_reg_node *)(sv & ~GH_REG_SLOT_NODE);
-			i = gh_reg_node_floor(n, a);
-			if (i < n->n) {
-				e = gh_reg_node_ent(n, i);
-				if (e->base < b && gh_reg_ent_end(e) > a)
-					return e;
-				i++;
-			} else {
-				i = 0;
-			}
-			if (i < n->n) {
-				e = gh_reg_node_ent(n, i);
-				if (e->base < b && gh_reg_ent_end(e) > a)
+			rlo = gh_reg_max(lo, rs);
+			rhi = gh_reg_min(hi, rs + GH_REG_REG);
+			for (gs = rlo & ~(GH_REG_GRAN - 1); gs < rhi;
+			     gs += GH_REG_GRAN) {
+				uint64_t sv = s->slot[(gs >> GH_REG_GRAN_SHIFT) &
+						      (GH_REG_SUB_SLOTS - 1)];
+				struct gh_reg_ent *e;
+
+				if (!sv)
+					continue;
+				e = gh_reg_slot_overlap(sv, rlo, rhi);
+				if (e)
 					return e;
 			}
 		}
@@ -647,56 +778,121 @@ static struct gh_reg_ent *gh_reg_find_base(uint64_t base)
 }
 
 /*
- * Loop over the 4 GiB windows that [base, end) touches: w is the window
- * index, [lo, hi) the part of the range inside it, whole non-zero when
- * that part is the entire window.
+ * Publish (@add) or unpublish @e in every slot it covers.  Everything it
+ * needs when adding was created beforehand by gh_reg_prepare().
  */
-#define GH_REG_FOR_WINDOWS(base, end, w, lo, hi, whole)			\
-	for (uint64_t w = (base) >> GH_REG_WIN_SHIFT,			\
-		     lo, hi, whole;					\
-	     w <= ((end) - 1) >> GH_REG_WIN_SHIFT &&			\
-	     ((lo = (base) > (w << GH_REG_WIN_SHIFT) ?			\
-		    (base) : (w << GH_REG_WIN_SHIFT)),			\
-	      (hi = (end) - (w << GH_REG_WIN_SHIFT) < GH_REG_WIN ?	\
-		    (end) : (w << GH_REG_WIN_SHIFT) + GH_REG_WIN),	\
-	      (whole = lo == (w << GH_REG_WIN_SHIFT) &&			\
-		       hi == (w << GH_REG_WIN_SHIFT) + GH_REG_WIN), 1);	\
-	     w++)
-
-static bool gh_reg_gran_whole(uint64_t base, uint64_t end, uint64_t gs)
-{
-	return base <= gs && end - gs >= GH_REG_GRAN;
-}
-
-/* Unpublish @e from every slot, kill it and free it. */
-static void gh_reg_unlink(struct gh_reg_ent *e)
+static void gh_reg_publish(struct gh_reg_ent *e, bool add)
 {
 	uint64_t base = e->base, end = gh_reg_ent_end(e);
+	uint64_t ws = base & ~(GH_REG_WIN - 1);
 
-	GH_REG_FOR_WINDOWS(base, end, w, lo, hi, whole) {
-		struct gh_reg_dir *d = gh_reg_dir_peek(w >> 16);
-		struct gh_reg_leaf *leaf;
-		uint32_t g, glast;
+	for (; ws < end; ws += GH_REG_WIN) {
+		struct gh_reg_dir *d = gh_reg_dir_peek(ws >> GH_REG_DIR_SHIFT);
+		uint32_t di = (ws >> GH_REG_WIN_SHIFT) & 0xffff;
+		uint64_t lo = gh_reg_max(base, ws);
+		uint64_t hi = gh_reg_min(end, ws + GH_REG_WIN);
+		struct gh_reg_mid *m = d->mid[di];
+		uint64_t rs;
 
-		if (whole) {
-			GH_ST_REL(&d->slot[w & 0xffff],
-				  (uint64_t)d->leaf[w & 0xffff]);
+		if (lo == ws && hi == ws + GH_REG_WIN) {
+			GH_ST_REL(&d->slot[di], add ? (uint64_t)e | GH_REG_WHOLE
+						    : (uint64_t)m);
 			continue;
 		}
-		leaf = d->leaf[w & 0xffff];
-		glast = ((hi - 1) >> GH_REG_GRAN_SHIFT) & 0xffff;
-		for (g = (lo >> GH_REG_GRAN_SHIFT) & 0xffff; g <= glast; g++) {
-			uint64_t gs = (w << GH_REG_WIN_SHIFT) |
-				      ((uint64_t)g << GH_REG_GRAN_SHIFT);
+		for (rs = lo & ~(GH_REG_REG - 1); rs < hi; rs += GH_REG_REG) {
+			uint32_t mi = (rs >> GH_REG_REG_SHIFT) &
+				      (GH_REG_MID_SLOTS - 1);
+			uint64_t rlo = gh_reg_max(lo, rs);
+			uint64_t rhi = gh_reg_min(hi, rs + GH_REG_REG);
+			struct gh_reg_sub *s = m->sub[mi];
+			uint64_t gs;
 
-			if (gh_reg_gran_whole(base, end, gs)) {
-				GH_ST_REL(&leaf->slot[g], 0);
-				leaf->used--;
-			} else {
-				gh_reg_slot_del(leaf, g, e);
+			if (rlo == rs && rhi == rs + GH_REG_REG) {
+				gh_reg_mid_set(m, mi, add ?
+					       (uint64_t)e | GH_REG_WHOLE :
+					       (uint64_t)s);
+				continue;
+			}
+			for (gs = rlo & ~(GH_REG_GRAN - 1); gs < rhi;
+			     gs += GH_REG_GRAN) {
+				uint32_t si = (gs >> GH_REG_GRAN_SHIFT) &
+					      (GH_REG_SUB_SLOTS - 1);
+
+				if (base <= gs && end - gs >= GH_REG_GRAN)
+					gh_reg_sub_set(s, si, add ? (uint64_t)e : 0);
+				else if (add)
+					gh_reg_slot_add(s, si, e);
+				else
+					gh_reg_slot_del(s, si, e);
 			}
 		}
 	}
+}
+
+/* Reserve node capacity for granule @gs, shared by [base, end). */
+static int gh_reg_reserve_gran(uint64_t gs, uint32_t need[])
+{
+	struct gh_reg_sub *s = gh_reg_sub_get(gs & ~(GH_REG_REG - 1));
+	uint32_t cnt, cls;
+
+	if (!s)
+		return -ENOMEM;
+	cnt = gh_reg_slot_count(s->slot[(gs >> GH_REG_GRAN_SHIFT) &
+					(GH_REG_SUB_SLOTS - 1)]);
+	if (!cnt)
+		return 0;
+	/* Keep one spare for later removals from this class. */
+	cls = gh_reg_node_cls_for(cnt + 1);
+	need[cls]++;
+	return gh_reg_node_reserve(cls, need[cls] + 1);
+}
+
+/* Create every table and node that publishing [base, end) needs. */
+static int gh_reg_prepare(uint64_t base, uint64_t end)
+{
+	uint32_t need[GH_REG_NODE_MAX_CLS + 1] = { 0 };
+	uint64_t g0 = base & ~(GH_REG_GRAN - 1);
+	uint64_t g1 = (end - 1) & ~(GH_REG_GRAN - 1);
+	uint64_t ws = base & ~(GH_REG_WIN - 1);
+	int rc;
+
+	for (; ws < end; ws += GH_REG_WIN) {
+		uint64_t lo = gh_reg_max(base, ws);
+		uint64_t hi = gh_reg_min(end, ws + GH_REG_WIN);
+		uint64_t rs;
+
+		if (lo == ws && hi == ws + GH_REG_WIN) {
+			if (!gh_reg_dir_get(ws >> GH_REG_DIR_SHIFT))
+				return -ENOMEM;
+			continue;
+		}
+		if (!gh_reg_mid_get(ws))
+			return -ENOMEM;
+		for (rs = lo & ~(GH_REG_REG - 1); rs < hi; rs += GH_REG_REG)
+			if ((gh_reg_max(lo, rs) != rs ||
+			     gh_reg_min(hi, rs + GH_REG_REG) != rs + GH_REG_REG) &&
+			    !gh_reg_sub_get(rs))
+				return -ENOMEM;
+	}
+	if (!(base <= g0 && end - g0 >= GH_REG_GRAN)) {
+		rc = gh_reg_reserve_gran(g0, need);
+		if (rc)
+			return rc;
+	}
+	if (g1 != g0 && !(base <= g1 && end - g1 >= GH_REG_GRAN)) {
+		rc = gh_reg_reserve_gran(g1, need);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* Unpublish @e, kill it and free it. */
+static void gh_reg_unlink(struct gh_reg_ent *e)
+{
+	uint64_t size = e->size;
+
+	gh_reg_publish(e, false);
 	/* Kill: readers holding a stale pointer now see a dead entry. */
 	GH_ST(&e->seq, e->seq + 1);
 	GH_FENCE_REL();
@@ -704,7 +900,7 @@ static void gh_reg_unlink(struct gh_reg_ent *e)
 	GH_ST_REL(&e->seq, e->seq + 1);
 	gh_reg_ent_release(e);
 	GH_ST(&gh_reg_count, gh_reg_count - 1);
-	GH_ST(&gh_reg_bytes, gh_reg_bytes - (end - base));
+	GH_ST(&gh_reg_bytes, gh_reg_bytes - size);
 }
 
 static void gh_reg_ent_get(const struct gh_reg_ent *e, struct gh_range *r)
@@ -728,33 +924,9 @@ int gh_registry_init(void)
 	return 0;	/* everything is static or created on demand */
 }
 
-/* Reserve node capacity for the partial granule @gs of [base, end). */
-static int gh_reg_reserve_gran(uint64_t gs, uint32_t need[])
-{
-	uint64_t w = gs >> GH_REG_WIN_SHIFT;
-	struct gh_reg_dir *d = gh_reg_dir_peek(w >> 16);
-	struct gh_reg_leaf *leaf = d ? d->leaf[w & 0xffff] : NULL;
-	uint32_t cnt;
-
-	if (!leaf)
-		return 0;
-	cnt = gh_reg_slot_count(leaf->slot[(gs >> GH_REG_GRAN_SHIFT) & 0xffff]);
-	if (cnt) {
-		uint32_t cls = gh_reg_node_cls_for(cnt + 1);
-
-		/* Keep one spare for later removals from this class. */
-		need[cls]++;
-		return gh_reg_node_reserve(cls, need[cls] + 1);
-	}
-	return 0;
-}
-
 static int gh_reg_insert_locked(const struct gh_range *r, uint64_t *gen_p)
 {
 	uint64_t base = r->base, end = r->base + r->size;
-	uint64_t g0 = base & ~(GH_REG_GRAN - 1);
-	uint64_t g1 = (end - 1) & ~(GH_REG_GRAN - 1);
-	uint32_t need[GH_REG_NODE_MAX_CLS + 1] = { 0 };
 	struct gh_reg_ent *e;
 	int rc;
 
@@ -762,24 +934,10 @@ static int gh_reg_insert_locked(const struct gh_range *r, uint64_t *gen_p)
 		return -EINVAL;
 	if (gh_reg_first_overlap(base, end))
 		return -EEXIST;
-
 	/* Allocate everything first so that nothing fails once published. */
-	GH_REG_FOR_WINDOWS(base, end, w, lo, hi, whole) {
-		if (whole ? !gh_reg_dir_get(w >> 16) : !gh_reg_leaf_get(w))
-			return -ENOMEM;
-		(void)lo;
-		(void)hi;
-	}
-	if (!gh_reg_gran_whole(base, end, g0)) {
-		rc = gh_reg_reserve_gran(g0, need);
-		if (rc)
-			return rc;
-	}
-	if (g1 != g0 && !gh_reg_gran_whole(base, end, g1)) {
-		rc = gh_reg_reserve_gran(g1, need);
-		if (rc)
-			return rc;
-	}
+	rc = gh_reg_prepare(base, end);
+	if (rc)
+		return rc;
 	e = gh_reg_ent_alloc();
 	if (!e)
 		return -ENOMEM;
@@ -796,30 +954,7 @@ static int gh_reg_insert_locked(const struct gh_range *r, uint64_t *gen_p)
 	GH_ST(&e->size, r->size);
 	GH_ST_REL(&e->seq, e->seq + 1);
 
-	GH_REG_FOR_WINDOWS(base, end, w, lo, hi, whole) {
-		struct gh_reg_dir *d = gh_reg_dir_peek(w >> 16);
-		struct gh_reg_leaf *leaf;
-		uint32_t g, glast;
-
-		if (whole) {
-			GH_ST_REL(&d->slot[w & 0xffff],
-				  (uint64_t)e | GH_REG_DIR_ENT);
-			continue;
-		}
-		leaf = d->leaf[w & 0xffff];
-		glast = ((hi - 1) >> GH_REG_GRAN_SHIFT) & 0xffff;
-		for (g = (lo >> GH_REG_GRAN_SHIFT) & 0xffff; g <= glast; g++) {
-			uint64_t gs = (w << GH_REG_WIN_SHIFT) |
-				      ((uint64_t)g << GH_REG_GRAN_SHIFT);
-
-			if (gh_reg_gran_whole(base, end, gs)) {
-				GH_ST_REL(&leaf->slot[g], (uint64_t)e);
-				leaf->used++;
-			} else {
-				gh_reg_slot_add(leaf, g, e);
-			}
-		}
-	}
+	gh_reg_publish(e, true);
 	GH_ST(&gh_reg_count, gh_reg_count + 1);
 	GH_ST(&gh_reg_bytes, gh_reg_bytes + r->size);
 	if (gen_p)

@@ -481,8 +481,7 @@ void fc_mem_fork_reset(void)
 	fc.pools = NULL;
 	fc.ndev = 0;
 	fc.initialized = 0;
-	for (size_t i = 0; i < sizeof(fc.dmabuf) / sizeof(fc.dmabuf[0]); i++)
-		fc.dmabuf[i].fd = -1;
+	memset(fc.dmabuf, 0, sizeof(fc.dmabuf));
 }
 
 /* --------------------------------------------------- common entry checks */

@@ -892,28 +892,51 @@ TEST_TIMEOUT(fork_child_own_records_no_deadlock, 120)
 	rm_tdir();
 }
 
-/* A child that records nothing leaves nothing, and a parent that logged
- * nothing before the fork has no half state in the child. */
-TEST(fork_child_without_events_is_silent)
+/*
+ * Children that record nothing leave nothing, never deadlock although
+ * other threads emit (and the writer drains) while we fork, and start no
+ * thread (so this case also runs under tsan).
+ */
+TEST_TIMEOUT(fork_while_emitting_silent_children, 120)
 {
+	pthread_t th[3];
 	struct lines l;
-	pid_t pid;
-	int st;
 
 	mk_tdir();
 	CHECK(!pthread_atfork(gh_evlog_atfork_prepare, gh_evlog_atfork_parent,
 			      gh_evlog_atfork_child));
 	CHECK_EQ(gh_evlog_configure(tpath("log"), 0), 0);
 	put(GH_EV_ALLOC, 1);
-	pid = fork();
-	if (pid == 0) {
-		gh_evlog_shutdown(0, 0);
-		_exit(0);
+	__atomic_store_n(&fk_stop, 0, __ATOMIC_RELAXED);
+	for (int i = 0; i < 3; i++)
+		CHECK(!pthread_create(&th[i], NULL, fk_emitter, NULL));
+	for (int k = 0; k < FK_CHILDREN; k++) {
+		pid_t pid = fork();
+		int st;
+
+		CHECK(pid >= 0);
+		if (pid == 0) {
+			alarm(20);
+			gh_evlog_flush();
+			if (gh_evlog_written() || gh_evlog_dropped())
+				_exit(4);
+			gh_evlog_shutdown(0, 0);
+			_exit(0);
+		}
+		CHECK(waitpid(pid, &st, 0) == pid);
+		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		usleep(1000);
 	}
-	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st));
+	__atomic_store_n(&fk_stop, 1, __ATOMIC_RELAXED);
+	for (int i = 0; i < 3; i++)
+		pthread_join(th[i], NULL);
 	gh_evlog_shutdown(0, 0);
 	l = read_lines(tpath("log"));
-	CHECK_EQ(l.n, 3);
+	for (int i = 0; i < l.n; i++)
+		CHECK_EQ(geti(parse_line(l.v[i]), "pid"), getpid());
+	CHECK_EQ(count_ev(&l, "start"), 1);
+	CHECK_EQ(count_ev(&l, "exit"), 1);
+	CHECK_EQ(count_ev(&l, "hit") + 1, gh_evlog_written());
 	rm_tdir();
 }
 
@@ -952,9 +975,25 @@ TEST(bench_put_and_writer)
 	gh_evlog_flush();
 	t2 = gh_now_ns();
 	CHECK_EQ(gh_evlog_dropped(), 0);
-	printf("  gh_evlog_put: %.1f ns/event; "
+	printf("  gh_evlog_put: %.1f ns/event, consumer idle; "
 	       "writer: %.2f M events/s to a file\n",
 	       (double)(t1 - t0) / N, N / ((double)(t2 - t1) / 1e3));
+
+	/* the same with the writer draining concurrently (woken at 1/4) */
+	{
+		struct gh_evrec r = mkrec(GH_EV_FREE, 0);
+
+		t0 = gh_now_ns();
+		for (int i = 0; i < N; i++) {
+			r.ptr = (uint64_t)i << 12;
+			gh_evlog_put(&r);
+		}
+		t1 = gh_now_ns();
+	}
+	gh_evlog_flush();
+	printf("  gh_evlog_put: %.1f ns/event, writer draining; dropped %llu\n",
+	       (double)(t1 - t0) / N,
+	       (unsigned long long)gh_evlog_dropped());
 	gh_evlog_shutdown(0, 0);
 	rm_tdir();
 }

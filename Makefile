@@ -76,8 +76,8 @@ PRELOAD_SRCS	:= $(sort $(wildcard tests/preload/test_*.c))
 PRELOAD_BINS	:= $(patsubst tests/preload/%.c,$(BUILD)/tests/preload/%,$(PRELOAD_SRCS)) \
 		   $(BUILD)/tests/preload/test_symbols
 PRELOAD_CFLAGS	:= $(ALL_CFLAGS) -Itests -Itests/preload
-PRELOAD_LIBS	:= -L$(BUILD)/fake -lcudart -lcuda -ldl -lpthread
-FAKE_LIBS	:= $(BUILD)/fake/libcuda.so.1 $(BUILD)/fake/libcudart.so.13
+PRELOAD_LIBS	:= -L$(BUILD) -lgdrhook -L$(BUILD)/fake -lcudart -lcuda -ldl -lpthread
+FAKE_LIBS	:= $(BUILD)/fake/libcuda.so.1 $(BUILD)/fake/libcudart.so.13 $(LIB)
 
 $(BUILD)/tests/preload/%: tests/preload/%.c $(wildcard tests/preload/*.h) tests/harness.h $(FAKE_LIBS)
 	@mkdir -p $(dir $@)

@@ -165,7 +165,6 @@ void gh_alloc_post(struct gh_call *c, unsigned int kind, uint64_t ptr,
 	r.size = size;
 	r.kind = (uint16_t)kind;
 	r.pool = pool;
-	r.api = c->sym;
 	if (kind == GDRHOOK_KIND_POOL)
 		r.flags |= GH_RANGE_VOLATILE;
 	if (size == GH_SIZE_FROM_DRIVER) {

@@ -92,7 +92,6 @@ static struct {
 	int fd;			/* -1: not open yet; -2: open failed */
 	int is_stderr;
 	int is_fork_child;	/* write a "fork" record after "start" */
-	int fork_held;		/* prepare took the lock */
 	pid_t parent;		/* pid that forked us / is forking */
 	int32_t first_tid;	/* thread of the first event: start record */
 	char path[PATH_MAX];	/* template, "%p" not yet expanded */
@@ -105,6 +104,9 @@ static struct {
 static char gh_ev_outbuf[GH_EV_OUTBUF];
 
 static __thread struct gh_ring *gh_ev_tl_ring
+	__attribute__((tls_model("initial-exec")));
+/* This thread's fork prepare took gh_ev.lock (the child inherits it). */
+static __thread int gh_ev_fork_held
 	__attribute__((tls_model("initial-exec")));
 
 static const char *const gh_ev_names[GH_EV_COUNT_] = {
@@ -757,7 +759,7 @@ void gh_evlog_atfork_prepare(void)
 	if (!gh_evlog_enabled())
 		return;
 	pthread_mutex_lock(&gh_ev.lock);
-	gh_ev.fork_held = 1;
+	gh_ev_fork_held = 1;
 	gh_ev.parent = getpid();
 	if (gh_ev_touched()) {
 		gh_ev_open_locked();
@@ -768,9 +770,9 @@ void gh_evlog_atfork_prepare(void)
 
 void gh_evlog_atfork_parent(void)
 {
-	if (!gh_ev.fork_held)
+	if (!gh_ev_fork_held)
 		return;
-	gh_ev.fork_held = 0;
+	gh_ev_fork_held = 0;
 	pthread_mutex_unlock(&gh_ev.lock);
 }
 
@@ -780,7 +782,7 @@ void gh_evlog_atfork_child(void)
 	uint32_t s;
 
 	gh_clock_atfork_child();
-	if (!gh_ev.fork_held)
+	if (!gh_ev_fork_held)
 		return;
 	/*
 	 * Only this thread exists now.  Whatever the rings still hold was
@@ -807,6 +809,6 @@ void gh_evlog_atfork_child(void)
 	s = __atomic_load_n(&gh_ev.state, __ATOMIC_RELAXED);
 	if (s != GH_EV_OFF)
 		__atomic_store_n(&gh_ev.state, GH_EV_IDLE, __ATOMIC_RELEASE);
-	gh_ev.fork_held = 0;
+	gh_ev_fork_held = 0;
 	pthread_mutex_unlock(&gh_ev.lock);
 }

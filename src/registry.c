@@ -124,7 +124,7 @@ struct gh_reg_ent {
 	uint64_t ctx;		/* free list link while dead */
 	uint64_t pool;
 	uint64_t meta;		/* dev | kind << 32 | flags << 48 */
-	uint64_t api;
+	uint64_t buffer_id;
 } __attribute__((aligned(64)));
 
 /* Granule shared by several allocations; items sorted by base. */
@@ -203,7 +203,7 @@ static inline bool gh_reg_ent_snap(const struct gh_reg_ent *e,
 	r->ctx = GH_LD(&e->ctx);
 	r->pool = GH_LD(&e->pool);
 	meta = GH_LD(&e->meta);
-	r->api = GH_LD(&e->api);
+	r->buffer_id = GH_LD(&e->buffer_id);
 	GH_FENCE_ACQ();
 	s2 = GH_LD(&e->seq);
 	r->dev = (int32_t)(uint32_t)meta;
@@ -913,7 +913,7 @@ static void gh_reg_ent_get(const struct gh_reg_ent *e, struct gh_range *r)
 	r->dev = (int32_t)(uint32_t)e->meta;
 	r->kind = (uint16_t)(e->meta >> 32);
 	r->flags = (uint16_t)(e->meta >> 48);
-	r->api = e->api;
+	r->buffer_id = e->buffer_id;
 }
 
 /* ------------------------------------------------------------------ */
@@ -950,7 +950,7 @@ static int gh_reg_insert_locked(const struct gh_range *r, uint64_t *gen_p)
 	GH_ST(&e->pool, r->pool);
 	GH_ST(&e->meta, (uint64_t)(uint32_t)r->dev |
 			(uint64_t)r->kind << 32 | (uint64_t)r->flags << 48);
-	GH_ST(&e->api, r->api);
+	GH_ST(&e->buffer_id, r->buffer_id);
 	GH_ST(&e->size, r->size);
 	GH_ST_REL(&e->seq, e->seq + 1);
 

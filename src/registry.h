@@ -26,7 +26,6 @@ struct gh_range {
 	int32_t dev;	/* device ordinal, -1 if unknown or host */
 	uint16_t kind;	/* enum gdrhook_kind (include/gdrhook.h) */
 	uint16_t flags;	/* GH_RANGE_* */
-	uint64_t api;	/* opaque tag of the entry point that created it */
 	uint64_t buffer_id; /* driver buffer ID at allocation (audit), or 0 */
 };
 

@@ -23,3 +23,23 @@ $(BUILD)/tests/bench/bench_registry: tests/bench/bench_registry.c \
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(BENCH_UCX_CFLAGS) -o $@ $< src/registry.c \
 		$(BENCH_UCX_LIBS) $(LDLIBS)
+
+# ---- bench_driver: driver-side benchmark (tests/bench/bench-gpu runs it) ----
+# Links the real CUDA runtime and driver; at build time the driver is the
+# toolkit's stub, so it builds on a machine with no GPU.  RUNPATH (not
+# RPATH) to the toolkit: LD_LIBRARY_PATH (build/fake) still wins.
+BENCH_DRIVER	:= $(BUILD)/tests/bench/bench_driver
+BENCH_CUDA_LIB	?= $(CUDA_HOME)/lib64
+BENCH_DRIVER_LIBS := -L$(BENCH_CUDA_LIB) -L$(BENCH_CUDA_LIB)/stubs \
+		     -Wl,--enable-new-dtags -Wl,-rpath,$(BENCH_CUDA_LIB) \
+		     -lcudart -lcuda -ldl -lpthread
+
+.PHONY: bench-driver
+bench: $(BENCH_DRIVER)
+bench-driver: $(BENCH_DRIVER)
+
+$(BENCH_DRIVER): tests/bench/bench_driver.c include/gdrhook.h \
+		include/gdrhook_preload.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(BENCH_DRIVER_LIBS)
+# ---- end bench_driver ----

@@ -59,6 +59,13 @@ size_t fakecuda_snapshot(struct fakecuda_live *out, size_t max);
  */
 int fakecuda_dmabuf_offset(int fd, uint64_t *off);
 
+/*
+ * Exported by the fake libcudart.so.13: resolve the plain entry points'
+ * driver table as if the program were built with per-thread default
+ * stream (same as FAKECUDART_PTDS=1).  Call before the first CUDA call.
+ */
+void cudaFakeSetPerThread(int on);
+
 #ifdef __cplusplus
 }
 #endif

@@ -17,6 +17,7 @@
  * freed small block is zeroed.
  */
 #include "fakecuda_internal.h"
+#include "fakecuda.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -485,16 +486,6 @@ void fc_mem_fork_reset(void)
 }
 
 /* --------------------------------------------------- common entry checks */
-
-/* Initialized and a usable current context: returns it in *ctx. */
-static CUresult need_ctx(CUcontext *ctx)
-{
-	CUresult rc = fc_check_init();
-
-	if (rc)
-		return rc;
-	return fc_current_ctx(ctx);
-}
 
 static CUresult stream_ctx(CUstream s, CUcontext *ctx)
 {
@@ -1584,8 +1575,10 @@ static CUresult attr_get(const struct fc_alloc *a, CUpointer_attribute attr,
 		*(CUdeviceptr *)data = p;
 		break;
 	case CU_POINTER_ATTRIBUTE_HOST_POINTER:
-		if (!is_host_kind(a) && a->kind != FC_K_MANAGED)
+		if (!is_host_kind(a) && a->kind != FC_K_MANAGED) {
+			*(void **)data = NULL;	/* as 580 does */
 			return CUDA_ERROR_INVALID_VALUE;
+		}
 		*(void **)data = (void *)p;
 		break;
 	case CU_POINTER_ATTRIBUTE_P2P_TOKENS: {

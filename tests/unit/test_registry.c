@@ -42,7 +42,7 @@ static struct gh_range mk(uint64_t base, uint64_t size)
 	r.pool = size * 3;
 	r.dev = (int32_t)(base >> 16) & 0x7;
 	r.kind = 1;
-	r.api = base + size;
+	r.buffer_id = base + size;
 	return r;
 }
 
@@ -84,7 +84,7 @@ static void expect_in(uint64_t ptr, uint64_t base, uint64_t size, uint64_t gen)
 		CHECK_EQ(r.gen, gen);
 	CHECK_EQ(r.ctx, base ^ 0xc0ffee);
 	CHECK_EQ(r.pool, size * 3);
-	CHECK_EQ(r.api, base + size);
+	CHECK_EQ(r.buffer_id, base + size);
 }
 
 static void expect_none(uint64_t ptr)
@@ -127,7 +127,7 @@ TEST(insert_lookup_fields)
 	in.dev = -1;
 	in.kind = 6;
 	in.flags = GH_RANGE_VOLATILE;
-	in.api = 0xdeadbeefcafef00dull;
+	in.buffer_id = 0xdeadbeefcafef00dull;
 	CHECK_EQ(gh_registry_insert(&in, &gen), 0);
 	CHECK(gen >= 1);
 	memset(&out, 0xcc, sizeof(out));
@@ -140,7 +140,7 @@ TEST(insert_lookup_fields)
 	CHECK_EQ(out.dev, -1);
 	CHECK_EQ(out.kind, 6);
 	CHECK_EQ(out.flags, GH_RANGE_VOLATILE);
-	CHECK_EQ(out.api, in.api);
+	CHECK_EQ(out.buffer_id, in.buffer_id);
 	CHECK_EQ(gh_registry_count(), 1);
 	CHECK_EQ(gh_registry_bytes(), in.size);
 	expect_none(in.base - 1);
@@ -148,7 +148,7 @@ TEST(insert_lookup_fields)
 	memset(&out, 0, sizeof(out));
 	CHECK_EQ(gh_registry_remove(in.base, &out), 0);
 	CHECK_EQ(out.gen, gen);
-	CHECK_EQ(out.api, in.api);
+	CHECK_EQ(out.buffer_id, in.buffer_id);
 	CHECK_EQ(out.dev, -1);
 	CHECK_EQ(gh_registry_count(), 0);
 	CHECK_EQ(gh_registry_bytes(), 0);
@@ -813,7 +813,7 @@ static void model_check_lookup(uint64_t ptr, uint64_t len)
 	CHECK_EQ(r.base, model[i].base);
 	CHECK_EQ(r.size, model[i].size);
 	CHECK_EQ(r.gen, model[i].gen);
-	CHECK_EQ(r.api, model[i].base + model[i].size);
+	CHECK_EQ(r.buffer_id, model[i].base + model[i].size);
 }
 
 static void model_count_cb(const struct gh_range *r, void *arg)
@@ -947,7 +947,7 @@ static struct gh_range conc_mk(uint64_t base, uint64_t size, uint64_t nonce)
 	r.size = size;
 	r.ctx = nonce;
 	r.pool = (base ^ nonce) * 0x9e3779b97f4a7c15ull;
-	r.api = (size + nonce) * 0xbf58476d1ce4e5b9ull;
+	r.buffer_id = (size + nonce) * 0xbf58476d1ce4e5b9ull;
 	r.dev = (int32_t)(nonce & 0xff);
 	r.kind = (uint16_t)(size & 0x7);
 	r.flags = (uint16_t)((base >> 9) & 0xff);
@@ -958,7 +958,7 @@ static int conc_consistent(const struct gh_range *r)
 {
 	struct gh_range x = conc_mk(r->base, r->size, r->ctx);
 
-	return r->pool == x.pool && r->api == x.api && r->dev == x.dev &&
+	return r->pool == x.pool && r->buffer_id == x.buffer_id && r->dev == x.dev &&
 	       r->kind == x.kind && r->flags == x.flags && r->gen != 0;
 }
 

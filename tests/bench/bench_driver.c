@@ -1,0 +1,674 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Driver-side benchmark: prints figures, checks nothing (beyond refusing
+ * to report figures of calls that failed).  tests/bench/bench-gpu runs it
+ * natively and under LD_PRELOAD=libgdrhook.so and makes one table.
+ *
+ *   bench_driver info       device, driver and runtime versions
+ *   bench_driver alloc      N pairs of cuMemAlloc(1 MiB) + cuMemFree, then
+ *                           N pairs of cudaMalloc(1 MiB) + cudaFree
+ *   bench_driver tagcheck [L1,L2,...]
+ *                           with L live 4 KiB cuMemAlloc allocations: the
+ *                           driver's tag check (cuPointerGetAttribute
+ *                           BUFFER_ID; cuPointerGetAttributes with BUFFER_ID,
+ *                           CONTEXT, DEVICE_ORDINAL) and, when libgdrhook is
+ *                           preloaded, gdrhook_lookup(), on the same
+ *                           addresses; latency and multi-thread throughput
+ *
+ * Environment (GH_BENCH_*, not GDRHOOK_*: the shim warns about names it
+ * does not know):
+ *   GH_BENCH_N=2000          alloc: timed pairs per API
+ *   GH_BENCH_WARMUP=200      alloc: untimed pairs first
+ *   GH_BENCH_LIVE=1000,20000,100000,200000   tagcheck: live counts
+ *                            (capped to a quarter of free device memory)
+ *   GH_BENCH_THREADS=1,2,4,8,16              tagcheck: thread counts
+ *   GH_BENCH_SECS=0.5        tagcheck: seconds per multi-thread run
+ *   GH_BENCH_QUICK=1         tagcheck: 1/8 of the latency samples
+ *
+ * Every figure is one line "R <key> <value>" on stdout (the runner parses
+ * these); other lines start with '#'.
+ *
+ * Latency method: CLOCK_MONOTONIC (vDSO) is read around a batch of 64
+ * calls; the per-call figure of a batch is (batch time - timer cost) / 64,
+ * where the timer cost is the median of 20000 back-to-back clock_gettime
+ * pairs.  p50 and p99 are taken over the batches (4096 of them for random
+ * addresses: 262144 calls, each address of the table once), after an
+ * untimed warm-up pass over a quarter of them.  A batch figure is the mean
+ * of 64 calls, so p99 is the tail of 64-call means, not of single calls.
+ * "hot" repeats one pointer; "rand" walks a table of 2^18 pointers, each a
+ * random 8-byte-aligned offset inside a uniformly chosen live allocation;
+ * the driver and gdrhook_lookup walk the same table in the same process.
+ * The calls of a batch are independent (the CPU may overlap them), as a
+ * communication library's validity checks on its cache hits are.
+ *
+ * Throughput method: T threads, each pinned to its own CPU (of the
+ * process's affinity set) and with the primary context current, wait on a
+ * barrier and then call in batches of 64 from their own starting point in
+ * the same table until a stop flag (set by the main thread after
+ * GH_BENCH_SECS) is seen; calls/s = sum over threads of calls / own time.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include "gdrhook_preload.h"
+
+#define KiB (1ull << 10)
+#define MiB (1ull << 20)
+#define BATCH 64
+#define NADDR (1u << 18)
+#define SMALL (4 * KiB)
+#define MAX_THREADS 256
+
+enum kind { K_DRV, K_DRV3, K_GH };
+static const char *const kind_name[] = { "drv", "drv3", "gh" };
+
+static struct gdrhook_preload gh;
+static int have_gh;
+static CUcontext ctx;
+static double timer_ns;
+static volatile uint64_t sink;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void die_cu(const char *what, CUresult rc)
+{
+	const char *name = NULL;
+
+	cuGetErrorName(rc, &name);
+	fprintf(stderr, "bench_driver: %s: %s (%d)\n", what,
+		name ? name : "?", (int)rc);
+	exit(2);
+}
+
+#define CK(call) do { CUresult rc_ = (call); \
+		if (rc_ != CUDA_SUCCESS) die_cu(#call, rc_); } while (0)
+#define CKRT(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
+		fprintf(stderr, "bench_driver: %s: %s (%d)\n", #call, \
+			cudaGetErrorName(e_), (int)e_); exit(2); } } while (0)
+
+static long env_long(const char *name, long def)
+{
+	const char *s = getenv(name);
+
+	return s && *s ? strtol(s, NULL, 0) : def;
+}
+
+static double env_double(const char *name, double def)
+{
+	const char *s = getenv(name);
+
+	return s && *s ? strtod(s, NULL) : def;
+}
+
+/* "1,2,4" -> array; returns the count. */
+static int parse_list(const char *s, long *v, int max)
+{
+	int n = 0;
+
+	while (s && *s && n < max) {
+		char *end;
+		long x = strtol(s, &end, 0);
+
+		if (end == s)
+			break;
+		if (x > 0)
+			v[n++] = x;
+		s = *end ? end + 1 : end;
+	}
+	return n;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Nearest-rank percentile of a sorted array. */
+static double pct(const double *s, size_t n, double p)
+{
+	size_t i = (size_t)(p / 100.0 * (double)n);
+
+	return s[i >= n ? n - 1 : i];
+}
+
+static void calibrate_timer(void)
+{
+	enum { NS = 20000 };
+	static double s[NS];
+
+	for (int i = 0; i < NS; i++) {
+		uint64_t a = now_ns(), b = now_ns();
+
+		s[i] = (double)(b - a);
+	}
+	qsort(s, NS, sizeof(s[0]), cmp_double);
+	timer_ns = s[NS / 2];
+	printf("R timer_ns %.1f\n", timer_ns);
+}
+
+/* Sets up the primary context of device 0 (through the runtime when
+ * with_rt, so that both APIs share it) and reports whether gdrhook is in. */
+static void setup(int with_rt)
+{
+	if (with_rt) {
+		CKRT(cudaSetDevice(0));
+		CKRT(cudaFree(NULL));
+		CK(cuCtxGetCurrent(&ctx));
+	}
+	if (!ctx) {
+		CUdevice dev;
+
+		CK(cuInit(0));
+		CK(cuDeviceGet(&dev, 0));
+		CK(cuDevicePrimaryCtxRetain(&ctx, dev));
+		CK(cuCtxSetCurrent(ctx));
+	}
+	have_gh = gdrhook_preload_open(&gh) == 0;
+	printf("R gdrhook %d\n", have_gh);
+	if (have_gh)
+		printf("R gh.trusted %d\n", gh.trusted());
+}
+
+static void report_gh_stats(const char *pfx)
+{
+	struct gdrhook_stats st;
+
+	if (!have_gh)
+		return;
+	gh.flush_log();		/* so that log_events counts every record */
+	memset(&st, 0, sizeof(st));
+	st.size = sizeof(st);
+	if (gh.get_stats(&st) != 0)
+		return;
+	printf("R %s.allocs %llu\nR %s.frees %llu\nR %s.live %llu\n"
+	       "R %s.untrusted %llu\nR %s.log_events %llu\n"
+	       "R %s.log_dropped %llu\n",
+	       pfx, (unsigned long long)st.allocs,
+	       pfx, (unsigned long long)st.frees,
+	       pfx, (unsigned long long)st.live,
+	       pfx, (unsigned long long)st.untrusted,
+	       pfx, (unsigned long long)st.log_events,
+	       pfx, (unsigned long long)st.log_dropped);
+	printf("R %s.trusted %d\n", pfx, gh.trusted());
+}
+
+/* ---- info ---- */
+
+static int mode_info(void)
+{
+	CUdevice dev;
+	char name[256] = "";
+	int dv = 0, rv = 0;
+
+	CK(cuInit(0));
+	CK(cuDeviceGet(&dev, 0));
+	CK(cuDeviceGetName(name, sizeof(name), dev));
+	CK(cuDriverGetVersion(&dv));
+	cudaRuntimeGetVersion(&rv);
+	printf("R device %s\nR cuda_driver_api %d.%d\nR cuda_runtime %d.%d\n",
+	       name, dv / 1000, dv % 1000 / 10, rv / 1000, rv % 1000 / 10);
+	have_gh = gdrhook_preload_open(&gh) == 0;
+	printf("R gdrhook %d\n", have_gh);
+	if (have_gh)
+		printf("R gh.api_version %u\n", gh.api_version());
+	return 0;
+}
+
+/* ---- alloc ---- */
+
+static void summarize(const char *key, double *v, size_t n)
+{
+	double sum = 0;
+
+	for (size_t i = 0; i < n; i++)
+		sum += v[i];
+	qsort(v, n, sizeof(v[0]), cmp_double);
+	printf("R %s.mean_us %.3f\nR %s.p50_us %.3f\nR %s.p99_us %.3f\n",
+	       key, sum / (double)n / 1e3, key, pct(v, n, 50) / 1e3,
+	       key, pct(v, n, 99) / 1e3);
+}
+
+static int mode_alloc(void)
+{
+	long n = env_long("GH_BENCH_N", 2000);
+	long warm = env_long("GH_BENCH_WARMUP", 200);
+	double *ta, *tf, *tp;
+
+	if (n < 1)
+		n = 1;
+	if (warm < 0)
+		warm = 0;
+	setup(1);
+	ta = calloc((size_t)n, sizeof(*ta));
+	tf = calloc((size_t)n, sizeof(*tf));
+	tp = calloc((size_t)n, sizeof(*tp));
+	if (!ta || !tf || !tp)
+		return 1;
+	printf("R alloc.n %ld\nR alloc.size %llu\n", n, MiB);
+
+	/* Driver API. */
+	for (long i = -warm; i < n; i++) {
+		CUdeviceptr p;
+		uint64_t t0 = now_ns(), t1, t2;
+
+		CK(cuMemAlloc(&p, MiB));
+		t1 = now_ns();
+		CK(cuMemFree(p));
+		t2 = now_ns();
+		if (i >= 0) {
+			ta[i] = (double)(t1 - t0);
+			tf[i] = (double)(t2 - t1);
+			tp[i] = (double)(t2 - t0);
+		}
+	}
+	summarize("alloc.cu.pair", tp, (size_t)n);
+	summarize("alloc.cu.alloc", ta, (size_t)n);
+	summarize("alloc.cu.free", tf, (size_t)n);
+
+	/* Runtime API. */
+	for (long i = -warm; i < n; i++) {
+		void *p;
+		uint64_t t0 = now_ns(), t1, t2;
+
+		CKRT(cudaMalloc(&p, MiB));
+		t1 = now_ns();
+		CKRT(cudaFree(p));
+		t2 = now_ns();
+		if (i >= 0) {
+			ta[i] = (double)(t1 - t0);
+			tf[i] = (double)(t2 - t1);
+			tp[i] = (double)(t2 - t0);
+		}
+	}
+	summarize("alloc.rt.pair", tp, (size_t)n);
+	summarize("alloc.rt.alloc", ta, (size_t)n);
+	summarize("alloc.rt.free", tf, (size_t)n);
+	report_gh_stats("gh");
+	free(ta);
+	free(tf);
+	free(tp);
+	return 0;
+}
+
+/* ---- tagcheck ---- */
+
+struct calls_out {
+	uint64_t acc;
+	uint64_t bad;
+};
+
+/*
+ * n calls of one kind on a[(i0 + j) & mask], j < n (mask 0: one hot
+ * pointer).  The switch is outside the loops so that each loop is just
+ * the call.
+ */
+static void run_calls(enum kind k, const CUdeviceptr *a, size_t i0,
+		      size_t mask, int n, struct calls_out *o)
+{
+	uint64_t acc = 0, bad = 0;
+
+	switch (k) {
+	case K_DRV:
+		for (int j = 0; j < n; j++) {
+			unsigned long long id = 0;
+			CUresult rc = cuPointerGetAttribute(&id,
+				CU_POINTER_ATTRIBUTE_BUFFER_ID,
+				a[(i0 + (size_t)j) & mask]);
+
+			acc += id;
+			bad += rc != CUDA_SUCCESS;
+		}
+		break;
+	case K_DRV3:
+		for (int j = 0; j < n; j++) {
+			static CUpointer_attribute at[3] = {
+				CU_POINTER_ATTRIBUTE_BUFFER_ID,
+				CU_POINTER_ATTRIBUTE_CONTEXT,
+				CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+			};
+			unsigned long long id = 0;
+			CUcontext c = NULL;
+			int ord = -1;
+			void *data[3] = { &id, &c, &ord };
+			CUresult rc = cuPointerGetAttributes(3, at, data,
+				a[(i0 + (size_t)j) & mask]);
+
+			acc += id + (uintptr_t)c + (uint64_t)ord;
+			bad += rc != CUDA_SUCCESS;
+		}
+		break;
+	case K_GH:
+		for (int j = 0; j < n; j++) {
+			struct gdrhook_range r;
+			int rc;
+
+			r.gen = 0;
+			rc = gh.lookup((const void *)(uintptr_t)
+				       a[(i0 + (size_t)j) & mask], 8, &r);
+
+			acc += r.gen;
+			bad += rc != 0;
+		}
+		break;
+	}
+	o->acc += acc;
+	o->bad += bad;
+}
+
+static void latency(const char *key, enum kind k, const CUdeviceptr *a,
+		    size_t mask, size_t nbatch)
+{
+	struct calls_out o = { 0, 0 };
+	double *s = calloc(nbatch, sizeof(*s)), sum = 0;
+
+	if (!s)
+		exit(1);
+	for (size_t b = 0; b < nbatch / 4; b++)
+		run_calls(k, a, b * BATCH, mask, BATCH, &o);
+	for (size_t b = 0; b < nbatch; b++) {
+		uint64_t t0 = now_ns();
+		double d;
+
+		run_calls(k, a, b * BATCH, mask, BATCH, &o);
+		d = (double)(now_ns() - t0) - timer_ns;
+		s[b] = (d < 0 ? 0 : d) / BATCH;
+		sum += s[b];
+	}
+	qsort(s, nbatch, sizeof(s[0]), cmp_double);
+	printf("R %s.p50_ns %.1f\nR %s.p99_ns %.1f\nR %s.mean_ns %.1f\n",
+	       key, pct(s, nbatch, 50), key, pct(s, nbatch, 99),
+	       key, sum / (double)nbatch);
+	if (o.bad)
+		printf("R %s.failed_calls %llu\n", key,
+		       (unsigned long long)o.bad);
+	sink += o.acc;
+	free(s);
+}
+
+struct tp_arg {
+	enum kind k;
+	const CUdeviceptr *a;
+	size_t start, mask;
+	int cpu;
+	pthread_barrier_t *bar;
+	volatile int *stop;
+	/* out */
+	uint64_t calls, ns;
+	struct calls_out o;
+} __attribute__((aligned(64)));
+
+static void *tp_thread(void *p)
+{
+	struct tp_arg *t = p;
+	size_t i = t->start;
+	uint64_t calls = 0, t0;
+
+	if (t->cpu >= 0) {
+		cpu_set_t cs;
+
+		CPU_ZERO(&cs);
+		CPU_SET(t->cpu, &cs);
+		pthread_setaffinity_np(pthread_self(), sizeof(cs), &cs);
+	}
+	if (t->k != K_GH)
+		cuCtxSetCurrent(ctx);
+	pthread_barrier_wait(t->bar);
+	t0 = now_ns();
+	while (!__atomic_load_n(t->stop, __ATOMIC_RELAXED)) {
+		run_calls(t->k, t->a, i, t->mask, BATCH, &t->o);
+		i += BATCH;
+		calls += BATCH;
+	}
+	t->ns = now_ns() - t0;
+	t->calls = calls;
+	return NULL;
+}
+
+static int cpus[MAX_THREADS];
+static int ncpus;
+
+static void throughput(const char *key, enum kind k, const CUdeviceptr *a,
+		       int nthr, double secs)
+{
+	static struct tp_arg t[MAX_THREADS];
+	pthread_t th[MAX_THREADS];
+	pthread_barrier_t bar;
+	volatile int stop = 0;
+	double rate = 0;
+	uint64_t bad = 0;
+
+	pthread_barrier_init(&bar, NULL, (unsigned)nthr + 1);
+	for (int i = 0; i < nthr; i++) {
+		memset(&t[i], 0, sizeof(t[i]));
+		t[i].k = k;
+		t[i].a = a;
+		t[i].mask = NADDR - 1;
+		t[i].start = (size_t)i * (NADDR / (size_t)nthr);
+		t[i].cpu = ncpus ? cpus[i % ncpus] : -1;
+		t[i].bar = &bar;
+		t[i].stop = &stop;
+		if (pthread_create(&th[i], NULL, tp_thread, &t[i])) {
+			fprintf(stderr, "bench_driver: pthread_create\n");
+			exit(1);
+		}
+	}
+	pthread_barrier_wait(&bar);
+	usleep((useconds_t)(secs * 1e6));
+	__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
+	for (int i = 0; i < nthr; i++) {
+		pthread_join(th[i], NULL);
+		if (t[i].ns)
+			rate += (double)t[i].calls * 1e9 / (double)t[i].ns;
+		bad += t[i].o.bad;
+		sink += t[i].o.acc;
+	}
+	pthread_barrier_destroy(&bar);
+	printf("R %s.T%d.calls_per_s %.0f\n", key, nthr, rate);
+	if (bad)
+		printf("R %s.T%d.failed_calls %llu\n", key, nthr,
+		       (unsigned long long)bad);
+	fflush(stdout);
+}
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static uint64_t rng(void)
+{
+	/* xorshift64* */
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return rng_state * 0x2545f4914f6cdd1dull;
+}
+
+/* Both must answer for every address of the table, and gdrhook must name
+ * the allocation the address was drawn from. */
+static void validate(long live, const CUdeviceptr *a, const uint32_t *idx,
+		     const CUdeviceptr *base)
+{
+	size_t drv_bad = 0, gh_bad = 0, gh_wrong = 0;
+	size_t step = NADDR / 4096;
+
+	for (size_t i = 0; i < NADDR; i += step) {
+		unsigned long long id;
+
+		if (cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID,
+					  a[i]) != CUDA_SUCCESS)
+			drv_bad++;
+	}
+	if (drv_bad)
+		printf("R tag.%ld.drv.check_failed %zu\n", live, drv_bad);
+	if (!have_gh)
+		return;
+	for (size_t i = 0; i < NADDR; i++) {
+		struct gdrhook_range r;
+		int rc = gh.lookup((const void *)(uintptr_t)a[i], 8, &r);
+
+		if (rc != 0)
+			gh_bad++;
+		else if (r.base != base[idx[i]] || r.size < SMALL)
+			gh_wrong++;
+	}
+	if (gh_bad || gh_wrong) {
+		struct gdrhook_range r;
+
+		printf("R tag.%ld.gh.check_failed %zu\n"
+		       "R tag.%ld.gh.check_wrong %zu\n",
+		       live, gh_bad, live, gh_wrong);
+		printf("# gdrhook_lookup(first address) = %d, trusted %d\n",
+		       gh.lookup((const void *)(uintptr_t)a[0], 8, &r),
+		       gh.trusted());
+	}
+}
+
+static int mode_tagcheck(int argc, char **argv)
+{
+	long lv[16], th[16];
+	int nl, nt, quick = (int)env_long("GH_BENCH_QUICK", 0);
+	double secs = env_double("GH_BENCH_SECS", 0.5);
+	const char *ls = argc > 2 ? argv[2] : getenv("GH_BENCH_LIVE");
+	const char *ts = getenv("GH_BENCH_THREADS");
+	size_t nbatch = NADDR / BATCH / (quick ? 8 : 1);
+	size_t freeb = 0, totalb = 0;
+	long maxlive, maxl = 1, have = 0;
+	CUdeviceptr *base, *a;
+	uint32_t *idx;
+	cpu_set_t cs;
+	uint64_t talloc = 0, tfree;
+
+	nl = parse_list(ls && *ls ? ls : "1000,20000,100000,200000", lv, 16);
+	nt = parse_list(ts && *ts ? ts : "1,2,4,8,16", th, 16);
+	if (nl < 1) {
+		fprintf(stderr, "bench_driver: no live counts\n");
+		return 2;
+	}
+	setup(0);
+
+	CPU_ZERO(&cs);
+	if (sched_getaffinity(0, sizeof(cs), &cs) == 0)
+		for (int c = 0; c < CPU_SETSIZE && ncpus < MAX_THREADS; c++)
+			if (CPU_ISSET(c, &cs))
+				cpus[ncpus++] = c;
+	printf("R cpus %d\n", ncpus);
+
+	CK(cuMemGetInfo(&freeb, &totalb));
+	maxlive = (long)(freeb / 4 / SMALL);
+	for (int i = 0; i < nl; i++)
+		if (lv[i] > maxlive) {
+			printf("# %ld live allocations do not fit; capped to %ld\n",
+			       lv[i], maxlive);
+			lv[i] = maxlive;
+		}
+	for (int i = 0; i < nl; i++)
+		if (lv[i] > maxl)
+			maxl = lv[i];
+	base = calloc((size_t)maxl, sizeof(*base));
+	a = calloc(NADDR, sizeof(*a));
+	idx = calloc(NADDR, sizeof(*idx));
+	if (!base || !a || !idx)
+		return 1;
+
+	for (int li = 0; li < nl; li++) {
+		long live = lv[li];
+		char key[64];
+
+		if (live < have) {
+			printf("# live counts must ascend; %ld skipped\n", live);
+			continue;
+		}
+		if (live < 1)
+			continue;
+		while (have < live) {
+			uint64_t t0 = now_ns();
+
+			CK(cuMemAlloc(&base[have], SMALL));
+			talloc += now_ns() - t0;
+			have++;
+		}
+		printf("R tag.%ld.alloc_us %.3f\n", live,
+		       (double)talloc / 1e3 / (double)have);
+		for (size_t i = 0; i < NADDR; i++) {
+			idx[i] = (uint32_t)(rng() % (uint64_t)live);
+			a[i] = base[idx[i]] + (rng() % (SMALL / 8)) * 8;
+		}
+		validate(live, a, idx, base);
+
+		calibrate_timer();
+		for (int k = K_DRV; k <= K_GH; k++) {
+			if (k == K_GH && !have_gh)
+				continue;
+			snprintf(key, sizeof(key), "tag.%ld.%s_hot", live,
+				 kind_name[k]);
+			latency(key, (enum kind)k, a, 0, nbatch);
+			snprintf(key, sizeof(key), "tag.%ld.%s_rand", live,
+				 kind_name[k]);
+			latency(key, (enum kind)k, a, NADDR - 1, nbatch);
+			fflush(stdout);
+		}
+		for (int m = 0; m < 2; m++) {
+			enum kind k = m ? K_GH : K_DRV;
+
+			if (k == K_GH && !have_gh)
+				continue;
+			snprintf(key, sizeof(key), "tag.%ld.%s_mt", live,
+				 kind_name[k]);
+			for (int i = 0; i < nt; i++)
+				throughput(key, k, a,
+					   th[i] > MAX_THREADS ? MAX_THREADS :
+					   (int)th[i], secs);
+		}
+	}
+	report_gh_stats("gh");
+	tfree = now_ns();
+	for (long i = 0; i < have; i++)
+		CK(cuMemFree(base[i]));
+	if (have)
+		printf("R tag.free_us %.3f\n",
+		       (double)(now_ns() - tfree) / 1e3 / (double)have);
+	free(base);
+	free(a);
+	free(idx);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	int rc;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc < 2) {
+		fprintf(stderr,
+			"usage: %s info | alloc | tagcheck [L1,L2,...]\n",
+			argv[0]);
+		return 2;
+	}
+	if (!strcmp(argv[1], "info"))
+		rc = mode_info();
+	else if (!strcmp(argv[1], "alloc"))
+		rc = mode_alloc();
+	else if (!strcmp(argv[1], "tagcheck"))
+		rc = mode_tagcheck(argc, argv);
+	else {
+		fprintf(stderr, "bench_driver: unknown mode %s\n", argv[1]);
+		return 2;
+	}
+	return rc;
+}

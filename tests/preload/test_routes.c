@@ -71,17 +71,24 @@ TEST(route_dlsym_on_libcuda_handle)
 
 TEST(route_dlvsym)
 {
-	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-	void *a, *f;
+	/* Versioned lookups (NCCL's way): the runtime's symbols carry the
+	 * version "libcudart.so.13", as NVIDIA's do. */
+	void *h = dlopen("libcudart.so.13", RTLD_NOW | RTLD_NOLOAD);
+	cudaError_t (*m)(void **, size_t);
+	cudaError_t (*f)(void *);
+	void *p = NULL;
 
 	CHECK(h);
-	a = dlvsym(h, "cuMemAlloc_v2", "libcuda.so.1");
-	f = dlvsym(h, "cuMemFree_v2", "libcuda.so.1");
-	if (!a)
-		SKIP("the double's symbols are unversioned: dlvsym cannot match");
-	CHECK(in_shim(a) && in_shim(f));
-	check_roundtrip((CUresult (*)(CUdeviceptr *, size_t))a,
-			(CUresult (*)(CUdeviceptr))f);
+	m = (cudaError_t (*)(void **, size_t))dlvsym(h, "cudaMalloc",
+						      "libcudart.so.13");
+	f = (cudaError_t (*)(void *))dlvsym(h, "cudaFree", "libcudart.so.13");
+	CHECK(m && f);
+	CHECK(in_shim((void *)m) && in_shim((void *)f));
+	CHECK(dlvsym(h, "cudaMalloc", "NO_SUCH_VERSION") == NULL);
+	CHECK_EQ(m(&p, 4096), cudaSuccess);
+	CHECK_EQ(tracked((uintptr_t)p, NULL), 0);
+	CHECK_EQ(f(p), cudaSuccess);
+	CHECK_EQ(tracked((uintptr_t)p, NULL), -ENOENT);
 }
 
 TEST(route_rtld_next_is_relative_to_the_caller)

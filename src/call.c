@@ -14,6 +14,7 @@
 
 #include "internal.h"
 #include "hookrt.h"
+#include "evlog.h"
 
 struct gh_tls {
 	int busy;		/* inside gdrhook's own code */
@@ -50,17 +51,20 @@ int gh_enter(struct gh_call *c, unsigned int sym)
 	return 1;
 }
 
+/* The clock is read only for the event log (t, dur_ns). */
 void gh_real_begin(struct gh_call *c)
 {
 	tls.busy = 0;
-	c->t0 = gh_now_ns();
+	if (gh_evlog_enabled())
+		c->t0 = gh_now_ns();
 	errno = c->saved_errno;
 }
 
 void gh_real_end(struct gh_call *c, int rc)
 {
 	c->saved_errno = errno;
-	c->t1 = gh_now_ns();
+	if (c->t0)
+		c->t1 = gh_now_ns();
 	c->rc = rc;
 	tls.busy = 1;
 }

@@ -319,7 +319,6 @@ static struct gdrpin_range *gdrpin_pin_alloc(struct gdrpin_ctx *ctx)
 	INIT_LIST_HEAD(&pin->revoked_node);
 	INIT_LIST_HEAD(&pin->tmp_node);
 	pin->state = GDRPIN_PS_PINNING;
-	pin->nv_busy = 1;		/* the creator, until get_pages returns */
 	atomic64_inc(&gdrpin_cnt.live_pins);
 	return pin;
 }
@@ -398,6 +397,7 @@ int gdrpin_pin_create(struct gdrpin_ctx *ctx, struct gdrpin_pin_args *args)
 	if (ret)
 		goto err_pin;
 
+	pin->nv_busy = 1;	/* the creator, until get_pages has returned */
 	ret = gdrpin_nv_pin(pin, args->flags, &pt);
 	if (ret) {
 		spin_lock(&pin->lock);

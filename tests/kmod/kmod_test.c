@@ -787,6 +787,8 @@ static void t_revoke_persistent(void)
 	CHECK(fake_stat("persistent_free_skipped") == sk0 + 1, "skipped");
 	CHECK(hd->revoke_count == 0 && slot_of(hd, h)->state ==
 	      GDRPIN_SLOT_ACTIVE, "persistent pins are not revoked");
+	/* the mapping holds the file: unmap, or close() releases nothing */
+	munmap((void *)hd, get_version(fd).status_map_size);
 	close(fd);
 	check_idle();
 }

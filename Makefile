@@ -110,8 +110,8 @@ doc: $(LIB)
 # The CPU test suite: unit tests, the shim against the driver test double
 # (every route, every hooked symbol), the trace tool; then again with
 # ASan+UBSan and with TSan builds.
-test-suite: all $(UNIT_BINS) $(PRELOAD_BINS)
-	tests/run $(UNIT_BINS) $(if $(wildcard $(BUILD)/fake/selftest),$(BUILD)/fake/selftest,)
+test-suite: all $(UNIT_BINS) $(PRELOAD_BINS) $(BUILD)/fake/selftest
+	tests/run $(UNIT_BINS) $(BUILD)/fake/selftest
 	env $(PRELOAD_ENV) tests/run $(PRELOAD_BINS)
 
 test-default:

@@ -87,6 +87,8 @@ static void drop_one(struct gh_call *c, const struct gh_range *r,
 {
 	struct gh_evrec e;
 
+	if (c->dev < 0)
+		c->dev = r->dev;
 	gh_subscribers_notify(GDRHOOK_EVENT_FREE, r, c->api);
 	rec_init(&e, c, GH_EV_FREE);
 	rec_range(&e, r);
@@ -137,7 +139,8 @@ static void fill_owner(struct gh_range *r, unsigned int kind,
 	uint64_t ctx = 0;
 	int dev = -1;
 
-	if (!gh_drv_ctx_current(&ctx))
+	/* VMM memory belongs to the device, not to a context. */
+	if (kind != GDRHOOK_KIND_VMM && !gh_drv_ctx_current(&ctx))
 		r->ctx = ctx;
 	if (kind == GDRHOOK_KIND_HOST || kind == GDRHOOK_KIND_HOST_REGISTERED)
 		r->dev = -1;

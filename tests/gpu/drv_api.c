@@ -85,6 +85,25 @@ static void touch(CUdeviceptr d, size_t n)
 	}
 }
 
+/*
+ * After a context is gone: does the driver still know the allocation?
+ * If it does, the implicit free the shim logged for it was wrong.
+ */
+static void probe_gone(uint64_t p, int host, const char *after)
+{
+	CUdeviceptr b;
+	size_t n;
+	unsigned int fl;
+	CUresult rc;
+
+	if (host)
+		rc = cuMemHostGetFlags(&fl, (void *)(uintptr_t)p);
+	else
+		rc = cuMemGetAddressRange_v2(&b, &n, (CUdeviceptr)p);
+	if (rc == CUDA_SUCCESS)
+		printf("GH-SURVIVED 0x%llx %s\n", (unsigned long long)p, after);
+}
+
 int main(void)
 {
 	CUdevice dev;
@@ -230,7 +249,8 @@ int main(void)
 		acc.location = prop.location;
 		acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
 		CK(cuMemSetAccess(va, 3 * g, &acc, 1));
-		touch(va, 3 * g);
+		touch(va, g);		/* mapping by mapping */
+		touch(va + g, 2 * g);
 		/* one unmap of both mappings: two implicit frees */
 		p_free("cuMemUnmap", va);
 		p_free("cuMemUnmap", va + g);
@@ -271,6 +291,74 @@ int main(void)
 		printf("GH-PTR reset cuCtxDestroy_v2\n");
 		CK(cuCtxDestroy(cctx));
 		CK(cuCtxSetCurrent(pctx));
+		probe_gone(c1, 0, "cuCtxDestroy_v2");
+		probe_gone(c2, 0, "cuCtxDestroy_v2");
+		probe_gone(HP(ch), 1, "cuCtxDestroy_v2");
+	}
+
+	/*
+	 * A VMM mapping made while a created context was current, then the
+	 * context destroyed.  Mappings belong to the address space, not to
+	 * a context: if the driver still lets us use it, its free is the
+	 * later cuMemUnmap and nothing may drop it before.
+	 */
+	section("vmmctx");
+	{
+		CUmemAllocationProp prop;
+		CUmemAccessDesc acc;
+		CUmemGenericAllocationHandle h;
+		CUdeviceptr va;
+		size_t g;
+
+		memset(&prop, 0, sizeof(prop));
+		prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+		prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+		prop.location.id = dev;
+		CK(cuMemGetAllocationGranularity(&g, &prop,
+				CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+		CK(cuCtxCreate(&cctx, NULL, 0, dev));
+		CK(cuMemAddressReserve(&va, g, 0, 0, 0));
+		CK(cuMemCreate(&h, g, &prop, 0));
+		CK(cuMemMap(va, g, 0, h, 0));
+		p_alloc("cuMemMap", va, g);
+		memset(&acc, 0, sizeof(acc));
+		acc.location = prop.location;
+		acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+		CK(cuMemSetAccess(va, g, &acc, 1));
+		touch(va, g);
+		CK(cuCtxDestroy(cctx));
+		CK(cuCtxSetCurrent(pctx));
+		rc = cuMemsetD8_v2(va, 0x11, g);
+		if (rc == CUDA_SUCCESS) {
+			printf("GH-NOTE vmm mapping still usable after cuCtxDestroy of the context it was made in: its free is the cuMemUnmap\n");
+			p_free("cuMemUnmap", va);
+			CK(cuMemUnmap(va, g));
+			CK(cuMemRelease(h));
+			CK(cuMemAddressFree(va, g));
+		} else {
+			printf("GH-NOTE vmm mapping unusable after cuCtxDestroy (rc %d): expect an implicit free at the destroy\n",
+			       (int)rc);
+			p_free("cuCtxDestroy_v2", va);
+			(void)cuMemUnmap(va, g);
+			(void)cuMemRelease(h);
+			(void)cuMemAddressFree(va, g);
+		}
+	}
+
+	/* a release that is not the last one drops nothing */
+	section("release");
+	{
+		CUcontext again;
+		CUdeviceptr x;
+
+		CK(cuDevicePrimaryCtxRetain(&again, dev));
+		CK(cuMemAlloc_v2(&x, 3 * MiB));
+		p_alloc("cuMemAlloc_v2", x, 3 * MiB);
+		printf("GH-PTR ev ctx_release cuDevicePrimaryCtxRelease_v2\n");
+		CK(cuDevicePrimaryCtxRelease_v2(dev));
+		touch(x, 3 * MiB);
+		p_free("cuMemFree_v2", x);
+		CK(cuMemFree_v2(x));
 	}
 
 	section("reset");
@@ -288,6 +376,30 @@ int main(void)
 		touch(r1, 4 * MiB);
 		printf("GH-PTR reset cuDevicePrimaryCtxReset_v2\n");
 		CK(cuDevicePrimaryCtxReset_v2(dev));
+	}
+
+	/*
+	 * The reset kept our reference; retain again (the context comes
+	 * back), then release twice: the last release destroys it.
+	 */
+	section("lastrelease");
+	{
+		CUcontext again;
+		CUdeviceptr y;
+		void *yh;
+
+		CK(cuDevicePrimaryCtxRetain(&again, dev));
+		CK(cuCtxSetCurrent(again));
+		CK(cuMemAlloc_v2(&y, 1 * MiB));
+		p_alloc("cuMemAlloc_v2", y, 1 * MiB);
+		CK(cuMemAllocHost_v2(&yh, 4096));
+		p_alloc("cuMemAllocHost_v2", HP(yh), 4096);
+		touch(y, 1 * MiB);
+		printf("GH-PTR ev ctx_release cuDevicePrimaryCtxRelease_v2\n");
+		CK(cuDevicePrimaryCtxRelease_v2(dev));
+		touch(y, 1 * MiB);	/* still one reference: still alive */
+		printf("GH-PTR reset cuDevicePrimaryCtxRelease_v2\n");
+		CK(cuDevicePrimaryCtxRelease_v2(dev));
 	}
 	section("end");
 	printf("GH-OK drv_api done\n");

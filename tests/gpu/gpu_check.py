@@ -25,6 +25,10 @@ Program protocol (lines on stdout; anything else is ignored):
                                 allocation (one) / covered by live ones
   GH-IN <ptr> <size> one|union  same, for a tensor's or array's bytes
   GH-GONE <addr> <size>         no live allocation overlaps the range
+  GH-SURVIVED <ptr> <api>       the driver still knows ptr after the
+                                context that owned it went away (a
+                                finding: the shim's implicit free was wrong)
+  GH-NOTE <text>                shown in the table's notes
   GH-OK <text> / GH-FAIL <text> / GH-SKIP <reason>
 
 Commands:
@@ -65,6 +69,7 @@ ALLOC_GROUPS = [
      "cuDevicePrimaryCtxRelease"},
     {"cuCtxDestroy_v2", "cuCtxDestroy"},
     {"cuDevicePrimaryCtxReset_v2", "cuDevicePrimaryCtxReset"},
+    {"cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease"},
 ]
 
 CTX_EVS = ("ctx_destroy", "ctx_reset", "ctx_release")
@@ -82,6 +87,7 @@ CASE_TITLES = {
     "nccl": "NCCL all-reduce, 2 GPUs",
     "drv-fake": "driver API (test double)",
     "rt-fake": "runtime (test double)",
+    "selftest": "checker self-test (synthetic logs)",
 }
 
 SECTION_TITLES = [
@@ -89,11 +95,14 @@ SECTION_TITLES = [
     ("async", "async default pool"),
     ("pool", "explicit pool + trim"),
     ("vmm", "VMM"),
+    ("vmmctx", "VMM mapping across cuCtxDestroy"),
     ("managed", "managed"),
     ("host", "host alloc"),
     ("hostreg", "host register"),
     ("ctxdestroy", "cuCtxDestroy"),
+    ("release", "primary release (not last)"),
     ("reset", "cudaDeviceReset/primary reset"),
+    ("lastrelease", "last primary release"),
 ]
 
 
@@ -171,8 +180,14 @@ def load_logs(pattern):
                     if "ptr" in r:
                         r["_ptr"] = parse_int(r["ptr"])
                     p["recs"].append(r)
+    # An allocation takes effect when the call returns (t + dur_ns), a
+    # free when it starts (the shim unregisters before the real call):
+    # this orders calls of different threads that raced on one address.
     for p in procs.values():
-        p["recs"].sort(key=lambda r: (r.get("t", 0), r["_i"]))
+        for r in p["recs"]:
+            r["_eff"] = r.get("t", 0) + (r.get("dur_ns", 0)
+                                         if r.get("ev") == "alloc" else 0)
+        p["recs"].sort(key=lambda r: (r["_eff"], r["_i"]))
         for pos, r in enumerate(p["recs"]):
             r["_pos"] = pos
     return procs, errors, files
@@ -231,7 +246,7 @@ def replay(proc, queries, strict_exit, leaks, problems, notes):
             qi += 1
 
     for r in proc["recs"]:
-        run_queries(r.get("t", 0))
+        run_queries(r["_eff"])
         ev = r.get("ev")
         rc = r.get("rc", 0)
         if ev == "alloc" and rc == 0:
@@ -360,18 +375,51 @@ def match_program(lines, proc, strict, sections, leaks):
     g_any = -1          # pos of the last matched record of any kind
     queries = []
     sec = sections.setdefault("main", Section("main"))
+    # Time window of each section: from its first GH-T to the next
+    # section's first GH-T.  A record matched to a line must lie inside.
+    starts = []
+    for words in lines:
+        if words[0] == "GH-CASE":
+            starts.append(None)
+        elif words[0] == "GH-T" and starts and starts[-1] is None:
+            starts[-1] = int(words[1])
+    ends = []
+    for i in range(len(starts)):
+        nxt = [t for t in starts[i + 1:] if t is not None]
+        ends.append(nxt[0] if nxt else None)
+    win = [None, None]
+    nsec = -1
 
-    def find(ptr, pred, after):
-        for r in by_ptr.get(ptr, ()):
-            if r["_pos"] > after and pred(r):
-                return r
-        return None
+    def in_win(r):
+        t = r.get("t", 0)
+        return ((win[0] is None or t >= win[0]) and
+                (win[1] is None or t < win[1]))
+
+    def find(ptr, pred, after, *prefs):
+        cands = [r for r in by_ptr.get(ptr, ())
+                 if r["_pos"] > after and in_win(r) and pred(r)]
+        for pref in prefs:
+            for r in cands:
+                if pref(r):
+                    return r
+        return cands[0] if cands else None
 
     for words in lines:
         tag = words[0]
         if tag == "GH-CASE":
             name = words[1] if len(words) > 1 else "main"
             sec = sections.setdefault(name, Section(name))
+            nsec += 1
+            win[0], win[1] = starts[nsec], ends[nsec]
+            continue
+        if tag == "GH-SURVIVED":
+            sec.problems.append(
+                "the driver still knows %s after %s, but the log has it "
+                "dropped (implicit free): the shim forgot a live allocation"
+                % (words[1], " ".join(words[2:])))
+            continue
+        if tag == "GH-NOTE":
+            sec.notes.append("program: " + " ".join(words[1:]))
             continue
         if tag == "GH-T":
             t = int(words[1])
@@ -400,7 +448,10 @@ def match_program(lines, proc, strict, sections, leaks):
             sec.ptrs += 1
             after = max(cur.get(ptr, -1), g_alloc)
             r = find(ptr, lambda r: r["ev"] == "alloc" and r.get("rc") == 0,
-                     after)
+                     after,
+                     lambda r: (api_ok(api, r.get("api"), strict) and
+                                r.get("size") == size),
+                     lambda r: api_ok(api, r.get("api"), strict))
             if r is None:
                 sec.missing += 1
                 sec.problems.append("alloc %s %s+%d: no alloc record"
@@ -426,7 +477,10 @@ def match_program(lines, proc, strict, sections, leaks):
         elif op == "free":
             api, ptr = words[2], parse_int(words[3])
             sec.ptrs += 1
-            implicit_ok = api == "cuMemUnmap"
+            implicit_ok = api in ("cuMemUnmap", "cuCtxDestroy_v2",
+                                  "cuCtxDestroy", "cudaDeviceReset",
+                                  "cuDevicePrimaryCtxReset_v2",
+                                  "cuDevicePrimaryCtxRelease_v2")
             r = find(ptr, lambda r: r["ev"] == "free" and r.get("rc") == 0,
                      cur.get(ptr, -1))
             held.pop(ptr, None)
@@ -446,13 +500,18 @@ def match_program(lines, proc, strict, sections, leaks):
                 sec.problems.append("free %s %s: logged as an implicit free "
                                     "(%s), not the program's call"
                                     % (api, hexs(ptr), r.get("api")))
-            if not api_ok(api, r.get("api"), strict):
+            elif r.get("implicit") and r.get("api") != api:
+                sec.problems.append("free %s %s: dropped early, by an "
+                                    "implicit free from %s, while the "
+                                    "program still had it"
+                                    % (api, hexs(ptr), r.get("api")))
+            elif not api_ok(api, r.get("api"), strict):
                 sec.problems.append("free %s %s: logged as api %s"
                                     % (api, hexs(ptr), r.get("api")))
         elif op == "fail":
             api = words[2]
             sec.ptrs += 1
-            r = next((x for x in recs if x["_pos"] > g_alloc
+            r = next((x for x in recs if x["_pos"] > g_alloc and in_win(x)
                       and x.get("ev") == "alloc" and x.get("rc", 0) != 0
                       and api_ok(api, x.get("api"), strict)), None)
             if r is None:
@@ -470,7 +529,7 @@ def match_program(lines, proc, strict, sections, leaks):
                 evs, api = (words[2],), words[3]
             else:
                 evs, api = CTX_EVS, words[2] if len(words) > 2 else ""
-            r = next((x for x in recs if x["_pos"] > g_any
+            r = next((x for x in recs if x["_pos"] > g_any and in_win(x)
                       and x.get("ev") in evs
                       and (not api or api_ok(api, x.get("api"), strict))),
                      None)
@@ -710,8 +769,8 @@ def cmd_table(a):
                 audits_all += [(c, x) for x in r["audits"]]
         if c in extra:
             s, why = extra[c]
-            if s == "fail":
-                st.append("fail")
+            if s in ("fail", "pass"):
+                st.append(s)
             elif s == "skip" and not st:
                 st.append("skip")
             row["why"] = row["why"] or why
@@ -799,6 +858,15 @@ def cmd_table(a):
         out.append("")
         out.append("PROBLEMS")
         out += probs
+    notes = []
+    for c in order:
+        r = results.get(c, {}).get("plain")
+        for n in (r or {}).get("notes", [])[:8]:
+            notes.append("  %s: %s" % (c, n))
+    if notes:
+        out.append("")
+        out.append("NOTES (plain runs)")
+        out += notes
     out.append("")
     out.append("overall: %s" % ("FAIL" if any_fail else "PASS"))
     text = "\n".join(out) + "\n"

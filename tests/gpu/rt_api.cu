@@ -52,7 +52,8 @@ static void touch(void *p, size_t n, cudaStream_t s, unsigned char v)
 	fill<<<64, 256, 0, s>>>((unsigned char *)p, n, v);
 	CK(cudaGetLastError());
 #else
-	CK(cudaMemsetAsync(p, v, n, s));
+	(void)s;	/* the stand-in runtime has the synchronous call only */
+	CK(cudaMemset(p, v, n));
 #endif
 }
 
@@ -110,7 +111,7 @@ int main(void)
 	CK(cudaGetDeviceCount(&ndev));
 	CK(cudaSetDevice(0));
 	CK(cudaFree(0));		/* create the primary context */
-	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	CK(cudaStreamCreate(&s));
 
 	section("device");
 	CK(cudaMalloc(&d1, 1 * MiB));
@@ -205,8 +206,7 @@ int main(void)
 		p_alloc("cudaHostRegister", m, n);
 		CK(cudaMalloc(&dev_copy, n));
 		p_alloc("cudaMalloc", dev_copy, n);
-		CK(cudaMemcpyAsync(dev_copy, m, n, cudaMemcpyHostToDevice, s));
-		CK(cudaStreamSynchronize(s));
+		CK(cudaMemcpy(dev_copy, m, n, cudaMemcpyHostToDevice));
 		p_free("cudaFree", dev_copy);
 		CK(cudaFree(dev_copy));
 		p_free("cudaHostUnregister", m);

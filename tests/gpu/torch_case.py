@@ -20,8 +20,9 @@ if not torch.cuda.is_available():
     print("GH-SKIP torch.cuda.is_available() is False", flush=True)
     sys.exit(77)
 
-EXPANDABLE = "expandable_segments:true" in \
-    os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "").replace(" ", "").lower()
+EXPANDABLE = any("expandable_segments:true" in
+                 os.environ.get(v, "").replace(" ", "").lower()
+                 for v in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"))
 dev = torch.device("cuda", 0)
 torch.manual_seed(0)
 
@@ -129,7 +130,7 @@ big = [torch.empty(300 << 20, dtype=torch.uint8, device=dev),
 for b in big:
     b.fill_(1)
 snapshot("big", live_tensors(model, opt, big))
-del big, x, y, loss
+del big, b, x, y, loss
 torch.cuda.synchronize()
 before = snapshot("freed", live_tensors(model, opt))
 torch.cuda.empty_cache()

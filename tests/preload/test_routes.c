@@ -297,6 +297,33 @@ TEST(family_vmm_mapped_range_is_the_unit)
 	CU_OK(cuMemAddressFree(va, 4 * gran));
 }
 
+TEST(vmm_mapping_outlives_the_context_it_was_made_in)
+{
+	CUctxCreateParams params;
+	CUmemAllocationProp prop;
+	CUmemGenericAllocationHandle h;
+	CUcontext ctx;
+	CUdeviceptr va;
+	size_t gran = 0;
+
+	CU_OK(cuInit(0));
+	memset(&params, 0, sizeof(params));
+	CU_OK(cuCtxCreate_v4(&ctx, &params, 0, 0));
+	memset(&prop, 0, sizeof(prop));
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	CU_OK(cuMemGetAllocationGranularity(&gran, &prop,
+					    CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+	CU_OK(cuMemAddressReserve(&va, gran, 0, 0, 0));
+	CU_OK(cuMemCreate(&h, gran, &prop, 0));
+	CU_OK(cuMemMap(va, gran, 0, h, 0));
+	/* VMM memory is the device's: destroying a context keeps it. */
+	CU_OK(cuCtxDestroy_v2(ctx));
+	CHECK_EQ(tracked(va, NULL), 0);
+	CU_OK(cuMemUnmap(va, gran));
+	CHECK_EQ(tracked(va, NULL), -ENOENT);
+}
+
 TEST(family_ipc_open_close)
 {
 	CUipcMemHandle ih;

@@ -352,6 +352,8 @@ int main(void)
 		CUdeviceptr x;
 
 		CK(cuDevicePrimaryCtxRetain(&again, dev));
+		/* vmmctx destroyed the context that was current */
+		CK(cuCtxSetCurrent(again));
 		CK(cuMemAlloc_v2(&x, 3 * MiB));
 		p_alloc("cuMemAlloc_v2", x, 3 * MiB);
 		printf("GH-PTR ev ctx_release cuDevicePrimaryCtxRelease_v2\n");

@@ -602,6 +602,13 @@ static void t_query_invalid(void)
 	CHECK_ERR(ioctl(fd, GDRPIN_IOC_GET_STATS, &s), EINVAL);
 	s = (struct gdrpin_stats_args){ .size = sizeof(s), .flags = 4 };
 	CHECK_ERR(ioctl(fd, GDRPIN_IOC_GET_STATS, &s), EINVAL);
+	s = (struct gdrpin_stats_args){ .size = sizeof(s) * 2 };
+	CHECK_ERR(ioctl(fd, GDRPIN_IOC_GET_STATS, &s), EINVAL);
+	e = (struct gdrpin_set_eventfd_args){ .size = 0, .fd = -1 };
+	CHECK_ERR(ioctl(fd, GDRPIN_IOC_SET_EVENTFD, &e), EINVAL);
+	e = (struct gdrpin_set_eventfd_args){ .size = sizeof(e), .fd = -1,
+					      .flags = 1 };
+	CHECK_ERR(ioctl(fd, GDRPIN_IOC_SET_EVENTFD, &e), EINVAL);
 	e = (struct gdrpin_set_eventfd_args){ .size = sizeof(e), .fd = -1, .pad = 1 };
 	CHECK_ERR(ioctl(fd, GDRPIN_IOC_SET_EVENTFD, &e), EINVAL);
 	e = (struct gdrpin_set_eventfd_args){ .size = sizeof(e), .fd = -2 };
@@ -638,7 +645,18 @@ static void t_get_revoked_invalid(void)
 		.handles_ptr = (uintptr_t)hs, .max_handles = 4 };
 	CHECK_OK(ioctl(fd, GDRPIN_IOC_GET_REVOKED, &g));
 	CHECK(g.count == 0 && g.pending == 0, "nothing revoked");
+
+	/* a bad output pointer: EFAULT, and the revocation is then released */
+	char *buf = gpu_alloc(KT_ALIGN);
+
+	pin_ok(fd, buf, KT_ALIGN, GDRPIN_PIN_LEGACY);
+	fake_free(buf, KT_ALIGN);
+	g = (struct gdrpin_get_revoked_args){ .size = sizeof(g),
+		.handles_ptr = 8, .max_handles = 4 };
+	CHECK_ERR(ioctl(fd, GDRPIN_IOC_GET_REVOKED, &g), EFAULT);
+	CHECK(get_stats(fd).fd_pins == 0, "released anyway");
 	close(fd);
+	check_idle();
 }
 
 static void t_handles_unique(void)

@@ -97,7 +97,7 @@ PRELOAD_ENV	:= LD_PRELOAD="$(SAN_RT)$(if $(SAN_RT), ,)$(abspath $(LIB))" \
 		   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 
 # Per-component fragments (test doubles, preload tests, benchmarks).
--include $(sort $(wildcard tests/*/rules.mk)) examples/rules.mk
+-include $(sort $(wildcard tests/*/rules.mk)) examples/rules.mk scripts/install.mk
 -include $(wildcard $(BUILD)/obj/*/*.d $(BUILD)/obj/*/*/*.d)
 
 check: $(LIB)

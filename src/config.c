@@ -43,6 +43,14 @@ static const struct gh_opt gh_opts[] = {
 	       "The driver library real entry points are resolved from."),
 	GH_OPT("STRICT", "0", GH_OPT_BOOL, strict,
 	       "`1` aborts the process when the registry becomes untrusted, instead of running on with caching off."),
+	GH_OPT("BACKEND", "auto", GH_OPT_STR, backend,
+	       "How GPU memory is pinned for RDMA: `dmabuf` (DMA-BUF export + `ibv_reg_dmabuf_mr`), `peermem` (plain `ibv_reg_mr`, nvidia-peermem pins), `none` (no registration cache: pass-through), or `auto` (dmabuf if the device and libibverbs support it, else peermem if loaded, else none). `gdrpin` is not available in this build (none)."),
+	GH_OPT("CACHE_MAX_SIZE", "0", GH_OPT_SIZE, cache_max_size,
+	       "Most bytes the registration cache keeps pinned (suffixes k, m, g; `0`: no limit). Idle registrations are evicted, least recently used first."),
+	GH_OPT("CACHE_MAX_COUNT", "0", GH_OPT_SIZE, cache_max_count,
+	       "Most registrations the cache keeps (`0`: its capacity, 262144). Idle ones are evicted, least recently used first."),
+	GH_OPT("BUFFER_ID", "registry", GH_OPT_STR, buffer_id,
+	       "`registry`: `cuPointerGetAttribute(s)` answers `CU_POINTER_ATTRIBUTE_BUFFER_ID` of a tracked allocation from the registry (its generation with bit 63 set; no driver call). `driver`: always ask the driver."),
 };
 
 #define GH_NOPTS (sizeof(gh_opts) / sizeof(gh_opts[0]))

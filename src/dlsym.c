@@ -12,6 +12,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -57,7 +58,8 @@ static void *substitute(const char *name, void *p, const char *route)
 {
 	int saved;
 
-	if (!p || !name || name[0] != 'c' || name[1] != 'u')
+	if (!p || !name ||
+	    ((name[0] != 'c' || name[1] != 'u') && strncmp(name, "ibv_", 4)))
 		return p;
 	saved = errno;
 	if (gh_active())

@@ -15,6 +15,7 @@
 #include "hookrt.h"
 #include "evlog.h"
 #include "log.h"
+#include "rcache.h"
 
 void gh_emit(const struct gh_evrec *r)
 {
@@ -87,6 +88,7 @@ static void drop_one(struct gh_call *c, const struct gh_range *r,
 {
 	struct gh_evrec e;
 
+	gh_rcache_invalidate(r);	/* deregister and unpin first */
 	if (c->dev < 0)
 		c->dev = r->dev;
 	gh_subscribers_notify(GDRHOOK_EVENT_FREE, r, c->api);
@@ -239,6 +241,7 @@ void gh_free_pre(struct gh_call *c, uint64_t ptr)
 	}
 	if (!gh_registry_remove(ptr, &c->gone)) {
 		c->has_gone = 1;
+		gh_rcache_invalidate(&c->gone);	/* deregister and unpin first */
 		gh_subscribers_notify(GDRHOOK_EVENT_FREE, &c->gone, c->api);
 	}
 }

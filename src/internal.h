@@ -26,6 +26,10 @@ struct gh_config {
 	uint64_t log_ring_bytes;
 	const char *libcuda;
 	int strict;
+	const char *backend;		/* GDRHOOK_BACKEND (src/pin_choose.c) */
+	uint64_t cache_max_size;	/* GDRHOOK_CACHE_MAX_SIZE (src/rcache.c) */
+	uint64_t cache_max_count;	/* GDRHOOK_CACHE_MAX_COUNT */
+	const char *buffer_id;		/* GDRHOOK_BUFFER_ID (src/ptrattr.c) */
 };
 extern struct gh_config gh_cfg;
 
@@ -66,6 +70,8 @@ int gh_addr_is_ours(const void *p);
 /* Wrapper for a function pointer the program obtained from a resolver:
  * returns the wrapper to hand out instead of p, or p itself. */
 void *gh_substitute(const char *requested, void *p, const char *route);
+/* The same for ibv_* names (src/verbs.c). */
+void *gh_verbs_substitute(const char *name, void *p, const char *route);
 int gh_sym_find(const char *name);
 
 /* Real driver calls made by gdrhook itself, never through a wrapper. */

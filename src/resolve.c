@@ -344,6 +344,8 @@ void *gh_substitute(const char *requested, void *p, const char *route)
 
 	if (!p || !requested || gh_addr_is_ours(p))
 		return p;
+	if (!strncmp(requested, "ibv_", 4))
+		return gh_verbs_substitute(requested, p, route);
 	if (requested[0] != 'c' || requested[1] != 'u')
 		return p;
 	if (dladdr(p, &info) && info.dli_sname && info.dli_saddr == p)

@@ -7,6 +7,7 @@
 #include "internal.h"
 #include "evlog.h"
 #include "fmt.h"
+#include "rcache.h"
 
 struct gh_counters gh_ctr;
 
@@ -99,6 +100,19 @@ void gh_stats_print(void)
 	row(&b, "audit disagreements", s.audit_disagreements);
 	row(&b, "log events", s.log_events);
 	row(&b, "log dropped", s.log_dropped);
+	if (gh_rcache_ready()) {
+		struct gh_rc_counters rc;
+
+		gh_rcache_counters(&rc);
+		row(&b, "rcache hits", rc.hits);
+		row(&b, "rcache misses", rc.misses);
+		row(&b, "rcache evictions", rc.evictions);
+		row(&b, "stale regs averted", rc.stale_averted);
+		row(&b, "revoked while held", rc.revoked);
+		row(&b, "pinned bytes", rc.pinned_bytes);
+		row(&b, "nic regs", rc.regs);
+		row(&b, "nic deregs", rc.deregs);
+	}
 	if (write(2, mem, b.len) < 0)
 		return;
 }

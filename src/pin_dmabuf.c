@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The "dmabuf" backend: the driver exports the whole allocation, rounded
+ * out to 64 KiB, as a DMA-BUF (cuMemGetHandleForAddressRange with
+ * CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD); each registration is an
+ * ibv_reg_dmabuf_mr of exactly the allocation within it (offset = base -
+ * pin_base, length = size, iova = base, as UCX and NCCL do).  The fd is
+ * the pin: kept open for further PDs and access upgrades until the
+ * allocation is freed or evicted.
+ *
+ * The export needs a current context: on a thread that has none, the
+ * allocation's context (or its device's primary context) is bound for the
+ * call and unbound after.  If the rounded range cannot be exported (it
+ * runs into memory the driver does not consider part of one mapping), the
+ * page-rounded allocation is tried instead.
+ */
+#include <errno.h>
+#include <unistd.h>
+#include <cuda.h>
+
+#include "internal.h"
+#include "pin.h"
+
+typedef CUresult (*get_handle_fn)(void *, CUdeviceptr, size_t,
+				  CUmemRangeHandleType, unsigned long long);
+typedef CUresult (*ctx_get_fn)(CUcontext *);
+typedef CUresult (*ctx_set_fn)(CUcontext);
+
+static void *drv_sym(const char *name)
+{
+	void *h = gh_libcuda_handle();
+	void *p = h ? gh_real_dlsym(h, name) : NULL;
+
+	return p && !gh_addr_is_ours(p) ? p : NULL;
+}
+
+static int cu_errno(CUresult rc)
+{
+	switch (rc) {
+	case CUDA_SUCCESS:
+		return 0;
+	case CUDA_ERROR_OUT_OF_MEMORY:
+		return -ENOMEM;
+	case CUDA_ERROR_NOT_SUPPORTED:
+		return -ENOTSUP;
+	case CUDA_ERROR_INVALID_VALUE:
+		return -EINVAL;
+	default:
+		return -EIO;
+	}
+}
+
+static CUresult export_range(get_handle_fn get, uint64_t base, uint64_t size,
+			     int *fd_p)
+{
+	int fd = -1;
+	CUresult rc = get(&fd, (CUdeviceptr)base, (size_t)size,
+			  CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+
+	if (rc == CUDA_SUCCESS)
+		*fd_p = fd;
+	return rc;
+}
+
+static int dmabuf_pin(struct gh_pin *p)
+{
+	get_handle_fn get = (get_handle_fn)drv_sym("cuMemGetHandleForAddressRange");
+	ctx_get_fn ctx_get = (ctx_get_fn)drv_sym("cuCtxGetCurrent");
+	ctx_set_fn ctx_set = (ctx_set_fn)drv_sym("cuCtxSetCurrent");
+	uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
+	uint64_t lo, hi;
+	CUcontext cur = NULL;
+	int bound = 0, fd = -1;
+	CUresult rc;
+
+	if (!get || !ctx_get || !ctx_set)
+		return -ENOTSUP;
+	if (ctx_get(&cur) != CUDA_SUCCESS || !cur) {
+		uint64_t ctx = p->ctx;
+
+		if (!ctx && (p->dev < 0 || gh_drv_primary_ctx(p->dev, &ctx)))
+			return -ENXIO;
+		if (ctx_set((CUcontext)(uintptr_t)ctx) != CUDA_SUCCESS)
+			return -ENXIO;
+		bound = 1;
+	}
+	lo = p->base & ~(GH_PIN_ALIGN - 1);
+	hi = (p->base + p->size + GH_PIN_ALIGN - 1) & ~(GH_PIN_ALIGN - 1);
+	rc = export_range(get, lo, hi - lo, &fd);
+	if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_OUT_OF_MEMORY) {
+		lo = p->base & ~(pg - 1);
+		hi = (p->base + p->size + pg - 1) & ~(pg - 1);
+		rc = export_range(get, lo, hi - lo, &fd);
+	}
+	if (bound)
+		ctx_set(NULL);
+	if (rc != CUDA_SUCCESS)
+		return cu_errno(rc);
+	p->pin_base = lo;
+	p->pin_size = hi - lo;
+	p->fd = fd;
+	return 0;
+}
+
+static void dmabuf_unpin(struct gh_pin *p)
+{
+	if (p->fd >= 0)
+		close(p->fd);
+	p->fd = -1;
+}
+
+static int dmabuf_reg(const struct gh_pin *p, struct ibv_pd *pd,
+		      unsigned int access, struct ibv_mr **mr_p)
+{
+	struct ibv_mr *mr;
+
+	errno = 0;
+	mr = gh_vreal_reg_dmabuf_mr(pd, p->base - p->pin_base, p->size,
+				    p->base, p->fd, (int)access);
+	if (!mr)
+		return errno ? -errno : -EIO;
+	*mr_p = mr;
+	return 0;
+}
+
+static int dmabuf_dereg(struct ibv_mr *mr)
+{
+	return gh_vreal_dereg_mr(mr);
+}
+
+const struct gh_pin_ops gh_pin_dmabuf = {
+	.name = "dmabuf",
+	.pin = dmabuf_pin,
+	.unpin = dmabuf_unpin,
+	.reg = dmabuf_reg,
+	.dereg = dmabuf_dereg,
+};

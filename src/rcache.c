@@ -1,0 +1,1133 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Registration cache: ibv_reg_mr on GPU memory, done once per allocation.
+ *
+ * What is cached.  One NIC registration per (allocation generation, PD,
+ * access): the first registration anywhere inside a tracked allocation
+ * pins the whole allocation (pin.h: rounded out to 64 KiB) and registers
+ * all of it; later registrations inside it, in the same PD, with access
+ * flags the cached registration covers, are hits with no driver, kernel or
+ * NIC call.  A request for more access re-registers the allocation with
+ * the union of both (an access upgrade); the old registration is retired:
+ * deregistered as soon as the program holds no MR on it.  There is never
+ * more than one current registration per (gen, PD, relaxed-ordering bit).
+ * Only plain memory kinds are cached (device, VMM mapping, IPC mapping),
+ * never pool memory (GH_RANGE_VOLATILE), managed or host memory.
+ *
+ * Exposure rule (remote access).  A cached registration covers exactly
+ * the program's own allocation [base, base + size) as the registry knows
+ * it, in exactly the PD the program named: the 64 KiB rounding applies to
+ * the pin (the DMA-BUF export) and never to the MR (ibv_reg_dmabuf_mr gets
+ * the allocation's offset and length within the export), so an rkey never
+ * reaches a neighbour's memory, and a request in another PD never gets it
+ * (the PD is part of the key).  A registration that runs past the end of
+ * one allocation is not served from the cache (src/verbs.c passes it
+ * through untouched).  So a remote peer that learns an rkey can reach at
+ * most the allocation the program registered part of, through QPs of the
+ * program's PD.  A local-only request may be served by a registration
+ * with remote access in the same PD: that rkey was already granted by the
+ * program for the same allocation and PD.
+ *
+ * What the program gets.  Every registration hands out a private alias
+ * MR (struct rc_alias, from an mmap'ed pool): context and pd as asked,
+ * addr/length as asked, handle/lkey/rkey of the cached registration.  The
+ * program's ibv_dereg_mr on an alias drops one reference; the registration
+ * stays (lazy) until its allocation is freed or it is evicted.
+ * Registrations of tracked memory that cannot be cached (odd access
+ * flags, iova != addr, pool memory, the program's own dmabuf) are wrapped
+ * the same way (gh_rcache_wrap), so that a free revokes them too.
+ *
+ * Unpin before free.  The free path calls gh_rcache_invalidate() after the
+ * registry removed the allocation and before the real free: every
+ * registration of that generation is deregistered for real, including
+ * ones the program still holds (revoked: the NIC must never reach memory
+ * the driver may reuse), and the pin is dropped.  A later ibv_dereg_mr of
+ * a revoked alias is a no-op that succeeds.  A registration racing with
+ * the free of its allocation cannot leave a stale entry behind: the miss
+ * path announces the generation (an atomic increment of rec_cnt) and then
+ * re-checks the registry under the lock; the free path removes from the
+ * registry and then reads rec_cnt with an atomic read-modify-write: the
+ * two RMWs are ordered, so either the free sees the announcement (and
+ * takes the lock, after the miss), or the miss path's RMW reads the
+ * free's and its registry re-check sees the removal.
+ *
+ * Concurrency.  Hits are lock-free: hash bucket -> entry; the entry's
+ * 64-bit word holds a version, a dead bit, the clock (second chance) bit
+ * and the reference count, and one CAS takes a reference, sets the clock
+ * bit and validates the key read before it (a recycled or killed entry
+ * changes the version).  The reference is the one write a hit must make
+ * anyway (the program's MR pins the entry); the LRU costs nothing more,
+ * because the clock bit rides in the same CAS.  Memory is type-stable
+ * (mmap'ed, never unmapped) and an entry is only recycled at reference 0.
+ * Everything else (misses, pins, eviction, invalidation) runs under one
+ * mutex that only this file takes, with the hook guard up.  Limitation:
+ * a free that must drop registrations waits for a miss in progress in
+ * another thread.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <infiniband/verbs.h>
+
+#include "internal.h"
+#include "rcache.h"
+#include "log.h"
+#include "evlog.h"
+
+#define RC_ENT_CAP	(1u << 18)
+#define RC_REC_CAP	(1u << 18)
+#define RC_ALIAS_CAP	(1u << 20)
+#define RC_HBITS	16
+#define RC_RBITS	14
+#define RC_STEPS	32	/* lock-free chain walk bound: then slow path */
+
+#define W_REFS		0x3fffffffULL
+#define W_CLOCK		(1ULL << 30)
+#define W_DEAD		(1ULL << 31)
+#define W_VER_SHIFT	32
+
+enum { E_FREE = 0, E_CACHED, E_RETIRED, E_WRAP };
+
+struct rc_entry {
+	uint64_t word;		/* version | dead | clock | refs (atomic) */
+	uint64_t gen;		/* key: atomic */
+	uint64_t pd;		/* key: atomic */
+	uint32_t access;	/* key: atomic */
+	uint32_t type;		/* E_*: atomic */
+	uint32_t hnext;		/* hash chain, index + 1: atomic */
+	uint32_t rnext;		/* record's entry list (lock) */
+	uint32_t rec;		/* record index + 1, 0: detached (lock) */
+	uint32_t fnext;		/* free list (lock) */
+	struct ibv_mr *mr;	/* the real registration (lock) */
+	uint64_t ctx;		/* pd->context */
+	uint32_t handle, lkey, rkey;	/* read by holders of a reference */
+	uint32_t pad_;
+};
+
+struct rc_rec {
+	uint64_t gen;
+	struct gh_pin pin;
+	int pinned;
+	int busy;		/* a miss is working on it: do not free */
+	uint32_t hnext;		/* record hash chain */
+	uint32_t ents;		/* entry list */
+	uint32_t fnext;
+	uint32_t used;
+};
+
+struct rc_alias {
+	struct ibv_mr mr;	/* what the program sees */
+	uint32_t ent;		/* entry index + 1 */
+	uint32_t state;		/* 1 live, 0 free: atomic */
+	uint32_t fnext;		/* Treiber stack: atomic */
+	uint32_t access;	/* what the program asked for */
+};
+
+static struct {
+	int ready;
+	int stopped;
+	const struct gh_pin_ops *ops;
+	uint64_t max_size, max_count;
+	pthread_mutex_t lock;
+
+	struct rc_entry *ent;
+	uint32_t ent_hi, ent_free, hand;
+	uint32_t *bucket;	/* entry hash heads (atomic) */
+
+	struct rc_rec *rec;
+	uint32_t rec_hi, rec_free;
+	uint32_t *rec_head;	/* record hash heads (lock) */
+	uint32_t *rec_cnt;	/* records per bucket (atomic, fenced) */
+
+	struct rc_alias *alias;
+	uint32_t alias_hi;	/* atomic */
+	uint64_t alias_top;	/* tag << 32 | index + 1 (atomic) */
+
+	uint64_t n_entries, pinned_bytes;	/* lock; read relaxed */
+	struct gh_rc_counters ctr;
+} rc = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+#define LD(p)		__atomic_load_n((p), __ATOMIC_RELAXED)
+#define LD_ACQ(p)	__atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define ST(p, v)	__atomic_store_n((p), (v), __ATOMIC_RELAXED)
+#define ST_REL(p, v)	__atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#define CTR(f, n)	__atomic_add_fetch(&rc.ctr.f, (n), __ATOMIC_RELAXED)
+
+static void *map_zero(size_t bytes)
+{
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static void atfork_prepare(void)
+{
+	pthread_mutex_lock(&rc.lock);
+}
+
+static void atfork_release(void)
+{
+	pthread_mutex_unlock(&rc.lock);
+}
+
+int gh_rcache_init(const struct gh_pin_ops *ops, uint64_t max_size,
+		   uint64_t max_count)
+{
+	static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+	int rc_ = 0;
+
+	if (LD_ACQ(&rc.ready))
+		return 0;
+	pthread_mutex_lock(&init_lock);
+	if (rc.ready)
+		goto out;
+	rc.ent = map_zero(sizeof(*rc.ent) * RC_ENT_CAP);
+	rc.rec = map_zero(sizeof(*rc.rec) * RC_REC_CAP);
+	rc.alias = map_zero(sizeof(*rc.alias) * RC_ALIAS_CAP);
+	rc.bucket = map_zero(sizeof(uint32_t) << RC_HBITS);
+	rc.rec_head = map_zero(sizeof(uint32_t) << RC_RBITS);
+	rc.rec_cnt = map_zero(sizeof(uint32_t) << RC_RBITS);
+	if (!rc.ent || !rc.rec || !rc.alias || !rc.bucket || !rc.rec_head ||
+	    !rc.rec_cnt) {
+		rc_ = -ENOMEM;
+		goto out;
+	}
+	rc.ops = ops;
+	rc.max_size = max_size;
+	rc.max_count = max_count && max_count < RC_ENT_CAP ? max_count :
+		       RC_ENT_CAP;
+	pthread_atfork(atfork_prepare, atfork_release, atfork_release);
+	ST_REL(&rc.ready, 1);
+out:
+	pthread_mutex_unlock(&init_lock);
+	return rc_;
+}
+
+int gh_rcache_ready(void)
+{
+	return LD_ACQ(&rc.ready);
+}
+
+const struct gh_pin_ops *gh_rcache_ops(void)
+{
+	return LD_ACQ(&rc.ready) ? rc.ops : NULL;
+}
+
+int gh_rcache_access_ok(unsigned int access)
+{
+	return !(access & ~(GH_RC_ACCESS_PERM | GH_RC_ACCESS_EXACT));
+}
+
+static int covers(unsigned int have, unsigned int want)
+{
+	return !(want & GH_RC_ACCESS_PERM & ~have) &&
+	       (have & GH_RC_ACCESS_EXACT) == (want & GH_RC_ACCESS_EXACT);
+}
+
+static int kind_cacheable(const struct gh_range *r)
+{
+	if (r->flags & GH_RANGE_VOLATILE)
+		return 0;
+	return r->kind == GDRHOOK_KIND_DEVICE || r->kind == GDRHOOK_KIND_VMM ||
+	       r->kind == GDRHOOK_KIND_IPC;
+}
+
+static uint32_t hash_ent(uint64_t gen, uint64_t pd, unsigned int access)
+{
+	uint64_t h = gen * 0x9e3779b97f4a7c15ULL ^
+		     (pd + (access & GH_RC_ACCESS_EXACT)) * 0xc2b2ae3d27d4eb4fULL;
+
+	return (uint32_t)(h >> (64 - RC_HBITS));
+}
+
+static uint32_t hash_rec(uint64_t gen)
+{
+	return (uint32_t)((gen * 0x9e3779b97f4a7c15ULL) >> (64 - RC_RBITS));
+}
+
+static uint32_t ent_idx(const struct rc_entry *e)
+{
+	return (uint32_t)(e - rc.ent) + 1;
+}
+
+static struct rc_rec *rec_of(const struct rc_entry *e)
+{
+	return e->rec ? &rc.rec[e->rec - 1] : NULL;
+}
+
+/* ---------------------------------------------------------------- events */
+
+static void ev_pin(unsigned int ev, const struct rc_rec *r, int err,
+		   uint64_t t0)
+{
+	struct gh_evrec e;
+
+	if (!gh_evlog_enabled())
+		return;
+	memset(&e, 0, sizeof(e));
+	e.ev = (uint16_t)ev;
+	e.t_ns = t0;
+	e.dur_ns = gh_now_ns() - t0;
+	e.tid = gh_gettid();
+	e.ptr = r->pin.pin_base ? r->pin.pin_base : r->pin.base;
+	e.size = r->pin.pin_size ? r->pin.pin_size : r->pin.size;
+	e.gen = r->gen;
+	e.dev = r->pin.dev;
+	e.kind = r->pin.kind;
+	e.what = rc.ops->name;
+	e.rc = err;
+	gh_emit(&e);
+}
+
+static void ev_reg(unsigned int ev, const struct rc_entry *x,
+		   const struct rc_rec *r, int err, uint64_t t0)
+{
+	struct gh_evrec e;
+
+	if (!gh_evlog_enabled())
+		return;
+	memset(&e, 0, sizeof(e));
+	e.ev = (uint16_t)ev;
+	e.t_ns = t0;
+	e.dur_ns = t0 ? gh_now_ns() - t0 : 0;
+	e.tid = gh_gettid();
+	if (r) {
+		e.ptr = r->pin.base;
+		e.size = r->pin.size;
+		e.dev = r->pin.dev;
+	} else {
+		e.dev = -1;
+	}
+	e.gen = x->gen;
+	e.aux = (uint64_t)(uintptr_t)x->mr;
+	e.aux2 = x->pd;
+	e.kind = (uint16_t)x->access;
+	e.rc = err;
+	gh_emit(&e);
+}
+
+/* ------------------------------------------------------- entry word ops */
+
+/* Kill: set dead, bump the version.  Returns the references left, or -1
+ * when it was dead already. */
+static int64_t ent_kill(struct rc_entry *e)
+{
+	uint64_t w = LD_ACQ(&e->word), nw;
+
+	do {
+		if (w & W_DEAD)
+			return -1;
+		nw = (((w >> W_VER_SHIFT) + 1) << W_VER_SHIFT) | W_DEAD |
+		     (w & W_REFS);
+	} while (!__atomic_compare_exchange_n(&e->word, &w, nw, 0,
+					      __ATOMIC_ACQ_REL,
+					      __ATOMIC_ACQUIRE));
+	return (int64_t)(w & W_REFS);
+}
+
+/* Kill only if idle and (ver != 0) still at version ver. */
+static int ent_kill_idle(struct rc_entry *e, uint64_t ver)
+{
+	uint64_t w = LD_ACQ(&e->word), nw;
+
+	if ((w & (W_DEAD | W_REFS)) ||
+	    (ver && (w >> W_VER_SHIFT) != ver))
+		return 0;
+	nw = (((w >> W_VER_SHIFT) + 1) << W_VER_SHIFT) | W_DEAD;
+	return __atomic_compare_exchange_n(&e->word, &w, nw, 0,
+					   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
+/* Lock-free: find a live entry for (gen, pd) covering want; take a ref. */
+static struct rc_entry *lookup_ref(uint64_t gen, uint64_t pd,
+				   unsigned int want)
+{
+	uint32_t i = LD_ACQ(&rc.bucket[hash_ent(gen, pd, want)]);
+
+	for (int steps = 0; i && steps < RC_STEPS; steps++) {
+		struct rc_entry *e = &rc.ent[i - 1];
+		uint64_t w = LD_ACQ(&e->word);
+
+		if (!(w & W_DEAD) && LD(&e->gen) == gen && LD(&e->pd) == pd &&
+		    covers(LD(&e->access), want)) {
+			uint32_t t = LD(&e->type);
+
+			if ((t == E_CACHED || t == E_RETIRED) &&
+			    (w & W_REFS) < W_REFS &&
+			    __atomic_compare_exchange_n(&e->word, &w,
+							(w + 1) | W_CLOCK, 0,
+							__ATOMIC_ACQ_REL,
+							__ATOMIC_ACQUIRE))
+				return e;
+		}
+		i = LD_ACQ(&e->hnext);
+	}
+	return NULL;
+}
+
+/* ------------------------------------------------------- lock held below */
+
+static void hash_unlink(struct rc_entry *e)
+{
+	uint32_t *pp = &rc.bucket[hash_ent(e->gen, e->pd, e->access)];
+	uint32_t me = ent_idx(e), i;
+
+	while ((i = LD(pp)) != 0) {
+		if (i == me) {
+			ST_REL(pp, LD(&e->hnext));
+			return;
+		}
+		pp = &rc.ent[i - 1].hnext;
+	}
+}
+
+/* The current cached entry for (gen, pd, exact bits), dead or alive. */
+static struct rc_entry *hash_find_cur(uint64_t gen, uint64_t pd,
+				      unsigned int access)
+{
+	uint32_t i = LD(&rc.bucket[hash_ent(gen, pd, access)]);
+
+	while (i) {
+		struct rc_entry *e = &rc.ent[i - 1];
+
+		if (e->gen == gen && e->pd == pd &&
+		    LD(&e->type) == E_CACHED &&
+		    (e->access & GH_RC_ACCESS_EXACT) ==
+		    (access & GH_RC_ACCESS_EXACT) &&
+		    !(LD(&e->word) & W_DEAD))
+			return e;
+		i = LD(&e->hnext);
+	}
+	return NULL;
+}
+
+static void rec_unlink_ent(struct rc_entry *e)
+{
+	struct rc_rec *r = rec_of(e);
+	uint32_t *pp, me = ent_idx(e);
+
+	if (!r)
+		return;
+	for (pp = &r->ents; *pp; pp = &rc.ent[*pp - 1].rnext) {
+		if (*pp == me) {
+			*pp = e->rnext;
+			break;
+		}
+	}
+	e->rec = 0;
+	e->rnext = 0;
+}
+
+static void ent_reclaim(struct rc_entry *e)
+{
+	rec_unlink_ent(e);
+	ST(&e->type, E_FREE);
+	e->mr = NULL;
+	e->fnext = rc.ent_free;
+	rc.ent_free = ent_idx(e);
+}
+
+static struct rc_entry *ent_new(struct rc_rec *r, uint32_t type,
+				struct ibv_pd *pd, unsigned int access,
+				struct ibv_mr *mr)
+{
+	struct rc_entry *e;
+	uint64_t ver;
+
+	if (rc.ent_free) {
+		e = &rc.ent[rc.ent_free - 1];
+		rc.ent_free = e->fnext;
+	} else if (rc.ent_hi < RC_ENT_CAP) {
+		e = &rc.ent[rc.ent_hi];
+		ST(&rc.ent_hi, rc.ent_hi + 1);
+	} else {
+		return NULL;
+	}
+	ver = (LD(&e->word) >> W_VER_SHIFT) + 1;
+	ST(&e->gen, r ? r->gen : 0);
+	ST(&e->pd, (uint64_t)(uintptr_t)pd);
+	ST(&e->access, access);
+	ST(&e->type, type);
+	e->mr = mr;
+	e->ctx = pd ? (uint64_t)(uintptr_t)pd->context : 0;
+	e->handle = mr->handle;
+	e->lkey = mr->lkey;
+	e->rkey = mr->rkey;
+	e->rec = 0;
+	e->rnext = 0;
+	if (r) {
+		e->rec = (uint32_t)(r - rc.rec) + 1;
+		e->rnext = r->ents;
+		r->ents = ent_idx(e);
+	}
+	/* Publish: one reference, for the caller's alias. */
+	ST_REL(&e->word, (ver << W_VER_SHIFT) | W_CLOCK | 1);
+	return e;
+}
+
+static void hash_insert(struct rc_entry *e)
+{
+	uint32_t *head = &rc.bucket[hash_ent(e->gen, e->pd, e->access)];
+
+	ST(&e->hnext, LD(head));
+	ST_REL(head, ent_idx(e));
+}
+
+/*
+ * e was just killed by us (refs references left).  Deregister for real;
+ * reclaim it, or leave it detached for its last holder (revoked).
+ */
+static void ent_finish(struct rc_entry *e, int64_t refs, int revoke)
+{
+	uint32_t type = LD(&e->type);
+	struct rc_rec *r = rec_of(e);
+	uint64_t t0 = gh_now_ns();
+	int err = 0;
+
+	if (type == E_CACHED)
+		hash_unlink(e);
+	if (type == E_CACHED || type == E_RETIRED)
+		__atomic_sub_fetch(&rc.n_entries, 1, __ATOMIC_RELAXED);
+	if (e->mr) {
+		err = rc.ops->dereg(e->mr);
+		ev_reg(GH_EV_DEREG, e, r, err, t0);
+		CTR(deregs, 1);
+		if (err)
+			gh_warn("deregistration of mr %p failed: error %d",
+				(void *)e->mr, -err);
+		e->mr = NULL;
+	}
+	if (revoke)
+		CTR(stale_averted, 1);
+	if (refs > 0) {
+		CTR(revoked, 1);
+		if (gh_evlog_enabled()) {
+			struct gh_evrec v;
+
+			memset(&v, 0, sizeof(v));
+			v.ev = GH_EV_REVOKE;
+			v.t_ns = t0;
+			v.tid = gh_gettid();
+			v.ptr = r ? r->pin.base : 0;
+			v.size = r ? r->pin.size : 0;
+			v.gen = e->gen;
+			v.dev = r ? r->pin.dev : -1;
+			gh_emit(&v);
+		}
+		rec_unlink_ent(e);	/* the last holder reclaims it */
+	} else {
+		ent_reclaim(e);
+	}
+}
+
+static void rec_free_if_unused(struct rc_rec *r)
+{
+	uint32_t *pp, me;
+
+	if (!r || r->ents || r->busy || !r->used)
+		return;
+	if (r->pinned) {
+		uint64_t t0 = gh_now_ns();
+
+		rc.ops->unpin(&r->pin);
+		ev_pin(GH_EV_UNPIN, r, 0, t0);
+		__atomic_sub_fetch(&rc.pinned_bytes, r->pin.pin_size, __ATOMIC_RELAXED);
+		CTR(unpins, 1);
+		r->pinned = 0;
+	}
+	me = (uint32_t)(r - rc.rec) + 1;
+	for (pp = &rc.rec_head[hash_rec(r->gen)]; *pp; pp = &rc.rec[*pp - 1].hnext) {
+		if (*pp == me) {
+			*pp = r->hnext;
+			break;
+		}
+	}
+	__atomic_sub_fetch(&rc.rec_cnt[hash_rec(r->gen)], 1, __ATOMIC_ACQ_REL);
+	r->used = 0;
+	r->fnext = rc.rec_free;
+	rc.rec_free = me;
+}
+
+static struct rc_rec *rec_find(uint64_t gen)
+{
+	uint32_t i = rc.rec_head[hash_rec(gen)];
+
+	while (i) {
+		struct rc_rec *r = &rc.rec[i - 1];
+
+		if (r->gen == gen)
+			return r;
+		i = r->hnext;
+	}
+	return NULL;
+}
+
+/*
+ * The record of live allocation g, made if needed.  A new one is
+ * announced in rec_cnt before the registry is re-checked (see the top).
+ */
+static int rec_get(const struct gh_range *g, struct rc_rec **r_p)
+{
+	uint32_t b = hash_rec(g->gen), i;
+	struct gh_range cur;
+	struct rc_rec *r = rec_find(g->gen);
+
+	if (r) {
+		*r_p = r;
+		return 0;
+	}
+	/* Announce, then re-check (see the top of this file). */
+	__atomic_add_fetch(&rc.rec_cnt[b], 1, __ATOMIC_ACQ_REL);
+	if (gh_registry_lookup(g->base, 1, &cur) || cur.gen != g->gen ||
+	    cur.base != g->base) {
+		__atomic_sub_fetch(&rc.rec_cnt[b], 1, __ATOMIC_ACQ_REL);
+		return -ESTALE;
+	}
+	if (rc.rec_free) {
+		i = rc.rec_free;
+		rc.rec_free = rc.rec[i - 1].fnext;
+	} else if (rc.rec_hi < RC_REC_CAP) {
+		i = ++rc.rec_hi;
+	} else {
+		__atomic_sub_fetch(&rc.rec_cnt[b], 1, __ATOMIC_ACQ_REL);
+		return -ENOSPC;
+	}
+	r = &rc.rec[i - 1];
+	memset(r, 0, sizeof(*r));
+	r->used = 1;
+	r->gen = g->gen;
+	r->pin.base = g->base;
+	r->pin.size = g->size;
+	r->pin.gen = g->gen;
+	r->pin.ctx = g->ctx;
+	r->pin.dev = g->dev;
+	r->pin.kind = g->kind;
+	r->pin.fd = -1;
+	r->hnext = rc.rec_head[b];
+	rc.rec_head[b] = i;
+	*r_p = r;
+	return 0;
+}
+
+/* Evict one idle cached entry (clock); not from record skip.  1 if done. */
+static int evict_one(const struct rc_rec *skip, int ignore_clock)
+{
+	uint32_t hi = LD(&rc.ent_hi);
+
+	for (uint64_t n = 0; hi && n < 2ULL * hi + 1; n++) {
+		struct rc_entry *e;
+		struct rc_rec *r;
+		uint64_t w;
+
+		if (rc.hand >= hi)
+			rc.hand = 0;
+		e = &rc.ent[rc.hand++];
+		if (LD(&e->type) != E_CACHED)
+			continue;
+		r = rec_of(e);
+		if (r == skip && skip)
+			continue;
+		w = LD_ACQ(&e->word);
+		if (w & (W_DEAD | W_REFS))
+			continue;
+		if ((w & W_CLOCK) && !ignore_clock) {
+			__atomic_compare_exchange_n(&e->word, &w, w & ~W_CLOCK,
+						    0, __ATOMIC_ACQ_REL,
+						    __ATOMIC_ACQUIRE);
+			continue;
+		}
+		if (!ent_kill_idle(e, w >> W_VER_SHIFT))
+			continue;
+		ent_finish(e, 0, 0);
+		rec_free_if_unused(r);
+		CTR(evictions, 1);
+		return 1;
+	}
+	return 0;
+}
+
+static uint64_t pin_bytes_of(const struct rc_rec *r)
+{
+	uint64_t lo = r->pin.base & ~(GH_PIN_ALIGN - 1);
+	uint64_t hi = (r->pin.base + r->pin.size + GH_PIN_ALIGN - 1) &
+		      ~(GH_PIN_ALIGN - 1);
+
+	return hi - lo;
+}
+
+static int make_room(const struct rc_rec *r)
+{
+	uint64_t need = r->pinned ? 0 : pin_bytes_of(r);
+
+	while (rc.n_entries + 1 > rc.max_count)
+		if (!evict_one(r, 0))
+			return -ENOSPC;
+	while (rc.max_size && rc.pinned_bytes + need > rc.max_size)
+		if (!evict_one(r, 0))
+			return -ENOSPC;
+	return 0;
+}
+
+static int evict_all_idle(const struct rc_rec *skip)
+{
+	int n = 0;
+
+	while (evict_one(skip, 1))
+		n++;
+	return n;
+}
+
+static int retryable(int err)
+{
+	return err == -ENOMEM || err == -ENOSPC;
+}
+
+static int do_pin(struct rc_rec *r)
+{
+	uint64_t t0 = gh_now_ns();
+	int err = rc.ops->pin(&r->pin);
+
+	if (retryable(err) && evict_all_idle(r)) {
+		CTR(retries, 1);
+		t0 = gh_now_ns();
+		err = rc.ops->pin(&r->pin);
+	}
+	ev_pin(GH_EV_PIN, r, err, t0);
+	if (err)
+		return err;
+	r->pinned = 1;
+	__atomic_add_fetch(&rc.pinned_bytes, r->pin.pin_size, __ATOMIC_RELAXED);
+	CTR(pins, 1);
+	return 0;
+}
+
+static int do_reg(struct rc_rec *r, struct ibv_pd *pd, unsigned int access,
+		  struct ibv_mr **mr_p)
+{
+	int err = rc.ops->reg(&r->pin, pd, access, mr_p);
+
+	if (retryable(err) && evict_all_idle(r)) {
+		CTR(retries, 1);
+		err = rc.ops->reg(&r->pin, pd, access, mr_p);
+	}
+	return err;
+}
+
+/* --------------------------------------------------------------- aliases */
+
+static struct rc_alias *alias_get(void)
+{
+	uint64_t top = LD_ACQ(&rc.alias_top);
+	uint32_t i;
+
+	for (;;) {
+		uint64_t nt;
+
+		i = (uint32_t)top;
+		if (!i)
+			break;
+		nt = (((top >> 32) + 1) << 32) | LD(&rc.alias[i - 1].fnext);
+		if (__atomic_compare_exchange_n(&rc.alias_top, &top, nt, 0,
+						__ATOMIC_ACQ_REL,
+						__ATOMIC_ACQUIRE))
+			return &rc.alias[i - 1];
+	}
+	i = __atomic_fetch_add(&rc.alias_hi, 1, __ATOMIC_RELAXED);
+	if (i >= RC_ALIAS_CAP) {
+		__atomic_fetch_sub(&rc.alias_hi, 1, __ATOMIC_RELAXED);
+		return NULL;
+	}
+	return &rc.alias[i];
+}
+
+static void alias_put(struct rc_alias *a)
+{
+	uint32_t me = (uint32_t)(a - rc.alias) + 1;
+	uint64_t top = LD(&rc.alias_top), nt;
+
+	do {
+		ST(&a->fnext, (uint32_t)top);
+		nt = (((top >> 32) + 1) << 32) | me;
+	} while (!__atomic_compare_exchange_n(&rc.alias_top, &top, nt, 0,
+					      __ATOMIC_RELEASE,
+					      __ATOMIC_RELAXED));
+}
+
+static struct ibv_mr *alias_make(struct rc_entry *e, struct ibv_pd *pd,
+				 uint64_t addr, uint64_t len,
+				 unsigned int access)
+{
+	struct rc_alias *a = alias_get();
+
+	if (!a)
+		return NULL;
+	a->mr.context = pd ? pd->context : NULL;
+	a->mr.pd = pd;
+	a->mr.addr = (void *)(uintptr_t)addr;
+	a->mr.length = len;
+	a->mr.handle = e->handle;
+	a->mr.lkey = e->lkey;
+	a->mr.rkey = e->rkey;
+	a->ent = ent_idx(e);
+	a->access = access;
+	ST_REL(&a->state, 1);
+	CTR(aliases, 1);
+	return &a->mr;
+}
+
+int gh_rcache_is_alias(const struct ibv_mr *mr)
+{
+	uintptr_t p = (uintptr_t)mr, lo = (uintptr_t)rc.alias;
+
+	return rc.alias && p >= lo &&
+	       p < lo + sizeof(struct rc_alias) * RC_ALIAS_CAP &&
+	       !((p - lo) % sizeof(struct rc_alias));
+}
+
+/* Drop a reference (an alias went away). */
+static void put_ref(struct rc_entry *e)
+{
+	uint64_t w = __atomic_sub_fetch(&e->word, 1, __ATOMIC_ACQ_REL);
+	uint32_t type;
+	int was;
+
+	if (w & W_REFS)
+		return;
+	if (w & W_DEAD) {
+		/* Revoked (or retired and killed): we were the last holder. */
+		pthread_mutex_lock(&rc.lock);
+		ent_reclaim(e);
+		pthread_mutex_unlock(&rc.lock);
+		return;
+	}
+	type = LD(&e->type);
+	if (type == E_CACHED && !LD(&rc.stopped))
+		return;		/* lazy: stays registered until free/eviction */
+	was = gh_guard_enter();
+	pthread_mutex_lock(&rc.lock);
+	if (ent_kill_idle(e, w >> W_VER_SHIFT)) {
+		struct rc_rec *r = rec_of(e);
+
+		ent_finish(e, 0, 0);
+		rec_free_if_unused(r);
+	}
+	pthread_mutex_unlock(&rc.lock);
+	gh_guard_leave(was);
+}
+
+/* ------------------------------------------------------------ public API */
+
+int gh_rcache_reg(const struct gh_range *g, struct ibv_pd *pd, uint64_t addr,
+		  uint64_t len, unsigned int access, struct ibv_mr **mr_p,
+		  int *hit_p)
+{
+	uint64_t pdk = (uint64_t)(uintptr_t)pd;
+	struct rc_entry *e, *old;
+	struct ibv_mr *mr = NULL, *am;
+	struct rc_rec *r;
+	unsigned int asked = access;
+	int err, hit = 1;
+
+	if (!LD_ACQ(&rc.ready) || LD(&rc.stopped) || !pd)
+		return -ENOTSUP;
+	if (!gh_rcache_access_ok(access) || !kind_cacheable(g))
+		return -ENOTSUP;
+	if (!len || addr < g->base || addr - g->base + len > g->size)
+		return -EINVAL;
+	e = lookup_ref(g->gen, pdk, access);
+	if (e)
+		goto found;
+
+	pthread_mutex_lock(&rc.lock);
+	e = lookup_ref(g->gen, pdk, access);
+	if (e) {
+		pthread_mutex_unlock(&rc.lock);
+		goto found;
+	}
+	hit = 0;
+	CTR(misses, 1);
+	err = rec_get(g, &r);
+	if (err)
+		goto unlock;
+	r->busy = 1;
+	old = hash_find_cur(g->gen, pdk, access);
+	if (old)
+		access |= old->access & GH_RC_ACCESS_PERM;
+	err = make_room(r);
+	if (err) {
+		CTR(full, 1);
+		goto out;
+	}
+	if (!r->pinned) {
+		err = do_pin(r);
+		if (err)
+			goto out;
+	}
+	{
+		uint64_t t0 = gh_now_ns();
+		struct rc_entry tmp = { .gen = g->gen, .pd = pdk,
+					.access = access };
+
+		err = do_reg(r, pd, access, &mr);
+		tmp.mr = mr;
+		ev_reg(GH_EV_REG, &tmp, r, err, t0);
+	}
+	if (err)
+		goto out;
+	CTR(regs, 1);
+	e = ent_new(r, E_CACHED, pd, access, mr);
+	if (!e) {
+		rc.ops->dereg(mr);
+		CTR(deregs, 1);
+		err = -ENOSPC;
+		goto out;
+	}
+	__atomic_add_fetch(&rc.n_entries, 1, __ATOMIC_RELAXED);
+	if (old) {
+		/* Access upgrade: the old one goes once nobody holds it. */
+		hash_unlink(old);
+		ST(&old->type, E_RETIRED);
+		CTR(upgrades, 1);
+		if (ent_kill_idle(old, 0))
+			ent_finish(old, 0, 0);
+	}
+	hash_insert(e);
+out:
+	r->busy = 0;
+	rec_free_if_unused(r);
+unlock:
+	pthread_mutex_unlock(&rc.lock);
+	if (err)
+		return err;
+found:
+	am = alias_make(e, pd, addr, len, asked);
+	if (!am) {
+		put_ref(e);
+		return -ENOSPC;
+	}
+	if (hit)
+		CTR(hits, 1);
+	*mr_p = am;
+	*hit_p = hit;
+	return 0;
+}
+
+int gh_rcache_wrap(const struct gh_range *g, struct ibv_mr *real,
+		   unsigned int access, struct ibv_mr **alias_p)
+{
+	struct rc_entry *e = NULL;
+	struct rc_rec *r = NULL;
+	struct ibv_mr *am;
+	int err = 0;
+
+	if (!LD_ACQ(&rc.ready) || !real)
+		return -ENOTSUP;
+	pthread_mutex_lock(&rc.lock);
+	if (g) {
+		err = rec_get(g, &r);
+		if (err)
+			goto unlock;
+	}
+	e = ent_new(r, E_WRAP, real->pd, 0, real);
+	if (!e)
+		err = -ENOSPC;
+	rec_free_if_unused(r);
+unlock:
+	pthread_mutex_unlock(&rc.lock);
+	if (err)
+		return err;
+	am = alias_make(e, real->pd, (uint64_t)(uintptr_t)real->addr,
+			real->length, access);
+	if (!am) {
+		/* Give the program its own MR back, unwrapped. */
+		pthread_mutex_lock(&rc.lock);
+		ent_kill(e);
+		e->mr = NULL;
+		ent_reclaim(e);
+		rec_free_if_unused(r);
+		pthread_mutex_unlock(&rc.lock);
+		return -ENOSPC;
+	}
+	CTR(wrapped, 1);
+	*alias_p = am;
+	return 0;
+}
+
+static struct rc_alias *alias_of(const struct ibv_mr *mr)
+{
+	struct rc_alias *a;
+
+	if (!gh_rcache_is_alias(mr))
+		return NULL;
+	a = (struct rc_alias *)(uintptr_t)mr;
+	return LD_ACQ(&a->state) == 1 ? a : NULL;
+}
+
+int gh_rcache_dereg(struct ibv_mr *mr)
+{
+	struct rc_alias *a = alias_of(mr);
+	uint32_t one = 1;
+	struct rc_entry *e;
+
+	if (!a || !__atomic_compare_exchange_n(&a->state, &one, 0, 0,
+					       __ATOMIC_ACQ_REL,
+					       __ATOMIC_ACQUIRE))
+		return -EINVAL;
+	e = &rc.ent[a->ent - 1];
+	a->ent = 0;
+	alias_put(a);
+	__atomic_sub_fetch(&rc.ctr.aliases, 1, __ATOMIC_RELAXED);
+	put_ref(e);
+	return 0;
+}
+
+void gh_rcache_move(struct ibv_mr *mr, struct ibv_mr *new_alias)
+{
+	struct rc_alias *a = alias_of(mr), *n = alias_of(new_alias);
+	struct rc_entry *old;
+
+	if (!a || !n)
+		return;
+	old = &rc.ent[a->ent - 1];
+	a->mr = n->mr;
+	a->ent = n->ent;
+	ST(&n->state, 0);
+	n->ent = 0;
+	alias_put(n);
+	__atomic_sub_fetch(&rc.ctr.aliases, 1, __ATOMIC_RELAXED);
+	put_ref(old);
+}
+
+unsigned int gh_rcache_alias_access(const struct ibv_mr *mr)
+{
+	struct rc_alias *a = alias_of(mr);
+
+	return a ? a->access : 0;
+}
+
+struct ibv_mr *gh_rcache_wrapped(const struct ibv_mr *mr)
+{
+	struct rc_alias *a = alias_of(mr);
+	struct rc_entry *e;
+	struct ibv_mr *real = NULL;
+
+	if (!a)
+		return NULL;
+	e = &rc.ent[a->ent - 1];
+	pthread_mutex_lock(&rc.lock);
+	if (LD(&e->type) == E_WRAP && !(LD(&e->word) & W_DEAD))
+		real = e->mr;
+	pthread_mutex_unlock(&rc.lock);
+	return real;
+}
+
+void gh_rcache_invalidate(const struct gh_range *g)
+{
+	struct rc_rec *r;
+	int was;
+
+	if (!LD_ACQ(&rc.ready))
+		return;
+	/*
+	 * The registry removal is done; an RMW (not a plain load) reads the
+	 * latest count: either it sees a miss path's announcement, or that
+	 * miss path's increment reads our write and its registry re-check
+	 * then sees the removal.
+	 */
+	if (!__atomic_fetch_add(&rc.rec_cnt[hash_rec(g->gen)], 0,
+				__ATOMIC_ACQ_REL))
+		return;
+	was = gh_guard_enter();
+	pthread_mutex_lock(&rc.lock);
+	r = rec_find(g->gen);
+	if (r) {
+		while (r->ents) {
+			struct rc_entry *e = &rc.ent[r->ents - 1];
+			int64_t refs = ent_kill(e);
+
+			if (refs < 0) {
+				rec_unlink_ent(e);	/* dead: holder reclaims */
+				continue;
+			}
+			ent_finish(e, refs, 1);
+		}
+		rec_free_if_unused(r);
+	}
+	pthread_mutex_unlock(&rc.lock);
+	gh_guard_leave(was);
+}
+
+static void drop_matching(uint64_t pd, uint64_t ctx, int held_too)
+{
+	uint32_t hi;
+	int was;
+
+	if (!LD_ACQ(&rc.ready))
+		return;
+	was = gh_guard_enter();
+	pthread_mutex_lock(&rc.lock);
+	hi = rc.ent_hi;
+	for (uint32_t i = 0; i < hi; i++) {
+		struct rc_entry *e = &rc.ent[i];
+		uint32_t type = LD(&e->type);
+		struct rc_rec *r;
+		int64_t refs;
+
+		if (type == E_FREE || (LD(&e->word) & W_DEAD))
+			continue;
+		if ((pd && e->pd != pd) || (ctx && e->ctx != ctx))
+			continue;
+		if (!held_too && type == E_WRAP)
+			continue;
+		r = rec_of(e);
+		if (held_too) {
+			refs = ent_kill(e);
+			if (refs < 0)
+				continue;
+		} else {
+			if (!ent_kill_idle(e, 0))
+				continue;
+			refs = 0;
+		}
+		ent_finish(e, refs, 0);
+		rec_free_if_unused(r);
+	}
+	pthread_mutex_unlock(&rc.lock);
+	gh_guard_leave(was);
+}
+
+void gh_rcache_drop_pd(struct ibv_pd *pd)
+{
+	if (pd)
+		drop_matching((uint64_t)(uintptr_t)pd, 0, 0);
+}
+
+void gh_rcache_drop_context(struct ibv_context *ctx)
+{
+	if (ctx)
+		drop_matching(0, (uint64_t)(uintptr_t)ctx, 1);
+}
+
+void gh_rcache_purge(int stop)
+{
+	if (!LD_ACQ(&rc.ready))
+		return;
+	if (stop)
+		ST(&rc.stopped, 1);
+	drop_matching(0, 0, 0);
+}
+
+void gh_rcache_counters(struct gh_rc_counters *c_p)
+{
+	struct gh_rc_counters c;
+	const uint64_t *src = (const uint64_t *)&rc.ctr;
+	uint64_t *dst = (uint64_t *)&c;
+
+	for (size_t i = 0; i < sizeof(c) / sizeof(uint64_t); i++)
+		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+	c.entries = LD(&rc.n_entries);
+	c.pinned_bytes = LD(&rc.pinned_bytes);
+	*c_p = c;
+}

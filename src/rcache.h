@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Registration cache: one NIC registration per (allocation generation,
+ * protection domain, access superset), handed to the program as private
+ * per-call MR objects ("aliases").  See the comment at the top of
+ * rcache.c for the rules; pin.h for the backends underneath.
+ */
+#ifndef GH_RCACHE_H
+#define GH_RCACHE_H
+
+#include <stdint.h>
+
+#include "pin.h"
+#include "registry.h"
+
+struct ibv_context;
+
+/* Access bits the cache serves from a superset registration. */
+#define GH_RC_ACCESS_PERM	0xfu	/* LOCAL_WRITE .. REMOTE_ATOMIC */
+#define GH_RC_ACCESS_REMOTE	0xeu	/* REMOTE_WRITE|READ|ATOMIC */
+/* ... and bits that must match exactly (RELAXED_ORDERING). */
+#define GH_RC_ACCESS_EXACT	(1u << 20)
+
+/*
+ * Set up (idempotent; the first call wins).  max_size: pinned bytes
+ * (0: unlimited); max_count: cached registrations (0: the internal
+ * capacity).  Returns 0 or -ENOMEM.
+ */
+int gh_rcache_init(const struct gh_pin_ops *ops, uint64_t max_size,
+		   uint64_t max_count);
+int gh_rcache_ready(void);
+const struct gh_pin_ops *gh_rcache_ops(void);
+
+/* Can a request with these access flags be served from the cache? */
+int gh_rcache_access_ok(unsigned int access);
+
+/*
+ * Register [addr, addr + len) of the live allocation r (from a registry
+ * lookup) in pd.  On success *mr_p is an alias MR: lkey/rkey of the
+ * cached registration, addr/length as asked; *hit_p says whether it came
+ * from the cache without a NIC call.  Errors: -ESTALE (r was freed
+ * meanwhile), -ENOSPC (limits: nothing evictable), -ENOTSUP (not
+ * cacheable), or what the backend returned (errno of the NIC call).
+ */
+int gh_rcache_reg(const struct gh_range *r, struct ibv_pd *pd, uint64_t addr,
+		  uint64_t len, unsigned int access, struct ibv_mr **mr_p,
+		  int *hit_p);
+
+/*
+ * Wrap a registration the program made itself (not cacheable: odd access
+ * flags, iova != addr, pool memory, its own dmabuf) on the live
+ * allocation r, so a free of r revokes it.  r may be NULL: a plain wrapper
+ * (ibv_rereg_mr moved an alias off tracked memory).  Returns 0 and
+ * *alias_p, -ESTALE (r is gone), -ENOSPC.
+ */
+int gh_rcache_wrap(const struct gh_range *r, struct ibv_mr *real,
+		   unsigned int access, struct ibv_mr **alias_p);
+
+/* Is mr one of our aliases (live or revoked)? */
+int gh_rcache_is_alias(const struct ibv_mr *mr);
+
+/*
+ * The program's ibv_dereg_mr on an alias: 0, or -EINVAL for a pointer
+ * that is not a live alias.  A cached registration stays registered
+ * (lazy); a revoked one is already gone (this is a no-op that succeeds).
+ */
+int gh_rcache_dereg(struct ibv_mr *mr);
+
+/*
+ * ibv_rereg_mr on an alias: move it to the registration in new_alias
+ * (an alias just made by gh_rcache_reg/gh_rcache_wrap), dropping the old
+ * one; new_alias is consumed.  The program keeps its pointer.
+ */
+void gh_rcache_move(struct ibv_mr *mr, struct ibv_mr *new_alias);
+
+/* The access flags the program asked for when it got alias mr. */
+unsigned int gh_rcache_alias_access(const struct ibv_mr *mr);
+
+/* The real MR behind an alias that wraps a program registration, or NULL. */
+struct ibv_mr *gh_rcache_wrapped(const struct ibv_mr *mr);
+
+/*
+ * The free path (src/events.c), before the real free: deregister and unpin
+ * everything made for allocation r (by gen).  Registrations the program
+ * still holds are deregistered for real too (revoked).  Lock-free and
+ * cheap when nothing was registered for r.
+ */
+void gh_rcache_invalidate(const struct gh_range *r);
+
+/* ibv_dealloc_pd: drop idle cached registrations in pd. */
+void gh_rcache_drop_pd(struct ibv_pd *pd);
+/* ibv_close_device: drop (revoke) every registration of the device. */
+void gh_rcache_drop_context(struct ibv_context *ctx);
+/* Drop every idle cached registration; with stop, cache nothing more
+ * (the registry became untrusted). */
+void gh_rcache_purge(int stop);
+
+struct gh_rc_counters {
+	uint64_t hits, misses;
+	uint64_t regs, deregs;		/* real NIC (de)registrations */
+	uint64_t pins, unpins;
+	uint64_t evictions;
+	uint64_t upgrades;		/* access upgrades (re-registered) */
+	uint64_t stale_averted;		/* registrations dropped before a free */
+	uint64_t revoked;		/* ... that the program still held */
+	uint64_t retries;		/* ENOMEM/ENOSPC: evicted and retried */
+	uint64_t wrapped;		/* program registrations wrapped */
+	uint64_t full;			/* not cached: limits, nothing idle */
+	uint64_t entries;		/* cached registrations now */
+	uint64_t pinned_bytes;		/* now */
+	uint64_t aliases;		/* MR objects the program holds now */
+};
+void gh_rcache_counters(struct gh_rc_counters *c_p);
+
+#endif

@@ -1,0 +1,390 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Test double of libibverbs (build/fakeverbs/libibverbs.so.1): just the
+ * memory-registration entry points, with rdma-core's symbol versions
+ * (ibv_reg_mr and ibv_dereg_mr in IBVERBS_1.0 and 1.1, ibv_reg_mr_iova in
+ * 1.7, ibv_reg_mr_iova2 in 1.8, ibv_reg_dmabuf_mr in 1.12), and a "NIC"
+ * that checks what a real one would enforce and what a stale cache would
+ * break:
+ *
+ *  - like rdma-core, ibv_reg_mr@@IBVERBS_1.1 and ibv_reg_mr_iova call
+ *    ibv_reg_mr_iova2 through the PLT (so an interposer sees that call);
+ *  - a registration of GPU memory (the CUDA driver test double's) records
+ *    the allocation's buffer ID, asked through fakecuda_snapshot() so an
+ *    interposed cuPointerGetAttribute cannot answer for it;
+ *  - a dmabuf registration maps the exported file, like a NIC holding the
+ *    DMA-BUF: writes through it land wherever those pages now are;
+ *  - fakeverbs_write() is an RDMA write by rkey: checks PD, REMOTE_WRITE
+ *    and bounds, and counts writes through a registration whose memory
+ *    was freed (stale) before doing them;
+ *  - fakeverbs_stale_mrs() counts live registrations whose memory is no
+ *    longer the allocation they were made on (a NIC with access to freed
+ *    memory); ibv_dealloc_pd fails with EBUSY while the PD has MRs.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <infiniband/verbs.h>
+
+#include "fakecuda.h"
+#include "fakeverbs.h"
+
+#undef ibv_reg_mr
+#undef ibv_reg_mr_iova
+
+/* Default visibility; the version script keeps only the ibv_* names and
+ * the fakeverbs_* test hooks (the fv_* bodies carry versioned names). */
+#define FV_API __attribute__((visibility("default")))
+#define FV_MAX 4096
+
+struct fv_mr {
+	struct ibv_mr mr;
+	int live;
+	int compat;
+	unsigned int access;
+	uint64_t iova;
+	void *map;		/* dmabuf: the NIC's view of the pages */
+	size_t map_len, map_delta;
+	unsigned long long buffer_id;	/* 0: not GPU memory */
+};
+
+static struct fv_mr *mrs[FV_MAX];
+static int nmrs;
+static uint32_t next_key = 0x100;
+static pthread_mutex_t fv_lock = PTHREAD_MUTEX_INITIALIZER;
+
+enum { C_REG_MR_1_0, C_REG_MR, C_REG_MR_IOVA, C_REG_MR_IOVA2, C_REG_DMABUF,
+       C_DEREG_1_0, C_DEREG, C_REREG, C_STALE_WRITES, C_COUNT };
+static const char *const c_names[C_COUNT] = {
+	"ibv_reg_mr@IBVERBS_1.0", "ibv_reg_mr", "ibv_reg_mr_iova",
+	"ibv_reg_mr_iova2", "ibv_reg_dmabuf_mr", "ibv_dereg_mr@IBVERBS_1.0",
+	"ibv_dereg_mr", "ibv_rereg_mr", "stale_writes",
+};
+static unsigned long calls[C_COUNT];
+
+static void count(int c)
+{
+	__atomic_add_fetch(&calls[c], 1, __ATOMIC_RELAXED);
+}
+
+/* The CUDA double's buffer ID of the allocation containing p, or 0. */
+static unsigned long long buffer_id_of(uint64_t p)
+{
+	static struct fakecuda_live snap[4096];
+	size_t (*fn)(struct fakecuda_live *, size_t) =
+		(size_t (*)(struct fakecuda_live *, size_t))dlsym(
+			RTLD_DEFAULT, "fakecuda_snapshot");
+	unsigned long long id = 0;
+	size_t n;
+
+	if (!fn)
+		return 0;
+	n = fn(snap, 4096);
+	for (size_t i = 0; i < n && i < 4096; i++)
+		if (p >= snap[i].base && p - snap[i].base < snap[i].size)
+			id = snap[i].buffer_id;
+	return id;
+}
+
+static int is_stale(const struct fv_mr *m)
+{
+	return m->buffer_id && buffer_id_of(m->iova) != m->buffer_id;
+}
+
+static struct fv_mr *fv_new(struct ibv_pd *pd, void *addr, size_t len,
+			    uint64_t iova, unsigned int access)
+{
+	struct fv_mr *m;
+
+	if (!pd || !len) {
+		errno = EINVAL;
+		return NULL;
+	}
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return NULL;
+	pthread_mutex_lock(&fv_lock);
+	if (nmrs >= FV_MAX) {
+		pthread_mutex_unlock(&fv_lock);
+		free(m);
+		errno = ENOMEM;
+		return NULL;
+	}
+	m->mr.context = pd->context;
+	m->mr.pd = pd;
+	m->mr.addr = addr;
+	m->mr.length = len;
+	m->mr.handle = next_key;
+	m->mr.lkey = next_key;
+	m->mr.rkey = next_key | 0x80000000u;
+	next_key++;
+	m->live = 1;
+	m->access = access;
+	m->iova = iova;
+	mrs[nmrs++] = m;
+	pthread_mutex_unlock(&fv_lock);
+	return m;
+}
+
+static int fv_destroy(struct fv_mr *m)
+{
+	pthread_mutex_lock(&fv_lock);
+	for (int i = 0; i < nmrs; i++) {
+		if (mrs[i] == m) {
+			mrs[i] = mrs[--nmrs];
+			pthread_mutex_unlock(&fv_lock);
+			if (m->map)
+				munmap(m->map, m->map_len);
+			m->live = 0;
+			free(m);
+			return 0;
+		}
+	}
+	pthread_mutex_unlock(&fv_lock);
+	return EINVAL;
+}
+
+/* ---------------------------------------------------- IBVERBS entry points */
+
+FV_API struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
+				       size_t length, uint64_t iova,
+				       unsigned int access)
+{
+	struct fv_mr *m;
+
+	count(C_REG_MR_IOVA2);
+	m = fv_new(pd, addr, length, iova, access);
+	if (!m)
+		return NULL;
+	m->buffer_id = buffer_id_of((uintptr_t)addr);
+	return &m->mr;
+}
+
+struct ibv_mr *fv_reg_mr_1_1(struct ibv_pd *pd, void *addr, size_t length,
+			     int access);
+FV_API struct ibv_mr *fv_reg_mr_1_1(struct ibv_pd *pd, void *addr, size_t length,
+			     int access)
+{
+	count(C_REG_MR);
+	return ibv_reg_mr_iova2(pd, addr, length, (uintptr_t)addr,
+				(unsigned int)access);
+}
+__asm__(".symver fv_reg_mr_1_1, ibv_reg_mr@@IBVERBS_1.1");
+
+/* The compat entry point (old struct layouts in real rdma-core). */
+struct ibv_mr *fv_reg_mr_1_0(struct ibv_pd *pd, void *addr, size_t length,
+			     int access);
+FV_API struct ibv_mr *fv_reg_mr_1_0(struct ibv_pd *pd, void *addr, size_t length,
+			     int access)
+{
+	struct fv_mr *m;
+
+	count(C_REG_MR_1_0);
+	m = fv_new(pd, addr, length, (uintptr_t)addr, (unsigned int)access);
+	if (!m)
+		return NULL;
+	m->compat = 1;
+	return &m->mr;
+}
+__asm__(".symver fv_reg_mr_1_0, ibv_reg_mr@IBVERBS_1.0");
+
+FV_API struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr,
+				      size_t length, uint64_t iova, int access)
+{
+	count(C_REG_MR_IOVA);
+	return ibv_reg_mr_iova2(pd, addr, length, iova, (unsigned int)access);
+}
+
+FV_API struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
+					size_t length, uint64_t iova, int fd,
+					int access)
+{
+	int (*off_fn)(int, uint64_t *) = (int (*)(int, uint64_t *))dlsym(
+		RTLD_DEFAULT, "fakecuda_dmabuf_offset");
+	uint64_t base = 0, pg = (uint64_t)sysconf(_SC_PAGESIZE), at;
+	struct fv_mr *m;
+	void *map;
+
+	count(C_REG_DMABUF);
+	if (!off_fn || off_fn(fd, &base)) {
+		errno = EBADF;
+		return NULL;
+	}
+	at = base + offset;
+	map = mmap(NULL, length + (at & (pg - 1)), PROT_READ | PROT_WRITE,
+		   MAP_SHARED, fd, (off_t)(at & ~(pg - 1)));
+	if (map == MAP_FAILED)
+		return NULL;
+	m = fv_new(pd, (void *)(uintptr_t)iova, length, iova,
+		   (unsigned int)access);
+	if (!m) {
+		munmap(map, length + (at & (pg - 1)));
+		return NULL;
+	}
+	m->map = map;
+	m->map_len = length + (at & (pg - 1));
+	m->map_delta = at & (pg - 1);
+	m->buffer_id = buffer_id_of(iova);
+	return &m->mr;
+}
+
+int fv_dereg_mr_1_1(struct ibv_mr *mr);
+FV_API int fv_dereg_mr_1_1(struct ibv_mr *mr)
+{
+	count(C_DEREG);
+	return fv_destroy((struct fv_mr *)mr);
+}
+__asm__(".symver fv_dereg_mr_1_1, ibv_dereg_mr@@IBVERBS_1.1");
+
+int fv_dereg_mr_1_0(struct ibv_mr *mr);
+FV_API int fv_dereg_mr_1_0(struct ibv_mr *mr)
+{
+	count(C_DEREG_1_0);
+	return fv_destroy((struct fv_mr *)mr);
+}
+__asm__(".symver fv_dereg_mr_1_0, ibv_dereg_mr@IBVERBS_1.0");
+
+FV_API int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
+			void *addr, size_t length, int access)
+{
+	struct fv_mr *m = (struct fv_mr *)mr;
+
+	count(C_REREG);
+	if (flags & IBV_REREG_MR_CHANGE_PD)
+		m->mr.pd = pd;
+	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+		m->mr.addr = addr;
+		m->mr.length = length;
+		m->iova = (uintptr_t)addr;
+		m->buffer_id = buffer_id_of((uintptr_t)addr);
+	}
+	if (flags & IBV_REREG_MR_CHANGE_ACCESS)
+		m->access = (unsigned int)access;
+	return 0;
+}
+
+FV_API struct ibv_pd *ibv_alloc_pd(struct ibv_context *context)
+{
+	struct ibv_pd *pd = calloc(1, sizeof(*pd));
+
+	if (pd)
+		pd->context = context;
+	return pd;
+}
+
+FV_API int ibv_dealloc_pd(struct ibv_pd *pd)
+{
+	pthread_mutex_lock(&fv_lock);
+	for (int i = 0; i < nmrs; i++) {
+		if (mrs[i]->mr.pd == pd) {
+			pthread_mutex_unlock(&fv_lock);
+			return EBUSY;
+		}
+	}
+	pthread_mutex_unlock(&fv_lock);
+	free(pd);
+	return 0;
+}
+
+FV_API int ibv_close_device(struct ibv_context *context)
+{
+	for (;;) {
+		struct fv_mr *m = NULL;
+
+		pthread_mutex_lock(&fv_lock);
+		for (int i = 0; i < nmrs && !m; i++)
+			if (mrs[i]->mr.context == context)
+				m = mrs[i];
+		pthread_mutex_unlock(&fv_lock);
+		if (!m)
+			break;
+		fv_destroy(m);
+	}
+	free(context);
+	return 0;
+}
+
+/* ------------------------------------------------------------ test hooks */
+
+FV_API struct ibv_context *fakeverbs_open(void)
+{
+	return calloc(1, sizeof(struct ibv_context));
+}
+
+FV_API unsigned long fakeverbs_calls(const char *name)
+{
+	for (int i = 0; i < C_COUNT; i++)
+		if (!strcmp(c_names[i], name))
+			return __atomic_load_n(&calls[i], __ATOMIC_RELAXED);
+	return 0;
+}
+
+FV_API int fakeverbs_live_mrs(void)
+{
+	int n;
+
+	pthread_mutex_lock(&fv_lock);
+	n = nmrs;
+	pthread_mutex_unlock(&fv_lock);
+	return n;
+}
+
+FV_API int fakeverbs_stale_mrs(void)
+{
+	int n = 0;
+
+	pthread_mutex_lock(&fv_lock);
+	for (int i = 0; i < nmrs; i++)
+		n += is_stale(mrs[i]);
+	pthread_mutex_unlock(&fv_lock);
+	return n;
+}
+
+/* Is mr a live registration of this NIC (not an interposer's object)? */
+FV_API int fakeverbs_is_mr(const struct ibv_mr *mr)
+{
+	int found = 0;
+
+	pthread_mutex_lock(&fv_lock);
+	for (int i = 0; i < nmrs; i++)
+		found |= &mrs[i]->mr == mr;
+	pthread_mutex_unlock(&fv_lock);
+	return found;
+}
+
+/* An RDMA write from a peer: 0, -EPERM (PD), -EACCES, -ERANGE, -ENOENT. */
+FV_API int fakeverbs_write(struct ibv_pd *pd, uint32_t rkey, uint64_t raddr,
+			   const void *src, size_t len)
+{
+	struct fv_mr *m = NULL;
+	int rc = 0;
+
+	pthread_mutex_lock(&fv_lock);
+	for (int i = 0; i < nmrs; i++)
+		if (mrs[i]->mr.rkey == rkey)
+			m = mrs[i];
+	if (!m)
+		rc = -ENOENT;
+	else if (m->mr.pd != pd)
+		rc = -EPERM;
+	else if (!(m->access & IBV_ACCESS_REMOTE_WRITE))
+		rc = -EACCES;
+	else if (raddr < m->iova || raddr - m->iova + len > m->mr.length)
+		rc = -ERANGE;
+	if (!rc) {
+		if (is_stale(m))
+			count(C_STALE_WRITES);
+		if (m->map)
+			memcpy((char *)m->map + m->map_delta + (raddr - m->iova),
+			       src, len);
+		else
+			memcpy((void *)(uintptr_t)raddr, src, len);
+	}
+	pthread_mutex_unlock(&fv_lock);
+	return rc;
+}

@@ -1,0 +1,29 @@
+# SPDX-License-Identifier: MIT
+# Test double of libibverbs (build/fakeverbs/libibverbs.so.1, rdma-core's
+# symbol versions) and the preload test that runs the verbs hooks and the
+# registration cache end to end against it and the CUDA driver double.
+# Included by the top Makefile.  test_verbs finds the double through its
+# RUNPATH (dlopen("libibverbs.so.1") searches the caller's RUNPATH), so
+# the preload environment needs no change.
+
+FAKEVERBS_DIR	:= $(BUILD)/fakeverbs
+FAKEVERBS_LIB	:= $(FAKEVERBS_DIR)/libibverbs.so.1
+
+.PHONY: fakeverbs
+all: fakeverbs
+fakeverbs: $(FAKEVERBS_LIB)
+
+$(FAKEVERBS_DIR)/fakeverbs.o: tests/fakeverbs/fakeverbs.c tests/fakeverbs/fakeverbs.h tests/fake/fakecuda.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -fvisibility=hidden -Itests/fake -Itests/fakeverbs -c $< -o $@
+
+$(FAKEVERBS_LIB): $(FAKEVERBS_DIR)/fakeverbs.o tests/fakeverbs/libibverbs.map
+	$(CC) -shared -o $@ $(FAKEVERBS_DIR)/fakeverbs.o $(SANFLAGS) \
+		-Wl,-soname,libibverbs.so.1 -Wl,-z,defs \
+		-Wl,--version-script=tests/fakeverbs/libibverbs.map $(LDLIBS)
+
+$(BUILD)/tests/preload/test_verbs: tests/preload/test_verbs.c \
+		$(wildcard tests/preload/*.h) tests/harness.h fake $(FAKEVERBS_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(PRELOAD_CFLAGS) -Itests/fake -Itests/fakeverbs -o $@ $< $(PRELOAD_LIBS) \
+		-Wl,--enable-new-dtags -Wl,-rpath,'$$ORIGIN/../../fakeverbs'

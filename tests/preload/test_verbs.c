@@ -1,0 +1,468 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The verbs hooks and the registration cache end to end: LD_PRELOAD=
+ * libgdrhook.so, the CUDA driver double (build/fake) and the libibverbs
+ * double (build/fakeverbs, found through this program's RUNPATH), loaded
+ * the way NCCL does it: dlopen("libibverbs.so.1") + dlvsym(handle, ...,
+ * "IBVERBS_1.1").  Each case runs in a fresh process with its own
+ * GDRHOOK_* settings (run_scenario).
+ */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <infiniband/verbs.h>
+
+#include "preload_util.h"
+#include "fakeverbs.h"
+
+#undef ibv_reg_mr
+#undef ibv_reg_mr_iova
+
+#define MiB (1ULL << 20)
+#define LW IBV_ACCESS_LOCAL_WRITE
+#define RW IBV_ACCESS_REMOTE_WRITE
+
+typedef struct ibv_mr *(*reg_fn)(struct ibv_pd *, void *, size_t, int);
+typedef struct ibv_mr *(*reg2_fn)(struct ibv_pd *, void *, size_t, uint64_t,
+				  unsigned int);
+typedef struct ibv_mr *(*dmabuf_fn)(struct ibv_pd *, uint64_t, size_t,
+				    uint64_t, int, int);
+typedef int (*rereg_fn)(struct ibv_mr *, int, struct ibv_pd *, void *,
+			size_t, int);
+typedef int (*dereg_fn)(struct ibv_mr *);
+typedef struct ibv_pd *(*alloc_pd_fn)(struct ibv_context *);
+typedef int (*dealloc_pd_fn)(struct ibv_pd *);
+typedef int (*close_fn)(struct ibv_context *);
+
+static struct verbs {
+	void *h;
+	reg_fn reg, reg10;
+	reg2_fn reg2;
+	dmabuf_fn dmabuf;
+	rereg_fn rereg;
+	dereg_fn dereg;
+	alloc_pd_fn alloc_pd;
+	dealloc_pd_fn dealloc_pd;
+	close_fn close_dev;
+	struct ibv_context *(*open)(void);
+	unsigned long (*calls)(const char *);
+	int (*live)(void);
+	int (*stale)(void);
+	int (*is_mr)(const struct ibv_mr *);
+	int (*write)(struct ibv_pd *, uint32_t, uint64_t, const void *, size_t);
+} v;
+
+static int in_shim(const void *p)
+{
+	Dl_info info;
+
+	return p && dladdr(p, &info) && info.dli_fname &&
+	       strstr(info.dli_fname, "libgdrhook");
+}
+
+static void *need(void *p, const char *what)
+{
+	if (!p)
+		TH_FAIL("fake libibverbs lacks %s", what);
+	return p;
+}
+
+/* NCCL's way: dlopen + dlvsym with the version. */
+static void verbs_load(void)
+{
+	v.h = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!v.h)
+		TH_FAIL("dlopen libibverbs.so.1: %s", dlerror());
+	v.reg = need(dlvsym(v.h, "ibv_reg_mr", "IBVERBS_1.1"), "ibv_reg_mr");
+	v.reg10 = need(dlvsym(v.h, "ibv_reg_mr", "IBVERBS_1.0"), "1.0");
+	v.reg2 = need(dlvsym(v.h, "ibv_reg_mr_iova2", "IBVERBS_1.8"), "iova2");
+	v.dmabuf = need(dlvsym(v.h, "ibv_reg_dmabuf_mr", "IBVERBS_1.12"),
+			"dmabuf");
+	v.rereg = need(dlvsym(v.h, "ibv_rereg_mr", "IBVERBS_1.1"), "rereg");
+	v.dereg = need(dlvsym(v.h, "ibv_dereg_mr", "IBVERBS_1.1"), "dereg");
+	v.alloc_pd = need(dlvsym(v.h, "ibv_alloc_pd", "IBVERBS_1.1"), "pd");
+	v.dealloc_pd = need(dlsym(v.h, "ibv_dealloc_pd"), "dealloc_pd");
+	v.close_dev = need(dlsym(v.h, "ibv_close_device"), "close");
+	v.open = need(dlsym(v.h, "fakeverbs_open"), "open");
+	v.calls = need(dlsym(v.h, "fakeverbs_calls"), "calls");
+	v.live = need(dlsym(v.h, "fakeverbs_live_mrs"), "live");
+	v.stale = need(dlsym(v.h, "fakeverbs_stale_mrs"), "stale");
+	v.is_mr = need(dlsym(v.h, "fakeverbs_is_mr"), "is_mr");
+	v.write = need(dlsym(v.h, "fakeverbs_write"), "write");
+}
+
+static CUdeviceptr dev_alloc(size_t n)
+{
+	CUdeviceptr d = 0;
+
+	CU_OK(cuMemAlloc(&d, n));
+	return d;
+}
+
+/* ---------------------------------------------------------- scenarios */
+
+/* Routes: the wrappers are handed out for the default versions only. */
+static int scenario_routes(void)
+{
+	primary_ctx(0);
+	verbs_load();
+	CHECK(in_shim(v.reg));
+	CHECK(!in_shim(v.reg10));	/* compat ABI: left alone */
+	CHECK(in_shim(v.reg2));
+	CHECK(in_shim(v.dmabuf));
+	CHECK(in_shim(v.rereg));
+	CHECK(in_shim(v.dereg));
+	CHECK(in_shim(v.dealloc_pd));
+	CHECK(in_shim(v.close_dev));
+	CHECK(!in_shim(v.alloc_pd));	/* not hooked */
+	CHECK(in_shim(dlsym(v.h, "ibv_reg_mr")));
+	CHECK(!in_shim(dlvsym(v.h, "ibv_dereg_mr", "IBVERBS_1.0")));
+	/* The ELF route: our export, which finds the real one by itself
+	 * although libibverbs is not in the global scope. */
+	CHECK(in_shim(dlsym(RTLD_DEFAULT, "ibv_reg_mr")));
+	{
+		struct ibv_pd *pd = v.alloc_pd(v.open());
+		reg_fn elf = (reg_fn)dlsym(RTLD_DEFAULT, "ibv_reg_mr");
+		char buf[64];
+		struct ibv_mr *mr = elf(pd, buf, sizeof(buf), LW);
+
+		CHECK(mr && v.is_mr(mr));	/* host memory: untouched */
+		CHECK_EQ(v.dereg(mr), 0);
+	}
+	return 0;
+}
+
+/* The cache on the dmabuf backend, with an RDMA write after reuse. */
+static int scenario_cache(const char *backend)
+{
+	struct ibv_context *vctx;
+	struct ibv_pd *pd, *pd2;
+	struct ibv_mr *a, *b, *held, *m;
+	unsigned long dm0, r20;
+	CUdeviceptr d, d2;
+	char host[256];
+	int dmabuf = !strcmp(backend, "dmabuf");
+	const char *reg_ep = dmabuf ? "ibv_reg_dmabuf_mr" : "ibv_reg_mr_iova2";
+
+	primary_ctx(0);
+	verbs_load();
+	vctx = v.open();
+	pd = v.alloc_pd(vctx);
+	pd2 = v.alloc_pd(vctx);
+	d = dev_alloc(4 * MiB);
+
+	/* Host memory passes through untouched, seen once. */
+	r20 = v.calls("ibv_reg_mr_iova2");
+	a = v.reg(pd, host, sizeof(host), LW);
+	CHECK(a && v.is_mr(a));
+	CHECK_EQ(v.calls("ibv_reg_mr_iova2"), r20 + 1);
+	CHECK_EQ(v.dereg(a), 0);
+
+	/* First GPU registration: pins and registers the whole allocation. */
+	dm0 = v.calls(reg_ep);
+	a = v.reg(pd, (void *)(d + 4096), 65536, LW | RW);
+	CHECK(a && !v.is_mr(a));	/* an alias */
+	CHECK_EQ(v.calls(reg_ep), dm0 + 1);
+	CHECK_EQ((uintptr_t)a->addr, d + 4096);
+	CHECK_EQ(a->length, 65536);
+	/* Anywhere inside it, any entry point: hits. */
+	b = v.reg2(pd, (void *)d, 128, d, LW);
+	CHECK(b && b != a && b->lkey == a->lkey);
+	CHECK_EQ(v.calls(reg_ep), dm0 + 1);
+	CHECK_EQ(v.calls("ibv_reg_mr"), 1);	/* only the host one */
+
+	/* What a peer can do with the rkey: the allocation, this PD. */
+	CHECK_EQ(v.write(pd, a->rkey, d + 4096, "hello", 6), 0);
+	CHECK(!memcmp((void *)(d + 4096), "hello", 6));
+	CHECK_EQ(v.write(pd, a->rkey, d + 4 * MiB - 4, "edge", 5), -ERANGE);
+	CHECK_EQ(v.write(pd, a->rkey, d + 4 * MiB - 4, "edge", 4), 0);
+	CHECK_EQ(v.write(pd, a->rkey, d + 4 * MiB, "past", 4), -ERANGE);
+	CHECK_EQ(v.write(pd2, a->rkey, d, "pd", 2), -EPERM);
+
+	/* Lazy: dereg keeps the registration. */
+	CHECK_EQ(v.dereg(b), 0);
+	CHECK_EQ(v.dereg(a), 0);
+	CHECK_EQ(v.live(), 1);
+	held = v.reg(pd, (void *)d, 64, LW | RW);
+	CHECK_EQ(v.calls(reg_ep), dm0 + 1);
+
+	/* Free: deregistered before the real free, held one included. */
+	CU_OK(cuMemFree(d));
+	CHECK_EQ(v.live(), 0);
+	CHECK_EQ(v.stale(), 0);
+	CHECK_EQ(v.dereg(held), 0);		/* revoked: no-op, succeeds */
+
+	/* Same address again: a miss, and the data lands in the new buffer. */
+	d2 = dev_alloc(4 * MiB);
+	if (d2 != d)
+		printf("  note: the driver double did not reuse the address\n");
+	m = v.reg(pd, (void *)d2, 64, LW | RW);
+	CHECK_EQ(v.calls(reg_ep), dm0 + 2);
+	CHECK_EQ(v.write(pd, m->rkey, d2 + 100, "new", 4), 0);
+	CHECK(!memcmp((void *)(d2 + 100), "new", 4));
+	CHECK_EQ(v.stale(), 0);
+	CHECK_EQ(v.calls("stale_writes"), 0);
+
+	/* ibv_rereg_mr of an alias onto host memory, then dereg. */
+	CHECK_EQ(v.rereg(m, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, host,
+			 sizeof(host), 0), 0);
+	CHECK_EQ((uintptr_t)m->addr, (uintptr_t)host);
+	CHECK_EQ(v.live(), 2);		/* cached (idle) + the host one */
+	CHECK_EQ(v.dereg(m), 0);
+	CHECK_EQ(v.live(), 1);
+
+	/* Our idle cached MR must not make ibv_dealloc_pd fail. */
+	CHECK_EQ(v.dealloc_pd(pd), 0);
+	CHECK_EQ(v.live(), 0);
+
+	/* Pool memory is never cached, but a free still revokes it. */
+	{
+		CUdeviceptr p = 0;
+		struct ibv_mr *x, *y;
+		unsigned long n;
+
+		CU_OK(cuMemAllocAsync(&p, 2 * MiB, NULL));
+		n = v.calls("ibv_reg_mr_iova2") + v.calls("ibv_reg_dmabuf_mr");
+		x = v.reg(pd2, (void *)p, 64, LW);
+		y = v.reg(pd2, (void *)p, 64, LW);
+		CHECK(x && y && !v.is_mr(x) && x->lkey != y->lkey);
+		CHECK_EQ(v.calls("ibv_reg_mr_iova2") +
+			 v.calls("ibv_reg_dmabuf_mr"), n + 2);
+		CHECK_EQ(v.dereg(y), 0);
+		CHECK_EQ(v.live(), 1);
+		CU_OK(cuMemFreeAsync(p, NULL));
+		CHECK_EQ(v.live(), 0);
+		CHECK_EQ(v.dereg(x), 0);
+	}
+	/* The export fails (twice: the retry after eviction too): the
+	 * registration still works, uncached, and is still revoked by free. */
+	if (dmabuf) {
+		unsigned long n = v.calls("ibv_reg_mr_iova2");
+		struct ibv_mr *x;
+
+		d = dev_alloc(2 * MiB);
+		fake_fail_next("cuMemGetHandleForAddressRange",
+			       CUDA_ERROR_OUT_OF_MEMORY, 2);
+		x = v.reg(pd2, (void *)d, 64, LW);
+		CHECK(x && !v.is_mr(x));
+		CHECK_EQ(v.calls("ibv_reg_mr_iova2"), n + 1);
+		CU_OK(cuMemFree(d));
+		CHECK_EQ(v.live(), 0);
+		CHECK_EQ(v.dereg(x), 0);
+	}
+	/* Closing the device drops (revokes) everything of it. */
+	d = dev_alloc(2 * MiB);
+	held = v.reg(pd2, (void *)d, 64, LW);
+	CHECK_EQ(v.live(), 1);
+	CHECK_EQ(v.close_dev(vctx), 0);
+	CHECK_EQ(v.live(), 0);
+	CHECK_EQ(v.dereg(held), 0);
+	return 0;
+}
+
+static int scenario_dmabuf(void)
+{
+	return scenario_cache("dmabuf");
+}
+
+static int scenario_peermem(void)
+{
+	return scenario_cache("peermem");
+}
+
+/* GDRHOOK_BACKEND=none: every registration reaches libibverbs as is. */
+static int scenario_none(void)
+{
+	struct ibv_pd *pd;
+	struct ibv_mr *a, *b;
+	CUdeviceptr d;
+
+	primary_ctx(0);
+	verbs_load();
+	pd = v.alloc_pd(v.open());
+	d = dev_alloc(MiB);
+	a = v.reg(pd, (void *)d, 64, LW);
+	b = v.reg(pd, (void *)d, 64, LW);
+	CHECK(v.is_mr(a) && v.is_mr(b));
+	CHECK_EQ(v.calls("ibv_reg_mr"), 2);
+	CHECK_EQ(v.calls("ibv_reg_mr_iova2"), 2);	/* nested: seen once */
+	CHECK_EQ(v.dereg(a), 0);
+	CHECK_EQ(v.dereg(b), 0);
+	CU_OK(cuMemFree(d));
+	return 0;
+}
+
+/* Auto choice: the double exports DMA-BUF and has ibv_reg_dmabuf_mr. */
+static int scenario_auto(void)
+{
+	struct ibv_pd *pd;
+	struct ibv_mr *a;
+	CUdeviceptr d;
+
+	primary_ctx(0);
+	verbs_load();
+	pd = v.alloc_pd(v.open());
+	d = dev_alloc(MiB);
+	a = v.reg(pd, (void *)d, 64, LW);
+	CHECK(a && !v.is_mr(a));
+	CHECK_EQ(v.calls("ibv_reg_dmabuf_mr"), 1);
+	CHECK_EQ(v.dereg(a), 0);
+	CU_OK(cuMemFree(d));
+	CHECK_EQ(v.live(), 0);
+	return 0;
+}
+
+/* BUFFER_ID answered from the registry. */
+static int scenario_buffer_id(void)
+{
+	const char *mode = getenv("GDRHOOK_BUFFER_ID");
+	int driver = mode && !strcmp(mode, "driver");
+	struct gdrhook_range r;
+	unsigned long long id = 0, id2 = 0, id3 = 0;
+	unsigned long before;
+	CUpointer_attribute at[2] = { CU_POINTER_ATTRIBUTE_BUFFER_ID,
+				      CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL };
+	int ord = -5;
+	void *data[2] = { &id3, &ord };
+	CUdeviceptr d;
+
+	primary_ctx(0);
+	d = dev_alloc(MiB);
+	CHECK_EQ(tracked(d, &r), 0);
+	before = fake_calls("cuPointerGetAttribute");
+	CU_OK(cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID,
+				    d + 100));
+	if (driver) {
+		CHECK_EQ(fake_calls("cuPointerGetAttribute"), before + 1);
+		CHECK(id != (r.gen | (1ULL << 63)));
+	} else {
+		CHECK_EQ(fake_calls("cuPointerGetAttribute"), before);
+		CHECK_EQ(id, r.gen | (1ULL << 63));
+	}
+	CU_OK(cuPointerGetAttributes(2, at, data, d));
+	CHECK_EQ(id3, id);
+	CHECK_EQ(ord, 0);
+	/* Other attributes still come from the driver. */
+	{
+		CUcontext c = NULL;
+
+		CU_OK(cuPointerGetAttribute(&c, CU_POINTER_ATTRIBUTE_CONTEXT, d));
+		CHECK(c != NULL);
+	}
+	/* Free and reallocate at the same address: a different ID. */
+	CU_OK(cuMemFree(d));
+	d = dev_alloc(MiB);
+	CU_OK(cuPointerGetAttribute(&id2, CU_POINTER_ATTRIBUTE_BUFFER_ID, d));
+	CHECK(id2 != id);
+	/* Untracked pointers go to the driver (which refuses them). */
+	CHECK(cuPointerGetAttribute(&id2, CU_POINTER_ATTRIBUTE_BUFFER_ID,
+				    (CUdeviceptr)(uintptr_t)&id2) != CUDA_SUCCESS);
+	CU_OK(cuMemFree(d));
+	return 0;
+}
+
+/* The event log records pins, registrations, hits, misses, revocations. */
+static int scenario_log(void)
+{
+	scenario_cache("dmabuf");
+	gdrhook_flush_log();
+	return 0;
+}
+
+static const struct {
+	const char *name;
+	int (*fn)(void);
+} scenarios[] = {
+	{ "routes", scenario_routes },
+	{ "dmabuf", scenario_dmabuf },
+	{ "peermem", scenario_peermem },
+	{ "none", scenario_none },
+	{ "auto", scenario_auto },
+	{ "buffer_id", scenario_buffer_id },
+	{ "log", scenario_log },
+};
+
+/* ------------------------------------------------------------- cases */
+
+TEST(verbs_routes)
+{
+	const char *env[] = { NULL };
+
+	CHECK_EQ(run_scenario("routes", env), 0);
+}
+
+TEST(verbs_cache_dmabuf)
+{
+	const char *env[] = { "GDRHOOK_BACKEND=dmabuf", NULL };
+
+	CHECK_EQ(run_scenario("dmabuf", env), 0);
+}
+
+TEST(verbs_cache_peermem)
+{
+	const char *env[] = { "GDRHOOK_BACKEND=peermem", NULL };
+
+	CHECK_EQ(run_scenario("peermem", env), 0);
+}
+
+TEST(verbs_backend_none_passes_through)
+{
+	const char *env[] = { "GDRHOOK_BACKEND=none", NULL };
+
+	CHECK_EQ(run_scenario("none", env), 0);
+}
+
+TEST(verbs_backend_auto)
+{
+	const char *env[] = { "GDRHOOK_BACKEND=auto", NULL };
+
+	CHECK_EQ(run_scenario("auto", env), 0);
+}
+
+TEST(buffer_id_from_registry)
+{
+	const char *env[] = { "GDRHOOK_BUFFER_ID=registry", NULL };
+
+	CHECK_EQ(run_scenario("buffer_id", env), 0);
+}
+
+TEST(buffer_id_from_driver)
+{
+	const char *env[] = { "GDRHOOK_BUFFER_ID=driver", NULL };
+
+	CHECK_EQ(run_scenario("buffer_id", env), 0);
+}
+
+TEST(verbs_event_log)
+{
+	char path[512], envlog[600];
+	const char *env[] = { "GDRHOOK_BACKEND=dmabuf", envlog, NULL };
+
+	log_path(path, sizeof(path), "verbs");
+	snprintf(envlog, sizeof(envlog), "GDRHOOK_LOG=%s", path);
+	CHECK_EQ(run_scenario("log", env), 0);
+	CHECK(LOG_COUNT(path, "\"ev\":\"pin\"", "\"backend\":\"dmabuf\"") >= 2);
+	CHECK(LOG_COUNT(path, "\"ev\":\"unpin\"") >= 2);
+	CHECK(LOG_COUNT(path, "\"ev\":\"reg\"") >= 2);
+	CHECK(LOG_COUNT(path, "\"ev\":\"dereg\"") >= 2);
+	CHECK(LOG_COUNT(path, "\"ev\":\"hit\"") >= 2);
+	CHECK(LOG_COUNT(path, "\"ev\":\"miss\"") >= 2);
+	CHECK(LOG_COUNT(path, "\"ev\":\"revoke\"") >= 1);
+	unlink(path);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 3 && !strcmp(argv[1], "--scenario")) {
+		for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]);
+		     i++)
+			if (!strcmp(argv[2], scenarios[i].name))
+				return scenarios[i].fn();
+		return 2;
+	}
+	return th_run(argc, argv);
+}

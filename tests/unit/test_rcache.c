@@ -1,0 +1,797 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Registration cache (src/rcache.c) against a mock pin backend and the
+ * real registry: hits and misses, no duplicates, references, access
+ * upgrades, PD separation, the remote-access exposure rule, invalidation
+ * on free / context destroy / unmap (through the real free paths of
+ * src/events.c), LRU limits, ENOMEM retry, and a randomized stress of
+ * free/realloc-at-the-same-address cycles.
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <infiniband/verbs.h>
+
+#include "harness.h"
+#include "internal.h"
+#include "hookrt.h"
+#include "rcache.h"
+
+/*
+ * This test links the library's objects into the executable, and the free
+ * path (src/events.c) pulls in the whole hook table.  The dlsym/dlvsym
+ * interposers of src/dlsym.c would then be the executable's own dlsym,
+ * which the sanitizer runtimes call before they are initialized: these
+ * stand-ins keep src/dlsym.c out of the link (nothing here resolves).
+ */
+void *gh_manual_dlsym(void *handle, const char *name)
+{
+	return NULL;
+}
+
+void *gh_manual_dlvsym(void *handle, const char *name, const char *version)
+{
+	return NULL;
+}
+
+/* ------------------------------------------------------------ mock NIC */
+
+#define MOCK_MAX	(1 << 16)
+#define MiB		(1ULL << 20)
+#define LW		IBV_ACCESS_LOCAL_WRITE
+#define RW		IBV_ACCESS_REMOTE_WRITE
+#define RR		IBV_ACCESS_REMOTE_READ
+
+struct mock_mr {
+	struct ibv_mr mr;
+	int live;
+	uint64_t gen, base, size;
+	unsigned int access;
+	int next_free;
+};
+
+static struct mock {
+	struct mock_mr mr[MOCK_MAX];
+	int hi, free_head;	/* free_head: index + 1 */
+	long live_mrs, regs, deregs, pins, unpins, live_pins;
+	int fail_pin_n, fail_pin_rc, fail_reg_n, fail_reg_rc;
+	uint64_t last_pin_base, last_pin_size;
+	pthread_mutex_t lock;
+} mk = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static int mock_pin(struct gh_pin *p)
+{
+	if (mk.fail_pin_n) {
+		mk.fail_pin_n--;
+		return mk.fail_pin_rc;
+	}
+	p->pin_base = p->base & ~(GH_PIN_ALIGN - 1);
+	p->pin_size = ((p->base + p->size + GH_PIN_ALIGN - 1) &
+		       ~(GH_PIN_ALIGN - 1)) - p->pin_base;
+	p->fd = 7;
+	mk.last_pin_base = p->pin_base;
+	mk.last_pin_size = p->pin_size;
+	mk.pins++;
+	mk.live_pins++;
+	return 0;
+}
+
+static void mock_unpin(struct gh_pin *p)
+{
+	mk.unpins++;
+	mk.live_pins--;
+}
+
+static struct mock_mr *mock_new(void)
+{
+	int i;
+
+	pthread_mutex_lock(&mk.lock);
+	if (mk.free_head) {
+		i = mk.free_head - 1;
+		mk.free_head = mk.mr[i].next_free;
+	} else {
+		i = mk.hi++;
+		if (i >= MOCK_MAX)
+			TH_FAIL("mock: out of MRs");
+	}
+	pthread_mutex_unlock(&mk.lock);
+	memset(&mk.mr[i], 0, sizeof(mk.mr[i]));
+	mk.mr[i].mr.lkey = (uint32_t)i;
+	mk.mr[i].mr.rkey = (uint32_t)i | 0x80000000u;
+	mk.mr[i].mr.handle = (uint32_t)i;
+	mk.mr[i].live = 1;
+	return &mk.mr[i];
+}
+
+static int mock_reg(const struct gh_pin *p, struct ibv_pd *pd,
+		    unsigned int access, struct ibv_mr **mr_p)
+{
+	struct mock_mr *m;
+
+	if (mk.fail_reg_n) {
+		mk.fail_reg_n--;
+		return mk.fail_reg_rc;
+	}
+	m = mock_new();
+	m->mr.pd = pd;
+	m->mr.context = pd->context;
+	m->mr.addr = (void *)(uintptr_t)p->base;
+	m->mr.length = p->size;
+	m->gen = p->gen;
+	m->base = p->base;
+	m->size = p->size;
+	m->access = access;
+	__atomic_add_fetch(&mk.regs, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&mk.live_mrs, 1, __ATOMIC_RELAXED);
+	*mr_p = &m->mr;
+	return 0;
+}
+
+static int mock_dereg(struct ibv_mr *mr)
+{
+	struct mock_mr *m = (struct mock_mr *)mr;
+	int i = (int)(m - mk.mr);
+
+	if (i < 0 || i >= mk.hi || !m->live)
+		TH_FAIL("mock: dereg of a dead or foreign MR %p", (void *)mr);
+	m->live = 0;
+	__atomic_add_fetch(&mk.deregs, 1, __ATOMIC_RELAXED);
+	__atomic_sub_fetch(&mk.live_mrs, 1, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&mk.lock);
+	m->next_free = mk.free_head;
+	mk.free_head = i + 1;
+	pthread_mutex_unlock(&mk.lock);
+	return 0;
+}
+
+static const struct gh_pin_ops mock_ops = {
+	.name = "mock",
+	.pin = mock_pin,
+	.unpin = mock_unpin,
+	.reg = mock_reg,
+	.dereg = mock_dereg,
+};
+
+/* The mock MR behind an alias (by lkey). */
+static struct mock_mr *backing(const struct ibv_mr *alias)
+{
+	CHECK(alias->lkey < (uint32_t)mk.hi);
+	return &mk.mr[alias->lkey];
+}
+
+/* ------------------------------------------------------------- helpers */
+
+static struct ibv_context ctx1, ctx2;
+static struct ibv_pd pd1 = { .context = &ctx1 }, pd2 = { .context = &ctx1 },
+		     pd3 = { .context = &ctx2 };
+
+static void setup(uint64_t max_size, uint64_t max_count)
+{
+	CHECK_EQ(gh_registry_init(), 0);
+	CHECK_EQ(gh_rcache_init(&mock_ops, max_size, max_count), 0);
+}
+
+static struct gh_range alloc_kind(uint64_t base, uint64_t size,
+				  unsigned int kind, uint64_t ctx)
+{
+	struct gh_range r = { .base = base, .size = size, .kind = (uint16_t)kind,
+			      .ctx = ctx, .dev = 0 };
+	uint64_t gen;
+
+	if (kind == GDRHOOK_KIND_POOL)
+		r.flags = GH_RANGE_VOLATILE;
+	CHECK_EQ(gh_registry_insert(&r, &gen), 0);
+	r.gen = gen;
+	return r;
+}
+
+static struct gh_range alloc_dev(uint64_t base, uint64_t size)
+{
+	return alloc_kind(base, size, GDRHOOK_KIND_DEVICE, 0x1c0);
+}
+
+/* The free path of src/events.c: unregister, invalidate, (real free). */
+static void free_dev(uint64_t base)
+{
+	struct gh_call c;
+
+	memset(&c, 0, sizeof(c));
+	c.api = "test_free";
+	gh_free_pre(&c, base);
+	CHECK(c.has_gone);
+}
+
+static struct ibv_mr *reg(const struct gh_range *r, struct ibv_pd *pd,
+			  uint64_t off, uint64_t len, unsigned int access,
+			  int *hit_p)
+{
+	struct ibv_mr *mr = NULL;
+	int hit = -1;
+
+	CHECK_EQ(gh_rcache_reg(r, pd, r->base + off, len, access, &mr, &hit), 0);
+	CHECK(mr != NULL);
+	CHECK(gh_rcache_is_alias(mr));
+	if (hit_p)
+		*hit_p = hit;
+	return mr;
+}
+
+static struct gh_rc_counters ctrs(void)
+{
+	struct gh_rc_counters c;
+
+	gh_rcache_counters(&c);
+	return c;
+}
+
+#define A1 0x7f0000000000ULL	/* 64 KiB-aligned test addresses */
+
+/* --------------------------------------------------------------- cases */
+
+TEST(hit_and_miss)
+{
+	struct gh_range r;
+	struct ibv_mr *a, *b;
+	int hit;
+
+	setup(0, 0);
+	r = alloc_dev(A1, MiB);
+	a = reg(&r, &pd1, 4096, 8192, LW, &hit);
+	CHECK_EQ(hit, 0);
+	CHECK_EQ(mk.regs, 1);
+	CHECK_EQ(mk.pins, 1);
+	b = reg(&r, &pd1, 65536, 100, LW, &hit);
+	CHECK_EQ(hit, 1);
+	CHECK_EQ(mk.regs, 1);	/* no NIC call on a hit */
+	CHECK_EQ(a->lkey, b->lkey);
+	CHECK_EQ(a->rkey, b->rkey);
+	CHECK(a != b);		/* per-registration MR objects */
+	CHECK_EQ((uintptr_t)a->addr, A1 + 4096);
+	CHECK_EQ(a->length, 8192);
+	CHECK_EQ((uintptr_t)b->addr, A1 + 65536);
+	CHECK_EQ(b->length, 100);
+	CHECK(a->pd == &pd1 && a->context == &ctx1);
+	CHECK_EQ(ctrs().hits, 1);
+	CHECK_EQ(ctrs().misses, 1);
+	CHECK_EQ(ctrs().aliases, 2);
+}
+
+TEST(no_duplicates)
+{
+	struct gh_range r;
+	struct ibv_mr *m[100];
+
+	setup(0, 0);
+	r = alloc_dev(A1, 4 * MiB);
+	for (int i = 0; i < 100; i++)
+		m[i] = reg(&r, &pd1, (uint64_t)i * 4096, 4096, LW, NULL);
+	CHECK_EQ(mk.regs, 1);
+	CHECK_EQ(mk.pins, 1);
+	CHECK_EQ(mk.live_mrs, 1);
+	CHECK_EQ(ctrs().entries, 1);
+	for (int i = 0; i < 100; i++)
+		CHECK_EQ(gh_rcache_dereg(m[i]), 0);
+	CHECK_EQ(mk.live_mrs, 1);
+}
+
+TEST(refcounts_and_lazy_dereg)
+{
+	struct gh_range r;
+	struct ibv_mr *a, *b;
+	int hit;
+
+	setup(0, 0);
+	r = alloc_dev(A1, MiB);
+	a = reg(&r, &pd1, 0, 4096, LW, NULL);
+	b = reg(&r, &pd1, 0, 4096, LW, NULL);
+	CHECK_EQ(gh_rcache_dereg(a), 0);
+	CHECK_EQ(gh_rcache_dereg(a), -EINVAL);	/* double dereg */
+	CHECK_EQ(gh_rcache_dereg(b), 0);
+	CHECK_EQ(ctrs().aliases, 0);
+	/* Lazy: still registered and pinned, next use is a hit. */
+	CHECK_EQ(mk.live_mrs, 1);
+	CHECK_EQ(mk.live_pins, 1);
+	CHECK_EQ(mk.deregs, 0);
+	a = reg(&r, &pd1, 0, 4096, LW, &hit);
+	CHECK_EQ(hit, 1);
+	CHECK_EQ(gh_rcache_dereg(a), 0);
+	/* Not ours: refused. */
+	CHECK_EQ(gh_rcache_is_alias(&mk.mr[0].mr), 0);
+	CHECK_EQ(gh_rcache_dereg(&mk.mr[0].mr), -EINVAL);
+}
+
+TEST(access_upgrade)
+{
+	struct gh_range r;
+	struct ibv_mr *a, *b, *c;
+	int hit;
+
+	setup(0, 0);
+	r = alloc_dev(A1, MiB);
+	a = reg(&r, &pd1, 0, 4096, LW, NULL);
+	CHECK_EQ(backing(a)->access, LW);
+	b = reg(&r, &pd1, 0, 4096, LW | RW, &hit);
+	CHECK_EQ(hit, 0);
+	CHECK_EQ(mk.regs, 2);
+	CHECK_EQ(backing(b)->access, LW | RW);
+	CHECK_EQ(mk.pins, 1);	/* same pin, new registration */
+	CHECK_EQ(ctrs().upgrades, 1);
+	/* The old one is still held: it stays until its last dereg. */
+	CHECK_EQ(mk.live_mrs, 2);
+	CHECK(backing(a)->live);
+	c = reg(&r, &pd1, 8192, 4096, LW, &hit);
+	CHECK_EQ(hit, 1);
+	CHECK_EQ(c->lkey, b->lkey);	/* the superset serves it */
+	CHECK_EQ(gh_rcache_dereg(a), 0);
+	CHECK_EQ(mk.live_mrs, 1);	/* retired one gone now */
+	CHECK_EQ(gh_rcache_dereg(b), 0);
+	CHECK_EQ(gh_rcache_dereg(c), 0);
+	CHECK_EQ(mk.live_mrs, 1);
+	CHECK_EQ(ctrs().entries, 1);
+	/* Upgrade while idle: the old one goes at once. */
+	a = reg(&r, &pd1, 0, 4096, LW | RW | RR, &hit);
+	CHECK_EQ(hit, 0);
+	CHECK_EQ(mk.live_mrs, 1);
+	CHECK_EQ(backing(a)->access, LW | RW | RR);
+	/* Relaxed ordering is part of the key, not merged. */
+	b = reg(&r, &pd1, 0, 4096, LW | IBV_ACCESS_RELAXED_ORDERING, &hit);
+	CHECK_EQ(hit, 0);
+	CHECK_EQ(mk.live_mrs, 2);
+}
+
+TEST(pd_separation)
+{
+	struct gh_range r;
+	struct ibv_mr *a, *b, *c;
+	int hit;
+
+	setup(0, 0);
+	r = alloc_dev(A1, MiB);
+	a = reg(&r, &pd1, 0, 4096, LW | RW, NULL);
+	b = reg(&r, &pd2, 0, 4096, LW | RW, &hit);
+	CHECK_EQ(hit, 0);
+	c = reg(&r, &pd3, 0, 4096, LW, &hit);
+	CHECK_EQ(hit, 0);
+	CHECK_EQ(mk.regs, 3);
+	CHECK_EQ(mk.pins, 1);	/* one pin serves every PD */
+	CHECK(backing(a)->mr.pd == &pd1);
+	CHECK(backing(b)->mr.pd == &pd2);
+	CHECK(backing(c)->mr.pd == &pd3);
+	CHECK(a->lkey != b->lkey && b->lkey != c->lkey);
+	CHECK(b->pd == &pd2 && c->context == &ctx2);
+	/* Dealloc of pd2 drops its idle registration only. */
+	CHECK_EQ(gh_rcache_dereg(b), 0);
+	gh_rcache_drop_pd(&pd2);
+	CHECK_EQ(mk.live_mrs, 2);
+	CHECK(backing(a)->live && backing(c)->live);
+	/* Closing ctx2's device revokes c even though it is held. */
+	gh_rcache_drop_context(&ctx2);
+	CHECK_EQ(mk.live_mrs, 1);
+	CHECK_EQ(gh_rcache_dereg(c), 0);
+}
+
+TEST(remote_access_exposure)
+{
+	struct gh_range r, n;
+	struct ibv_mr *a, *mr = NULL;
+	int hit;
+
+	setup(0, 0);
+	/* Not 64 KiB aligned, odd size, with a neighbour right after it. */
+	r = alloc_dev(A1 + 4096, 100000);
+	n = alloc_dev(A1 + 4096 + 100000, 4096);
+	a = reg(&r, &pd1, 512, 1024, LW | RW | RR, NULL);
+	/* The pin is rounded to 64 KiB; the MR is exactly the allocation. */
+	CHECK_EQ(mk.last_pin_base, A1);
+	CHECK_EQ(mk.last_pin_size, 2 * 65536);
+	CHECK_EQ(backing(a)->base, A1 + 4096);
+	CHECK_EQ(backing(a)->size, 100000);
+	CHECK(backing(a)->mr.pd == &pd1);
+	/* The program's view is what it asked for. */
+	CHECK_EQ((uintptr_t)a->addr, A1 + 4096 + 512);
+	CHECK_EQ(a->length, 1024);
+	/* Past the end of the allocation: never from the cache. */
+	CHECK_EQ(gh_rcache_reg(&r, &pd1, A1 + 4096 + 99000, 2000, LW | RW,
+			       &mr, &hit), -EINVAL);
+	CHECK_EQ(gh_rcache_reg(&r, &pd1, A1, 16, LW | RW, &mr, &hit), -EINVAL);
+	/* Another PD never gets this rkey. */
+	mr = reg(&r, &pd2, 512, 1024, LW | RW | RR, &hit);
+	CHECK_EQ(hit, 0);
+	CHECK(mr->rkey != a->rkey);
+	/* Odd flags are not cached (ZERO_BASED, ON_DEMAND, MW_BIND). */
+	CHECK_EQ(gh_rcache_reg(&r, &pd1, r.base, 16,
+			       LW | IBV_ACCESS_ZERO_BASED, &mr, &hit), -ENOTSUP);
+	CHECK_EQ(gh_rcache_reg(&r, &pd1, r.base, 16,
+			       LW | IBV_ACCESS_ON_DEMAND, &mr, &hit), -ENOTSUP);
+	(void)n;
+}
+
+TEST(kinds_not_cached)
+{
+	struct gh_range p, h, m;
+	struct ibv_mr *mr = NULL;
+	int hit;
+
+	setup(0, 0);
+	p = alloc_kind(A1, MiB, GDRHOOK_KIND_POOL, 1);
+	h = alloc_kind(A1 + 4 * MiB, MiB, GDRHOOK_KIND_HOST, 1);
+	m = alloc_kind(A1 + 8 * MiB, MiB, GDRHOOK_KIND_MANAGED, 1);
+	CHECK_EQ(gh_rcache_reg(&p, &pd1, p.base, 16, LW, &mr, &hit), -ENOTSUP);
+	CHECK_EQ(gh_rcache_reg(&h, &pd1, h.base, 16, LW, &mr, &hit), -ENOTSUP);
+	CHECK_EQ(gh_rcache_reg(&m, &pd1, m.base, 16, LW, &mr, &hit), -ENOTSUP);
+	CHECK_EQ(mk.pins, 0);
+	/* VMM and IPC mappings are. */
+	p = alloc_kind(A1 + 16 * MiB, 2 * MiB, GDRHOOK_KIND_VMM, 0);
+	reg(&p, &pd1, 0, 16, LW, NULL);
+	p = alloc_kind(A1 + 32 * MiB, 2 * MiB, GDRHOOK_KIND_IPC, 1);
+	reg(&p, &pd1, 0, 16, LW, NULL);
+	CHECK_EQ(mk.pins, 2);
+}
+
+TEST(invalidate_on_free)
+{
+	struct gh_range r;
+	struct ibv_mr *held, *idle, *b;
+	struct mock_mr *hm;
+	int hit;
+
+	setup(0, 0);
+	r = alloc_dev(A1, MiB);
+	held = reg(&r, &pd1, 0, 4096, LW, NULL);
+	idle = reg(&r, &pd2, 0, 4096, LW, NULL);
+	CHECK_EQ(gh_rcache_dereg(idle), 0);
+	hm = backing(held);
+	free_dev(A1);
+	/* Both deregistered for real and unpinned, before the real free. */
+	CHECK_EQ(mk.live_mrs, 0);
+	CHECK_EQ(mk.live_pins, 0);
+	CHECK(!hm->live);
+	CHECK_EQ(ctrs().revoked, 1);
+	CHECK_EQ(ctrs().stale_averted, 2);
+	CHECK_EQ(ctrs().entries, 0);
+	CHECK_EQ(ctrs().pinned_bytes, 0);
+	/* The program's dereg of the revoked MR: a no-op that succeeds. */
+	CHECK_EQ(gh_rcache_dereg(held), 0);
+	CHECK_EQ(mk.deregs, 2);
+	/* Same address again: a new generation, a miss, new pin. */
+	r = alloc_dev(A1, MiB);
+	b = reg(&r, &pd1, 0, 4096, LW, &hit);
+	CHECK_EQ(hit, 0);
+	CHECK_EQ(backing(b)->gen, r.gen);
+	CHECK_EQ(mk.pins, 2);
+	/* A free of something never registered costs nothing. */
+	alloc_dev(A1 + 8 * MiB, MiB);
+	free_dev(A1 + 8 * MiB);
+	CHECK_EQ(mk.deregs, 2);
+}
+
+TEST(invalidate_on_ctx_destroy_and_unmap)
+{
+	struct gh_range r1, r2, r3;
+	struct gh_call c;
+	struct ibv_mr *a, *b, *d;
+
+	setup(0, 0);
+	r1 = alloc_kind(A1, MiB, GDRHOOK_KIND_DEVICE, 0xc1);
+	r2 = alloc_kind(A1 + 2 * MiB, MiB, GDRHOOK_KIND_DEVICE, 0xc2);
+	r3 = alloc_kind(A1 + 4 * MiB, 2 * MiB, GDRHOOK_KIND_VMM, 0);
+	a = reg(&r1, &pd1, 0, 64, LW, NULL);
+	b = reg(&r2, &pd1, 0, 64, LW, NULL);
+	d = reg(&r3, &pd1, 0, 64, LW, NULL);
+	CHECK_EQ(mk.live_mrs, 3);
+	memset(&c, 0, sizeof(c));
+	c.api = "cuCtxDestroy_v2";
+	gh_ctx_destroy_pre(&c, 0xc1);		/* drops r1 only */
+	CHECK(!backing(a)->live);
+	CHECK(backing(b)->live);
+	CHECK_EQ(mk.live_mrs, 2);
+	memset(&c, 0, sizeof(c));
+	c.api = "cuMemUnmap";
+	gh_free_range_pre(&c, A1 + 4 * MiB, 2 * MiB);	/* the VMM range */
+	CHECK(!backing(d)->live);
+	CHECK_EQ(mk.live_mrs, 1);
+	CHECK_EQ(mk.live_pins, 1);
+	CHECK_EQ(gh_rcache_dereg(a), 0);
+	CHECK_EQ(gh_rcache_dereg(d), 0);
+	CHECK_EQ(gh_rcache_dereg(b), 0);
+	CHECK_EQ(ctrs().revoked, 2);
+}
+
+TEST(wrapped_registrations_are_revoked)
+{
+	struct gh_range r;
+	struct mock_mr *m;
+	struct ibv_mr *al;
+
+	setup(0, 0);
+	r = alloc_kind(A1, MiB, GDRHOOK_KIND_POOL, 1);
+	m = mock_new();		/* the program's own registration */
+	m->mr.pd = &pd1;
+	m->mr.addr = (void *)(uintptr_t)A1;
+	m->mr.length = 4096;
+	mk.live_mrs++;
+	CHECK_EQ(gh_rcache_wrap(&r, &m->mr, LW, &al), 0);
+	CHECK(al != &m->mr);
+	CHECK_EQ(al->lkey, m->mr.lkey);
+	CHECK_EQ(gh_rcache_alias_access(al), LW);
+	free_dev(A1);
+	CHECK(!m->live);
+	CHECK_EQ(gh_rcache_dereg(al), 0);
+	CHECK_EQ(ctrs().revoked, 1);
+	/* Wrapped, not freed: the program's dereg is the real one. */
+	r = alloc_dev(A1, MiB);
+	m = mock_new();
+	mk.live_mrs++;
+	m->mr.pd = &pd1;
+	CHECK_EQ(gh_rcache_wrap(&r, &m->mr, LW, &al), 0);
+	CHECK_EQ(gh_rcache_dereg(al), 0);
+	CHECK(!m->live);
+	/* A wrap of memory already freed is refused (-ESTALE). */
+	m = mock_new();
+	m->mr.pd = &pd1;
+	free_dev(A1);
+	CHECK_EQ(gh_rcache_wrap(&r, &m->mr, LW, &al), -ESTALE);
+}
+
+TEST(lru_count_limit)
+{
+	struct gh_range r[6];
+	struct ibv_mr *m;
+	int hit;
+
+	setup(0, 4);
+	for (int i = 0; i < 6; i++)
+		r[i] = alloc_dev(A1 + (uint64_t)i * 2 * MiB, MiB);
+	for (int i = 0; i < 4; i++)
+		CHECK_EQ(gh_rcache_dereg(reg(&r[i], &pd1, 0, 64, LW, NULL)), 0);
+	CHECK_EQ(ctrs().entries, 4);
+	/* Fifth: one idle entry goes (the clock clears, then evicts r0). */
+	CHECK_EQ(gh_rcache_dereg(reg(&r[4], &pd1, 0, 64, LW, NULL)), 0);
+	CHECK_EQ(ctrs().entries, 4);
+	CHECK_EQ(ctrs().evictions, 1);
+	CHECK_EQ(mk.live_mrs, 4);
+	CHECK_EQ(mk.live_pins, 4);	/* its pin went with it */
+	/* Use r1 now; the next eviction passes it over and takes r2. */
+	m = reg(&r[1], &pd1, 0, 64, LW, &hit);
+	CHECK_EQ(hit, 1);
+	CHECK_EQ(gh_rcache_dereg(m), 0);
+	CHECK_EQ(gh_rcache_dereg(reg(&r[5], &pd1, 0, 64, LW, NULL)), 0);
+	CHECK_EQ(ctrs().evictions, 2);
+	m = reg(&r[1], &pd1, 0, 64, LW, &hit);
+	CHECK_EQ(hit, 1);
+	CHECK_EQ(gh_rcache_dereg(m), 0);
+	m = reg(&r[2], &pd1, 0, 64, LW, &hit);
+	CHECK_EQ(hit, 0);
+	CHECK_EQ(gh_rcache_dereg(m), 0);
+	CHECK(ctrs().entries <= 4);
+}
+
+TEST(limits_never_evict_held)
+{
+	struct gh_range r[3];
+	struct ibv_mr *m = NULL;
+	int hit;
+
+	setup(0, 2);
+	for (int i = 0; i < 3; i++)
+		r[i] = alloc_dev(A1 + (uint64_t)i * 2 * MiB, MiB);
+	reg(&r[0], &pd1, 0, 64, LW, NULL);
+	reg(&r[1], &pd1, 0, 64, LW, NULL);
+	CHECK_EQ(gh_rcache_reg(&r[2], &pd1, r[2].base, 64, LW, &m, &hit),
+		 -ENOSPC);
+	CHECK_EQ(mk.live_mrs, 2);
+	CHECK_EQ(ctrs().full, 1);
+}
+
+TEST(lru_size_limit)
+{
+	struct gh_range r[5];
+
+	setup(3 * MiB, 0);
+	for (int i = 0; i < 5; i++) {
+		r[i] = alloc_dev(A1 + (uint64_t)i * 2 * MiB, MiB);
+		CHECK_EQ(gh_rcache_dereg(reg(&r[i], &pd1, 0, 64, LW, NULL)), 0);
+		CHECK(ctrs().pinned_bytes <= 3 * MiB);
+	}
+	CHECK_EQ(ctrs().pinned_bytes, 3 * MiB);
+	CHECK_EQ(ctrs().evictions, 2);
+	CHECK_EQ(mk.live_pins, 3);
+}
+
+TEST(enomem_retry)
+{
+	struct gh_range r[3];
+	int hit;
+	struct ibv_mr *m = NULL;
+
+	setup(0, 0);
+	for (int i = 0; i < 3; i++)
+		r[i] = alloc_dev(A1 + (uint64_t)i * 2 * MiB, MiB);
+	CHECK_EQ(gh_rcache_dereg(reg(&r[0], &pd1, 0, 64, LW, NULL)), 0);
+	/* The pin fails with ENOMEM once: evict the idle one, retry. */
+	mk.fail_pin_n = 1;
+	mk.fail_pin_rc = -ENOMEM;
+	reg(&r[1], &pd1, 0, 64, LW, NULL);
+	CHECK_EQ(ctrs().retries, 1);
+	CHECK_EQ(ctrs().evictions, 1);
+	CHECK_EQ(mk.live_mrs, 1);
+	/* The registration fails with ENOSPC once: nothing idle, no retry. */
+	mk.fail_reg_n = 1;
+	mk.fail_reg_rc = -ENOSPC;
+	CHECK_EQ(gh_rcache_reg(&r[2], &pd1, r[2].base, 64, LW, &m, &hit),
+		 -ENOSPC);
+	CHECK_EQ(ctrs().retries, 1);
+	/* It failed cleanly: no pin left behind, and it works next time. */
+	CHECK_EQ(mk.live_pins, 1);
+	reg(&r[2], &pd1, 0, 64, LW, NULL);
+	/* Other errors are not retried. */
+	mk.fail_reg_n = 1;
+	mk.fail_reg_rc = -EACCES;
+	CHECK_EQ(gh_rcache_reg(&r[0], &pd1, r[0].base, 64, LW, &m, &hit),
+		 -EACCES);
+}
+
+TEST(stale_registration_raced_with_free)
+{
+	struct gh_range r, old;
+	struct ibv_mr *m = NULL;
+	int hit;
+
+	setup(0, 0);
+	r = alloc_dev(A1, MiB);
+	old = r;
+	free_dev(A1);
+	/* A registration whose registry lookup predates the free. */
+	CHECK_EQ(gh_rcache_reg(&old, &pd1, A1, 64, LW, &m, &hit), -ESTALE);
+	CHECK_EQ(mk.live_mrs, 0);
+	CHECK_EQ(mk.live_pins, 0);
+	/* ... and one after a realloc at the same address. */
+	r = alloc_dev(A1, MiB);
+	CHECK_EQ(gh_rcache_reg(&old, &pd1, A1, 64, LW, &m, &hit), -ESTALE);
+	m = reg(&r, &pd1, 0, 64, LW, &hit);
+	CHECK_EQ(backing(m)->gen, r.gen);
+}
+
+/*
+ * 10^6 random steps over a few addresses: free + realloc at the same
+ * address (new generation), register a random sub-range in one of two
+ * PDs, deregister a held MR.  After every registration the MR must belong
+ * to the current generation (no stale hit) and be the only live NIC
+ * registration for (generation, PD) (no duplicate); after every free no
+ * NIC registration of the old generation may be left.
+ */
+#define ST_SLOTS	8
+#define ST_HELD		16
+
+struct st_slot {
+	struct gh_range r;
+	struct ibv_mr *held[ST_HELD];
+	int nheld;
+};
+
+static int live_for(uint64_t gen, const struct ibv_pd *pd)
+{
+	int n = 0;
+
+	for (int i = 0; i < mk.hi; i++)
+		if (mk.mr[i].live && mk.mr[i].gen == gen &&
+		    (!pd || mk.mr[i].mr.pd == pd))
+			n++;
+	return n;
+}
+
+TEST_TIMEOUT(stress_free_realloc_same_address, 120)
+{
+	static struct st_slot s[ST_SLOTS];
+	uint64_t x = 0x9e3779b97f4a7c15ULL, stale = 0, dup = 0, left = 0;
+	struct ibv_pd *pds[2] = { &pd1, &pd2 };
+	long cycles = 1000000, regs = 0, frees = 0;
+
+	setup(0, 0);
+	for (int i = 0; i < ST_SLOTS; i++)
+		s[i].r = alloc_dev(A1 + (uint64_t)i * 4 * MiB, 2 * MiB);
+	for (long n = 0; n < cycles; n++) {
+		struct st_slot *sl;
+		unsigned int op;
+
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		sl = &s[x % ST_SLOTS];
+		op = (unsigned int)(x >> 8) % 8;
+		if (op == 0) {
+			uint64_t gen = sl->r.gen;
+
+			free_dev(sl->r.base);
+			frees++;
+			if (live_for(gen, NULL))
+				left++;
+			sl->r = alloc_dev(sl->r.base, 2 * MiB);
+		} else if (op <= 4 && sl->nheld < ST_HELD) {
+			struct ibv_pd *pd = pds[(x >> 20) & 1];
+			uint64_t off = (x >> 24) % MiB, len = 1 + (x >> 44) % MiB;
+			struct ibv_mr *m = reg(&sl->r, pd, off, len, LW | RW, NULL);
+			struct mock_mr *b = backing(m);
+
+			regs++;
+			if (!b->live || b->gen != sl->r.gen || b->mr.pd != pd)
+				stale++;
+			if ((n & 15) == 0 && live_for(sl->r.gen, pd) != 1)
+				dup++;
+			sl->held[sl->nheld++] = m;
+		} else if (sl->nheld) {
+			CHECK_EQ(gh_rcache_dereg(sl->held[--sl->nheld]), 0);
+		}
+	}
+	printf("  stress: %ld steps, %ld registrations, %ld frees; stale %llu, duplicates %llu, left after free %llu; hits %llu misses %llu revoked %llu\n",
+	       cycles, regs, frees, (unsigned long long)stale,
+	       (unsigned long long)dup, (unsigned long long)left,
+	       (unsigned long long)ctrs().hits,
+	       (unsigned long long)ctrs().misses,
+	       (unsigned long long)ctrs().revoked);
+	CHECK_EQ(stale, 0);
+	CHECK_EQ(dup, 0);
+	CHECK_EQ(left, 0);
+	CHECK(ctrs().hits > 0 && ctrs().misses > 0 && ctrs().revoked > 0);
+}
+
+/*
+ * Hits from several threads on one allocation while another churns
+ * free/realloc/register on others: the lock-free path under contention
+ * (and under TSan in make test-tsan).
+ */
+struct mt_arg {
+	struct gh_range r;
+	long n, bad;
+};
+
+static void *mt_hitter(void *p)
+{
+	struct mt_arg *a = p;
+
+	for (long i = 0; i < a->n; i++) {
+		struct ibv_mr *m = NULL;
+		int hit;
+
+		if (gh_rcache_reg(&a->r, &pd1, a->r.base + (uint64_t)(i % 512) * 64,
+				  64, LW, &m, &hit) ||
+		    mk.mr[m->lkey].gen != a->r.gen ||
+		    gh_rcache_dereg(m))
+			a->bad++;
+	}
+	return NULL;
+}
+
+TEST(threads_hit_while_others_churn)
+{
+	struct mt_arg a[4];
+	pthread_t t[4];
+	struct gh_range r = { 0 }, c;
+
+	setup(0, 0);
+	r = alloc_dev(A1, MiB);
+	CHECK_EQ(gh_rcache_dereg(reg(&r, &pd1, 0, 64, LW, NULL)), 0);
+	for (int i = 0; i < 4; i++) {
+		a[i].r = r;
+		a[i].n = 50000;
+		a[i].bad = 0;
+		CHECK_EQ(pthread_create(&t[i], NULL, mt_hitter, &a[i]), 0);
+	}
+	c = alloc_dev(A1 + 8 * MiB, MiB);
+	for (int i = 0; i < 2000; i++) {
+		struct ibv_mr *m = reg(&c, i & 1 ? &pd1 : &pd2, 0, 64, LW, NULL);
+
+		if (i % 3 == 0) {
+			free_dev(c.base);
+			c = alloc_dev(A1 + 8 * MiB, MiB);
+		}
+		CHECK_EQ(gh_rcache_dereg(m), 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		CHECK_EQ(pthread_join(t[i], NULL), 0);
+		CHECK_EQ(a[i].bad, 0);
+	}
+	CHECK_EQ(live_for(r.gen, &pd1), 1);
+}
+
+TEST_MAIN()

@@ -91,7 +91,7 @@ $(BUILD)/tests/preload/test_symbols: $(GEN_STAMP) $(wildcard tests/preload/*.h) 
 SAN_RT		:= $(if $(findstring address,$(SAN)),$(shell $(CC) -print-file-name=libasan.so),\
 		   $(if $(findstring thread,$(SAN)),$(shell $(CC) -print-file-name=libtsan.so),))
 PRELOAD_ENV	:= LD_PRELOAD="$(SAN_RT)$(if $(SAN_RT), ,)$(abspath $(LIB))" \
-		   LD_LIBRARY_PATH="$(abspath $(BUILD)/fake):$(abspath $(BUILD))" \
+		   LD_LIBRARY_PATH="$(abspath $(BUILD)/fake):$(abspath $(BUILD)/fakeverbs):$(abspath $(BUILD))" \
 		   GDRHOOK_TEST_LIB="$(abspath $(LIB))" GDRHOOK_TEST_SAN_RT="$(SAN_RT)" \
 		   ASAN_OPTIONS=detect_leaks=0 TSAN_OPTIONS=halt_on_error=1 \
 		   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1

@@ -12,78 +12,62 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
-#include <string.h>
 
 #include "internal.h"
 
 typedef void *(*dlsym_fn)(void *, const char *);
 typedef void *(*dlvsym_fn)(void *, const char *, const char *);
 
-static dlsym_fn next_dlsym(void)
-{
-	static dlsym_fn fn;
+/*
+ * A sanitizer runtime resolves what it intercepts with dlsym from its own
+ * init, before it can run instrumented code: every path a name that is not
+ * ours takes is uninstrumented and calls nothing a sanitizer intercepts.
+ */
+#define GH_NO_SANITIZE __attribute__((no_sanitize_address, \
+					no_sanitize_thread, \
+					no_sanitize_undefined))
 
-	if (!fn) {
-		/* gh_real_dlsym bootstraps from libc's symbol table. */
-		gh_real_dlsym(NULL, "");
-		fn = (dlsym_fn)gh_real_dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
-		if (!fn)
-			fn = (dlsym_fn)gh_real_dlvsym(RTLD_NEXT, "dlsym",
-						      "GLIBC_2.2.5");
-		if (!fn)
-			fn = (dlsym_fn)gh_real_dlvsym(RTLD_NEXT, "dlsym",
-						      "GLIBC_2.17");
-	}
-	return fn;
+/* Only driver, runtime and verbs names can have wrappers. */
+GH_NO_SANITIZE static int maybe_ours(const char *n)
+{
+	return (n[0] == 'c' && n[1] == 'u') ||
+	       (n[0] == 'i' && n[1] == 'b' && n[2] == 'v' && n[3] == '_');
 }
 
-static dlvsym_fn next_dlvsym(void)
+static void *substitute_slow(const char *name, void *p, const char *route)
 {
-	static dlvsym_fn fn;
+	int saved = errno;
 
-	if (!fn) {
-		fn = (dlvsym_fn)gh_real_dlvsym(RTLD_NEXT, "dlvsym",
-					       "GLIBC_2.34");
-		if (!fn)
-			fn = (dlvsym_fn)gh_real_dlvsym(RTLD_NEXT, "dlvsym",
-						       "GLIBC_2.2.5");
-		if (!fn)
-			fn = (dlvsym_fn)gh_real_dlvsym(RTLD_NEXT, "dlvsym",
-						       "GLIBC_2.17");
-	}
-	return fn;
-}
-
-static void *substitute(const char *name, void *p, const char *route)
-{
-	int saved;
-
-	if (!p || !name ||
-	    ((name[0] != 'c' || name[1] != 'u') && strncmp(name, "ibv_", 4)))
-		return p;
-	saved = errno;
 	if (gh_active())
 		p = gh_substitute(name, p, route);
 	errno = saved;
 	return p;
 }
 
+GH_NO_SANITIZE static void *substitute(const char *name, void *p,
+				       const char *route)
+{
+	if (!p || !name || !maybe_ours(name))
+		return p;
+	return substitute_slow(name, p, route);
+}
+
 void *gh_manual_dlsym(void *handle, const char *name);
 void *gh_manual_dlvsym(void *handle, const char *name, const char *version);
 
-__attribute__((optimize("O2", "optimize-sibling-calls")))
+GH_NO_SANITIZE __attribute__((optimize("O2", "optimize-sibling-calls")))
 void *gh_manual_dlsym(void *handle, const char *name)
 {
 	if (handle == RTLD_NEXT)
-		return next_dlsym()(handle, name);
+		return ((dlsym_fn)gh_libc_dlsym_fn())(handle, name);
 	return substitute(name, gh_real_dlsym(handle, name), "dlsym");
 }
 
-__attribute__((optimize("O2", "optimize-sibling-calls")))
+GH_NO_SANITIZE __attribute__((optimize("O2", "optimize-sibling-calls")))
 void *gh_manual_dlvsym(void *handle, const char *name, const char *version)
 {
 	if (handle == RTLD_NEXT)
-		return next_dlvsym()(handle, name, version);
+		return ((dlvsym_fn)gh_libc_dlvsym_fn())(handle, name, version);
 	return substitute(name, gh_real_dlvsym(handle, name, version),
 			  "dlvsym");
 }

@@ -64,6 +64,9 @@ void gh_mark_untrusted(const char *api, const char *why);
 
 /* Loader access (resolve.c). */
 void *gh_real_dlsym(void *handle, const char *name);
+/* libc's dlsym/dlvsym themselves, found without any loader call. */
+void *gh_libc_dlsym_fn(void);
+void *gh_libc_dlvsym_fn(void);
 void *gh_real_dlvsym(void *handle, const char *name, const char *version);
 void *gh_libcuda_handle(void);
 int gh_addr_is_ours(const void *p);

@@ -24,15 +24,52 @@ typedef void *(*dlvsym_fn)(void *, const char *, const char *);
 static dlsym_fn real_dlsym;
 static dlvsym_fn real_dlvsym;
 
-struct elf_find {
-	const char *name;
-	void *addr;
-};
+/*
+ * This runs before anything else is set up, including a sanitizer runtime
+ * (which looks up the functions it intercepts with dlsym(RTLD_NEXT, ...)
+ * from its own init, i.e. through us).  So: no instrumentation, no libc
+ * call a sanitizer intercepts (dl_iterate_phdr, strcmp, ...): walk the
+ * loader's link map (_r_debug) with our own string helpers.
+ */
+#define GH_NO_SANITIZE __attribute__((no_sanitize_address, \
+					no_sanitize_thread, \
+					no_sanitize_undefined))
+
+GH_NO_SANITIZE static int raw_streq(const char *a, const char *b)
+{
+	while (*a && *a == *b) {
+		a++;
+		b++;
+	}
+	return *a == *b;
+}
+
+/* Does path name libc or libdl (".../libc.so.6", "libdl.so.2")? */
+GH_NO_SANITIZE static int is_libc(const char *path)
+{
+	const char *base = path;
+
+	for (const char *p = path; *p; p++)
+		if (*p == '/')
+			base = p + 1;
+	return (base[0] == 'l' && base[1] == 'i' && base[2] == 'b' &&
+		((base[3] == 'c' && base[4] == '.' && base[5] == 's' &&
+		  base[6] == 'o') ||
+		 (base[3] == 'd' && base[4] == 'l' && base[5] == '.' &&
+		  base[6] == 's' && base[7] == 'o')));
+}
+
+/* d_ptr is relocated in place by glibc on most targets, not on all. */
+GH_NO_SANITIZE static const void *dyn_ptr(ElfW(Addr) base, ElfW(Addr) p)
+{
+	return (const void *)(p < base ? base + p : p);
+}
 
 /* Look name up in one object's .dynsym, preferring its default version. */
-static void *elf_lookup(struct dl_phdr_info *info, const char *name)
+GH_NO_SANITIZE static void *elf_lookup(const struct link_map *l,
+				       const char *name)
 {
-	const ElfW(Dyn) *dyn = NULL;
+	const ElfW(Dyn) *dyn = l->l_ld;
 	const ElfW(Sym) *symtab = NULL;
 	const char *strtab = NULL;
 	const ElfW(Half) *versym = NULL;
@@ -41,20 +78,15 @@ static void *elf_lookup(struct dl_phdr_info *info, const char *name)
 	uint32_t nsyms = 0;
 	void *found = NULL;
 
-	for (int i = 0; i < info->dlpi_phnum; i++)
-		if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
-			dyn = (const void *)(info->dlpi_addr +
-					     info->dlpi_phdr[i].p_vaddr);
 	if (!dyn)
 		return NULL;
 	for (; dyn->d_tag != DT_NULL; dyn++) {
-		/* glibc relocates these d_ptr values in place. */
 		switch (dyn->d_tag) {
-		case DT_SYMTAB: symtab = (const void *)dyn->d_un.d_ptr; break;
-		case DT_STRTAB: strtab = (const void *)dyn->d_un.d_ptr; break;
-		case DT_VERSYM: versym = (const void *)dyn->d_un.d_ptr; break;
-		case DT_GNU_HASH: gnu_hash = (const void *)dyn->d_un.d_ptr; break;
-		case DT_HASH: sysv_hash = (const void *)dyn->d_un.d_ptr; break;
+		case DT_SYMTAB: symtab = dyn_ptr(l->l_addr, dyn->d_un.d_ptr); break;
+		case DT_STRTAB: strtab = dyn_ptr(l->l_addr, dyn->d_un.d_ptr); break;
+		case DT_VERSYM: versym = dyn_ptr(l->l_addr, dyn->d_un.d_ptr); break;
+		case DT_GNU_HASH: gnu_hash = dyn_ptr(l->l_addr, dyn->d_un.d_ptr); break;
+		case DT_HASH: sysv_hash = dyn_ptr(l->l_addr, dyn->d_un.d_ptr); break;
 		}
 	}
 	if (!symtab || !strtab)
@@ -84,37 +116,31 @@ static void *elf_lookup(struct dl_phdr_info *info, const char *name)
 
 		if (!s->st_value || s->st_shndx == SHN_UNDEF ||
 		    ELF64_ST_TYPE(s->st_info) != STT_FUNC ||
-		    strcmp(strtab + s->st_name, name))
+		    !raw_streq(strtab + s->st_name, name))
 			continue;
 		/* 0x8000: hidden (non-default) version; keep looking. */
-		found = (void *)(info->dlpi_addr + s->st_value);
+		found = (void *)(l->l_addr + s->st_value);
 		if (!versym || !(versym[i] & 0x8000))
 			return found;
 	}
 	return found;
 }
 
-static int find_cb(struct dl_phdr_info *info, size_t size, void *data)
+GH_NO_SANITIZE static void *libc_symbol(const char *name)
 {
-	struct elf_find *f = data;
-	const char *n = info->dlpi_name;
+	for (const struct link_map *l = _r_debug.r_map; l; l = l->l_next) {
+		void *p;
 
-	if (!n || (!strstr(n, "/libc.so") && !strstr(n, "/libdl.so") &&
-		   strncmp(n, "libc.so", 7) && strncmp(n, "libdl.so", 8)))
-		return 0;
-	f->addr = elf_lookup(info, f->name);
-	return f->addr != NULL;
+		if (!l->l_name || !is_libc(l->l_name))
+			continue;
+		p = elf_lookup(l, name);
+		if (p)
+			return p;
+	}
+	return NULL;
 }
 
-static void *libc_symbol(const char *name)
-{
-	struct elf_find f = { name, NULL };
-
-	dl_iterate_phdr(find_cb, &f);
-	return f.addr;
-}
-
-static void bootstrap(void)
+GH_NO_SANITIZE static void bootstrap(void)
 {
 	if (__atomic_load_n(&real_dlsym, __ATOMIC_ACQUIRE))
 		return;
@@ -124,13 +150,27 @@ static void bootstrap(void)
 			 __ATOMIC_RELEASE);
 }
 
-void *gh_real_dlsym(void *handle, const char *name)
+/* libc's own dlsym/dlvsym (default versions), for tail calls. */
+GH_NO_SANITIZE void *gh_libc_dlsym_fn(void)
+{
+	bootstrap();
+	return (void *)real_dlsym;
+}
+
+GH_NO_SANITIZE void *gh_libc_dlvsym_fn(void)
+{
+	bootstrap();
+	return (void *)real_dlvsym;
+}
+
+GH_NO_SANITIZE void *gh_real_dlsym(void *handle, const char *name)
 {
 	bootstrap();
 	return real_dlsym ? real_dlsym(handle, name) : NULL;
 }
 
-void *gh_real_dlvsym(void *handle, const char *name, const char *version)
+GH_NO_SANITIZE void *gh_real_dlvsym(void *handle, const char *name,
+				    const char *version)
 {
 	bootstrap();
 	return real_dlvsym ? real_dlvsym(handle, name, version) : NULL;

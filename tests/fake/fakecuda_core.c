@@ -225,8 +225,10 @@ static void fc_atfork_parent(void)
  */
 static void fc_atfork_child(void)
 {
-	pthread_mutex_init(&fc_sym_lock, NULL);
-	pthread_mutex_init(&fc.lock, NULL);
+	/* Unlock (the forking thread holds both): re-initializing a locked
+	 * mutex would leave it "held forever" as far as TSan can tell. */
+	fc_unlock();
+	pthread_mutex_unlock(&fc_sym_lock);
 	tls_depth = 0;
 	fc_mem_fork_reset();
 }

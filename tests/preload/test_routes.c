@@ -473,14 +473,14 @@ TEST(subscribers_hear_frees_before_the_driver)
 	CHECK_EQ(gdrhook_unsubscribe(h), -EINVAL);
 }
 
-static volatile int stop;
+static int stop;
 
 static void *churn(void *arg)
 {
 	CUdeviceptr p;
 
 	cuCtxSetCurrent((CUcontext)arg);
-	while (!stop) {
+	while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
 		if (cuMemAlloc_v2(&p, 4096) == CUDA_SUCCESS)
 			cuMemFree_v2(p);
 	}
@@ -508,7 +508,7 @@ TEST(fork_while_other_threads_allocate)
 		CHECK(waitpid(pid, &st, 0) == pid);
 		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	}
-	stop = 1;
+	__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
 	for (int i = 0; i < 2; i++)
 		pthread_join(t[i], NULL);
 }

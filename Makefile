@@ -118,6 +118,7 @@ test-default:
 	$(MAKE) check
 	$(MAKE) test-suite
 	tests/trace/run
+	tests/examples/run
 
 test-asan:
 	$(MAKE) BUILD=build/asan SAN=address,undefined CFLAGS="-O1 -g" test-suite

@@ -7,6 +7,9 @@
  *   LD_PRELOAD=build/libgdrhook.so GDRHOOK_LOG=trace.jsonl build/examples/driver_api
  *   scripts/gdrhook-trace summary trace.jsonl
  *
+ * or just `make run`.  On a machine without a GPU add
+ * LD_LIBRARY_PATH=build/fake (the CUDA driver test double).
+ *
  * With gdrhook preloaded it also shows the registry answering the
  * question a registration cache asks on every hit ("is this buffer still
  * the one I registered?") without a driver call.

@@ -1,25 +1,84 @@
 # SPDX-License-Identifier: MIT
-# Examples, and `make run`: one of them under the shim, on the GPU when
-# there is one, else on the CUDA driver test double; then the summary.
-EXAMPLE_LOG	?= $(BUILD)/run/trace.jsonl
+# Examples (examples/README.md), and `make run`: one of them under the
+# shim, on the GPU when there is one, else on the CUDA test doubles in
+# $(BUILD)/fake; then the trace summary.
+#
+#   make examples                      build every example this machine can
+#   make run [EXAMPLE=runtime_api]     driver_api (default), runtime_api,
+#                                      regcache_churn or torch_train
+#
+# The programs link the doubles' libcuda.so.1 / libcudart.so.13 (the real
+# SONAMEs) with no RUNPATH: the same binary runs against the real driver
+# and runtime on a GPU machine, or against the doubles with
+# LD_LIBRARY_PATH=$(BUILD)/fake.  regcache_churn needs rdma-core's
+# libibverbs-dev; without it `make examples` builds the others.
 
-$(BUILD)/examples/driver_api: examples/driver_api.c include/gdrhook_preload.h $(BUILD)/fake/libcuda.so.1
+EXAMPLE		?= driver_api
+EXAMPLE_LOG	?= $(BUILD)/run/trace.jsonl
+EXAMPLES_DIR	:= $(BUILD)/examples
+EXAMPLES_ALL	:= driver_api runtime_api regcache_churn torch_train
+EXAMPLES_HDRS	:= include/gdrhook.h include/gdrhook_preload.h
+
+# Only worked out when asked for (one compile and link of a probe).
+EX_HASH		:= \#
+ifneq ($(filter examples run,$(MAKECMDGOALS)),)
+ifndef EXAMPLES_VERBS
+EXAMPLES_VERBS	:= $(shell printf '$(EX_HASH)include <infiniband/verbs.h>\nint main(void) { return ibv_get_device_list(0) != 0; }\n' | \
+		   $(CC) -x c - -o /dev/null -libverbs >/dev/null 2>&1 && echo 1 || echo 0)
+endif
+endif
+
+EXAMPLES_BINS	:= $(EXAMPLES_DIR)/driver_api $(EXAMPLES_DIR)/runtime_api \
+		   $(if $(filter 1,$(EXAMPLES_VERBS)),$(EXAMPLES_DIR)/regcache_churn,)
+
+$(EXAMPLES_DIR)/driver_api: examples/driver_api.c $(EXAMPLES_HDRS) $(BUILD)/fake/libcuda.so.1
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD)/fake -lcuda -ldl
 
-examples: $(BUILD)/examples/driver_api
+$(EXAMPLES_DIR)/runtime_api: examples/runtime_api.c $(EXAMPLES_HDRS) $(BUILD)/fake/libcudart.so.13
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD)/fake -lcudart -ldl
 
-run: all $(BUILD)/examples/driver_api
+$(EXAMPLES_DIR)/regcache_churn: examples/regcache_churn.c $(EXAMPLES_HDRS) $(BUILD)/fake/libcuda.so.1
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD)/fake -lcuda -libverbs -ldl
+
+examples: $(EXAMPLES_BINS)
+	@$(if $(filter 1,$(EXAMPLES_VERBS)),:,echo "examples: regcache_churn not built: no libibverbs-dev (apt-get install -y libibverbs-dev)")
+
+# The GPU is used when `nvidia-smi -L` works; runtime_api then needs the
+# real CUDA 13 runtime (libcudart.so.13 known to ld.so, or in
+# $(CUDA_HOME)/lib64), else it runs on the doubles.
+EX_IS_C		:= $(filter-out torch_train,$(filter $(EXAMPLE),$(EXAMPLES_ALL)))
+EX_CMD		:= $(if $(EX_IS_C),$(EXAMPLES_DIR)/$(EXAMPLE),$(PYTHON) examples/torch_train.py)
+
+run: all $(if $(EX_IS_C),$(EXAMPLES_DIR)/$(EXAMPLE),)
+	@$(if $(filter $(EXAMPLE),$(EXAMPLES_ALL)),:,echo "run: EXAMPLE=$(EXAMPLE)? one of: $(EXAMPLES_ALL)"; exit 2)
 	@mkdir -p $(dir $(EXAMPLE_LOG)); rm -f $(EXAMPLE_LOG)
-	@if nvidia-smi -L >/dev/null 2>&1; then \
-		echo "== on the GPU: $$(nvidia-smi -L | head -1)"; libpath=; \
+	@fake=$(abspath $(BUILD)/fake); \
+	if nvidia-smi -L >/dev/null 2>&1; then \
+		echo "== $(EXAMPLE) on the GPU: $$(nvidia-smi -L | head -1)"; libpath=; \
+		if [ "$(EXAMPLE)" = runtime_api ] && \
+		   ! ldconfig -p 2>/dev/null | grep -q 'libcudart\.so\.13 '; then \
+			if [ -e "$(CUDA_HOME)/lib64/libcudart.so.13" ]; then \
+				libpath="$(CUDA_HOME)/lib64"; \
+			else \
+				echo "== no CUDA 13 runtime (libcudart.so.13) here: on the test doubles ($(BUILD)/fake)"; \
+				libpath=$$fake; \
+			fi; \
+		fi; \
 	else \
-		echo "== no GPU here: on the CUDA driver test double ($(BUILD)/fake)"; \
-		libpath=$(abspath $(BUILD)/fake); \
+		echo "== $(EXAMPLE): no GPU here: on the CUDA test doubles ($(BUILD)/fake)"; \
+		libpath=$$fake; \
 	fi; \
-	LD_LIBRARY_PATH=$$libpath LD_PRELOAD=$(abspath $(LIB)) \
-		GDRHOOK_LOG=$(EXAMPLE_LOG) GDRHOOK_STATS=1 $(BUILD)/examples/driver_api
-	@echo "== scripts/gdrhook-trace summary $(EXAMPLE_LOG)"
-	@$(PYTHON) scripts/gdrhook-trace summary $(EXAMPLE_LOG)
+	LD_LIBRARY_PATH=$$libpath$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH} \
+		LD_PRELOAD=$(abspath $(LIB)) \
+		GDRHOOK_LOG=$(EXAMPLE_LOG) GDRHOOK_STATS=1 $(EX_CMD)
+	@if [ -s $(EXAMPLE_LOG) ]; then \
+		echo "== scripts/gdrhook-trace summary $(EXAMPLE_LOG)"; \
+		$(PYTHON) scripts/gdrhook-trace summary $(EXAMPLE_LOG); \
+	else \
+		echo "== no GPU allocation was made: no event log ($(EXAMPLE_LOG))"; \
+	fi
 
 .PHONY: examples run

@@ -1,0 +1,79 @@
+# SPDX-License-Identifier: MIT
+# make install [PREFIX=/usr/local] [DESTDIR=]   and   make uninstall
+#
+#   $(LIBDIR)/libgdrhook.so
+#   $(INCLUDEDIR)/gdrhook.h, gdrhook_preload.h, gdrpin_ioctl.h
+#   $(BINDIR)/gdrhook-trace
+#   $(PKGCONFIGDIR)/gdrhook.pc           (from scripts/gdrhook.pc.in)
+#   $(MANDIR)/man1/gdrhook-trace.1, man7/libgdrhook.7
+#   $(DKMSSRCDIR)                        gdrpin DKMS source tree
+#                                        (make -C src/kmod dkms-tree)
+#
+# With PREFIX=/usr the DKMS tree lands where dkms looks for it
+# (/usr/src/gdrpin-<version>: dkms add gdrpin/<version>); elsewhere give
+# dkms its path (dkms add $(PREFIX)/src/gdrpin-<version>).
+# DESTDIR is prepended to every path (staging, packaging); the installed
+# files name $(PREFIX) only.  Included by the top Makefile.
+
+PREFIX		?= /usr/local
+DESTDIR		?=
+BINDIR		?= $(PREFIX)/bin
+LIBDIR		?= $(PREFIX)/lib
+INCLUDEDIR	?= $(PREFIX)/include
+PKGCONFIGDIR	?= $(LIBDIR)/pkgconfig
+MANDIR		?= $(PREFIX)/share/man
+INSTALL		?= install
+
+# One version for the tree: the gdrpin DKMS package's (src/kmod/dkms.conf).
+GDRPIN_VERSION	= $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' src/kmod/dkms.conf)
+GDRHOOK_VERSION	?= $(GDRPIN_VERSION)
+DKMSSRCDIR	?= $(PREFIX)/src/gdrpin-$(GDRPIN_VERSION)
+
+INSTALL_HDRS	:= include/gdrhook.h include/gdrhook_preload.h include/gdrpin_ioctl.h
+INSTALL_MAN1	:= scripts/man/gdrhook-trace.1
+INSTALL_MAN7	:= scripts/man/libgdrhook.7
+INSTALL_PC	:= $(BUILD)/gdrhook.pc
+
+# Everything `make install` puts down outside the DKMS tree.
+INSTALLED_FILES	= $(LIBDIR)/libgdrhook.so \
+		  $(addprefix $(INCLUDEDIR)/,$(notdir $(INSTALL_HDRS))) \
+		  $(BINDIR)/gdrhook-trace \
+		  $(PKGCONFIGDIR)/gdrhook.pc \
+		  $(MANDIR)/man1/gdrhook-trace.1 \
+		  $(MANDIR)/man7/libgdrhook.7
+
+.PHONY: install uninstall install-dkms $(INSTALL_PC)
+
+# Rewritten on every install: it depends on PREFIX and the *DIR values
+# (written relative to $${prefix} where they lie under it).
+PC_REL		= $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
+
+$(INSTALL_PC): scripts/gdrhook.pc.in
+	@mkdir -p $(dir $@)
+	sed -e 's|@PREFIX@|$(PREFIX)|g' \
+	    -e 's|@LIBDIR@|$(call PC_REL,$(LIBDIR))|g' \
+	    -e 's|@INCLUDEDIR@|$(call PC_REL,$(INCLUDEDIR))|g' \
+	    -e 's|@VERSION@|$(GDRHOOK_VERSION)|g' $< > $@
+
+install: $(LIB) $(INSTALL_PC) install-dkms
+	$(INSTALL) -D -m 0755 $(LIB) $(DESTDIR)$(LIBDIR)/libgdrhook.so
+	$(foreach h,$(INSTALL_HDRS),$(INSTALL) -D -m 0644 $(h) $(DESTDIR)$(INCLUDEDIR)/$(notdir $(h)) &&) :
+	$(INSTALL) -D -m 0755 scripts/gdrhook-trace $(DESTDIR)$(BINDIR)/gdrhook-trace
+	$(INSTALL) -D -m 0644 $(INSTALL_PC) $(DESTDIR)$(PKGCONFIGDIR)/gdrhook.pc
+	$(INSTALL) -D -m 0644 $(INSTALL_MAN1) $(DESTDIR)$(MANDIR)/man1/gdrhook-trace.1
+	$(INSTALL) -D -m 0644 $(INSTALL_MAN7) $(DESTDIR)$(MANDIR)/man7/libgdrhook.7
+
+# src/kmod's dkms-tree copies the module sources, Kbuild, Makefile,
+# dkms.conf and the two headers it needs; a module built in src/kmod leaves
+# kbuild's generated *.mod.c there, which is not source: dropped.
+install-dkms:
+	@test -n "$(GDRPIN_VERSION)" || { echo "install: no PACKAGE_VERSION in src/kmod/dkms.conf"; exit 1; }
+	rm -rf $(DESTDIR)$(DKMSSRCDIR)
+	$(MAKE) --no-print-directory -C src/kmod dkms-tree \
+		DKMS_DIR=$(abspath $(DESTDIR)$(DKMSSRCDIR))
+	rm -f $(DESTDIR)$(DKMSSRCDIR)/*.mod.c
+	chmod -R u=rwX,go=rX $(DESTDIR)$(DKMSSRCDIR)
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED_FILES))
+	rm -rf $(DESTDIR)$(DKMSSRCDIR)

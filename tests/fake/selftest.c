@@ -556,12 +556,40 @@ struct rt {
 	cudaError_t (*set_device)(int);
 };
 
+/*
+ * Open the fake runtime next to the fake driver this program is linked
+ * against, by path.  Not dlopen("libcudart.so.13"): glibc searches the
+ * RUNPATH of the object that called dlopen, found from the return address,
+ * and under ASan or TSan that caller is the sanitizer runtime's dlopen
+ * interceptor, not this program (google/sanitizers#1219, LLVM bug 27790).
+ * Our RUNPATH $ORIGIN is then ignored and the name resolves through
+ * ld.so.cache, e.g. to an installed real CUDA runtime.
+ */
+static void *rt_dlopen(void)
+{
+	static char path[4096];
+	Dl_info di;
+	const char *slash;
+	void *h;
+	int n;
+
+	CHECK(dladdr((void *)fakecuda_calls, &di) && di.dli_fname);
+	slash = strrchr(di.dli_fname, '/');
+	n = slash ? (int)(slash - di.dli_fname) + 1 : 0;
+	CHECK(snprintf(path, sizeof(path), "%.*slibcudart.so.13", n,
+		       di.dli_fname) < (int)sizeof(path));
+	h = dlopen(path, RTLD_NOW);
+	CHECK(h != NULL);
+	/* The fake, not some other libcudart.so.13. */
+	CHECK(dlsym(h, "cudaFakeSetPerThread") != NULL);
+	return h;
+}
+
 static struct rt rt_open(void)
 {
 	struct rt r;
 
-	r.h = dlopen("libcudart.so.13", RTLD_NOW);
-	CHECK(r.h != NULL);
+	r.h = rt_dlopen();
 #define L(f, n) CHECK((*(void **)&r.f = dlsym(r.h, n)) != NULL)
 	L(malloc_, "cudaMalloc");
 	L(free_, "cudaFree");

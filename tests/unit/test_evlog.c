@@ -738,7 +738,9 @@ TEST(multithread_order_per_thread)
 		total++;
 	}
 	CHECK_EQ(total, gh_evlog_written());
-	if (!UNDER_TSAN)	/* the default ring is enough at full speed */
+	/* The default ring is enough at full speed; a sanitized writer is
+	 * 3-5x slower, so there only order and accounting are checked. */
+	if (!UNDER_TSAN && !UNDER_ASAN)
 		CHECK_EQ(gh_evlog_dropped(), 0);
 	rm_tdir();
 }

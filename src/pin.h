@@ -13,8 +13,9 @@
  * Backends (chosen by gh_pin_choose(), GDRHOOK_BACKEND overrides):
  *   dmabuf   cuMemGetHandleForAddressRange(DMA_BUF_FD) + ibv_reg_dmabuf_mr
  *   peermem  plain ibv_reg_mr on the GPU address (nvidia-peermem pins)
+ *   gdrpin   the gdrpin kernel module (/dev/gdrpin) pins and reports
+ *            revocations; plain ibv_reg_mr registers (src/pin_gdrpin.c)
  *   none     no caching: every registration passes through untouched
- * There is no gdrpin (kernel module) backend in this build.
  *
  * All functions return 0 or -errno and are called with the cache lock
  * held and the per-thread hook guard up (nested verbs/CUDA calls pass
@@ -39,6 +40,7 @@ struct gh_pin {
 	/* backend state */
 	uint64_t pin_base, pin_size;	/* what the backend pinned */
 	int fd;				/* dmabuf: the exported fd, else -1 */
+	uint64_t cookie;		/* for ops->valid (gdrpin: pin handle) */
 };
 
 struct gh_pin_ops {
@@ -48,11 +50,25 @@ struct gh_pin_ops {
 	int (*reg)(const struct gh_pin *p, struct ibv_pd *pd,
 		   unsigned int access, struct ibv_mr **mr_p);
 	int (*dereg)(struct ibv_mr *mr);
+	/*
+	 * Optional, called on every cache hit (lock-free, no syscall, no lock
+	 * held): 0 when the pin with this cookie was revoked behind the
+	 * cache's back; the hit then becomes a miss that drops the pin.
+	 */
+	int (*valid)(uint64_t cookie);
 };
 
 extern const struct gh_pin_ops gh_pin_dmabuf;
 extern const struct gh_pin_ops gh_pin_peermem;
 extern const struct gh_pin_ops gh_pin_none;
+extern const struct gh_pin_ops gh_pin_gdrpin;
+
+/*
+ * gdrpin: open /dev/gdrpin (gh_gdrpin_dev: tests point it elsewhere) and
+ * check the ABI once; 0, or -errno with *why saying what is missing.
+ */
+extern const char *gh_gdrpin_dev;
+int gh_pin_gdrpin_open(const char **why);
 
 /*
  * The backend for this process: GDRHOOK_BACKEND, else probed (dmabuf when

@@ -7,9 +7,11 @@
  * auto: dmabuf when the driver says the device supports DMA-BUF
  * (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED) and libibverbs has
  * ibv_reg_dmabuf_mr; else peermem when a peer-memory client for NVIDIA
- * GPUs is loaded (nvidia_peermem, or the older nv_peer_mem); else none.
- * gdrpin (the kernel module) has no backend in this build: asking for it
- * gets none, with a warning.
+ * GPUs is loaded (nvidia_peermem, or the older nv_peer_mem); else gdrpin
+ * when /dev/gdrpin opens and answers (ABI 1, a provider loaded); else none.
+ * gdrpin is asked for explicitly to combine it with nvidia-peermem (see
+ * src/pin_gdrpin.c): auto prefers plain peermem there.  An explicit gdrpin
+ * that cannot be used gets none, with the reason.
  */
 #include <cuda.h>
 #include <pthread.h>
@@ -71,8 +73,13 @@ static const struct gh_pin_ops *decide(int dev)
 		return &gh_pin_peermem;
 	}
 	if (!strcmp(want, "gdrpin")) {
-		gh_warn("pin backend: gdrpin is not available in this build: none, registrations pass through uncached");
-		return &gh_pin_none;
+		if (gh_pin_gdrpin_open(&why)) {
+			gh_warn("pin backend: gdrpin unavailable (%s): none, registrations pass through uncached",
+				why);
+			return &gh_pin_none;
+		}
+		gh_info("pin backend: gdrpin (GDRHOOK_BACKEND=gdrpin)");
+		return &gh_pin_gdrpin;
 	}
 	if (strcmp(want, "auto"))
 		gh_warn("GDRHOOK_BACKEND=%s is not one of auto, dmabuf, peermem, gdrpin, none: using auto",
@@ -86,8 +93,17 @@ static const struct gh_pin_ops *decide(int dev)
 			why);
 		return &gh_pin_peermem;
 	}
-	gh_info("pin backend: none (auto: %s, and nvidia-peermem is not loaded): registrations pass through uncached",
-		why);
+	{
+		const char *gwhy = NULL;
+
+		if (!gh_pin_gdrpin_open(&gwhy)) {
+			gh_info("pin backend: gdrpin (auto: %s, nvidia-peermem is not loaded, %s)",
+				why, gh_gdrpin_dev);
+			return &gh_pin_gdrpin;
+		}
+		gh_info("pin backend: none (auto: %s, nvidia-peermem is not loaded, gdrpin: %s): registrations pass through uncached",
+			why, gwhy);
+	}
 	return &gh_pin_none;
 }
 

@@ -103,6 +103,7 @@ struct rc_entry {
 	uint64_t ctx;		/* pd->context */
 	uint32_t handle, lkey, rkey;	/* read by holders of a reference */
 	uint32_t pad_;
+	uint64_t cookie;	/* the pin's, for ops->valid (atomic) */
 };
 
 struct rc_rec {
@@ -356,6 +357,7 @@ static struct rc_entry *lookup_ref(uint64_t gen, uint64_t pd,
 
 			if ((t == E_CACHED || t == E_RETIRED) &&
 			    (w & W_REFS) < W_REFS &&
+			    (!rc.ops->valid || rc.ops->valid(LD(&e->cookie))) &&
 			    __atomic_compare_exchange_n(&e->word, &w,
 							(w + 1) | W_CLOCK, 0,
 							__ATOMIC_ACQ_REL,
@@ -450,6 +452,7 @@ static struct rc_entry *ent_new(struct rc_rec *r, uint32_t type,
 	ST(&e->pd, (uint64_t)(uintptr_t)pd);
 	ST(&e->access, access);
 	ST(&e->type, type);
+	ST(&e->cookie, r ? r->pin.cookie : 0);
 	e->mr = mr;
 	e->ctx = pd ? (uint64_t)(uintptr_t)pd->context : 0;
 	e->handle = mr->handle;
@@ -529,11 +532,12 @@ static void rec_free_if_unused(struct rc_rec *r)
 	if (!r || r->ents || r->busy || !r->used)
 		return;
 	if (r->pinned) {
-		uint64_t t0 = gh_now_ns();
+		uint64_t t0 = gh_now_ns(), bytes = r->pin.pin_size;
 
+		/* (the backend may clear pin_size) */
 		rc.ops->unpin(&r->pin);
 		ev_pin(GH_EV_UNPIN, r, 0, t0);
-		__atomic_sub_fetch(&rc.pinned_bytes, r->pin.pin_size, __ATOMIC_RELAXED);
+		__atomic_sub_fetch(&rc.pinned_bytes, bytes, __ATOMIC_RELAXED);
 		CTR(unpins, 1);
 		r->pinned = 0;
 	}
@@ -609,6 +613,28 @@ static int rec_get(const struct gh_range *g, struct rc_rec **r_p)
 	rc.rec_head[b] = i;
 	*r_p = r;
 	return 0;
+}
+
+/* Deregister everything made on r (revoking held ones), then drop r. */
+static void rec_kill_all(struct rc_rec *r, int before_free)
+{
+	while (r->ents) {
+		struct rc_entry *e = &rc.ent[r->ents - 1];
+		int64_t refs = ent_kill(e);
+
+		if (refs < 0) {
+			rec_unlink_ent(e);	/* dead: holder reclaims */
+			continue;
+		}
+		ent_finish(e, refs, before_free);
+	}
+	rec_free_if_unused(r);
+}
+
+/* r's pin was revoked. */
+static void rec_drop(struct rc_rec *r)
+{
+	rec_kill_all(r, 0);
 }
 
 /* Evict one idle cached entry (clock); not from record skip.  1 if done. */
@@ -851,6 +877,14 @@ int gh_rcache_reg(const struct gh_range *g, struct ibv_pd *pd, uint64_t addr,
 	err = rec_get(g, &r);
 	if (err)
 		goto unlock;
+	if (r->pinned && rc.ops->valid && !rc.ops->valid(r->pin.cookie)) {
+		/* Revoked behind our back (lookup_ref skipped it): drop, redo. */
+		rec_drop(r);
+		CTR(pins_revoked, 1);
+		err = rec_get(g, &r);
+		if (err)
+			goto unlock;
+	}
 	r->busy = 1;
 	old = hash_find_cur(g->gen, pdk, access);
 	if (old)
@@ -1042,21 +1076,30 @@ void gh_rcache_invalidate(const struct gh_range *g)
 	was = gh_guard_enter();
 	pthread_mutex_lock(&rc.lock);
 	r = rec_find(g->gen);
-	if (r) {
-		while (r->ents) {
-			struct rc_entry *e = &rc.ent[r->ents - 1];
-			int64_t refs = ent_kill(e);
+	if (r)
+		rec_kill_all(r, 1);
+	pthread_mutex_unlock(&rc.lock);
+	gh_guard_leave(was);
+}
 
-			if (refs < 0) {
-				rec_unlink_ent(e);	/* dead: holder reclaims */
-				continue;
-			}
-			ent_finish(e, refs, 1);
-		}
-		rec_free_if_unused(r);
+int gh_rcache_revoke(uint64_t gen, uint64_t cookie)
+{
+	struct rc_rec *r;
+	int was, done = 0;
+
+	if (!LD_ACQ(&rc.ready))
+		return 0;
+	was = gh_guard_enter();
+	pthread_mutex_lock(&rc.lock);
+	r = rec_find(gen);
+	if (r && r->pinned && r->pin.cookie == cookie) {
+		rec_drop(r);
+		CTR(pins_revoked, 1);
+		done = 1;
 	}
 	pthread_mutex_unlock(&rc.lock);
 	gh_guard_leave(was);
+	return done;
 }
 
 static void drop_matching(uint64_t pd, uint64_t ctx, int held_too)

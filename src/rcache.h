@@ -87,6 +87,14 @@ struct ibv_mr *gh_rcache_wrapped(const struct ibv_mr *mr);
  */
 void gh_rcache_invalidate(const struct gh_range *r);
 
+/*
+ * The backend learned that the pin of allocation generation gen with
+ * cookie (gh_pin.cookie) was revoked (gdrpin: the driver freed the memory
+ * behind the hooks' back): deregister everything made on it, held or not
+ * (revoked), and drop the pin.  Returns 1 if it was cached, else 0.
+ */
+int gh_rcache_revoke(uint64_t gen, uint64_t cookie);
+
 /* ibv_dealloc_pd: drop idle cached registrations in pd. */
 void gh_rcache_drop_pd(struct ibv_pd *pd);
 /* ibv_close_device: drop (revoke) every registration of the device. */
@@ -106,6 +114,7 @@ struct gh_rc_counters {
 	uint64_t retries;		/* ENOMEM/ENOSPC: evicted and retried */
 	uint64_t wrapped;		/* program registrations wrapped */
 	uint64_t full;			/* not cached: limits, nothing idle */
+	uint64_t pins_revoked;		/* pins the backend reported revoked */
 	uint64_t entries;		/* cached registrations now */
 	uint64_t pinned_bytes;		/* now */
 	uint64_t aliases;		/* MR objects the program holds now */

@@ -43,3 +43,16 @@ $(BENCH_DRIVER): tests/bench/bench_driver.c include/gdrhook.h \
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(BENCH_DRIVER_LIBS)
 # ---- end bench_driver ----
+# ---- bench_regcache: registration cache on a real verbs stack ----
+# Links the CUDA driver double and libibverbs; runs in the QEMU lab
+# (REGCACHE_BENCH=1 tests/lab/regcache/run, see the file's header).
+BENCH_REGCACHE	:= $(BUILD)/tests/bench/bench_regcache
+
+.PHONY: bench-regcache
+bench: $(BENCH_REGCACHE)
+bench-regcache: $(BENCH_REGCACHE)
+
+$(BENCH_REGCACHE): tests/bench/bench_regcache.c fake
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD)/fake -lcuda -libverbs $(LDLIBS)
+# ---- end bench_regcache ----

@@ -1,0 +1,304 @@
+// SPDX-License-Identifier: MIT
+/*
+ * bench_regcache: what the registration cache saves on a real verbs stack.
+ * Run it in the QEMU lab (soft-RoCE rxe0, the CUDA driver double for "GPU
+ * memory"):
+ *
+ *     make && scripts/lab --run 'REGCACHE_CASES= REGCACHE_BENCH=1 tests/lab/regcache/run'
+ *
+ * or directly: LD_LIBRARY_PATH=build/fake REGCACHE_SHIM_LIB=build/libgdrhook.so
+ * bench_regcache [ITERS].  It runs itself twice, without the shim (every
+ * ibv_reg_mr/ibv_dereg_mr reaches rxe) and with it (LD_PRELOAD=$REGCACHE_SHIM_LIB,
+ * GDRHOOK_BACKEND=peermem: registrations of the allocation are cache hits),
+ * and prints per buffer size:
+ *   reg, dereg   ns per ibv_reg_mr / ibv_dereg_mr of the same buffer;
+ *   xfer         ns per register-per-transfer step: ibv_reg_mr + post one
+ *                RDMA WRITE of 4 KiB into the buffer + poll + ibv_dereg_mr,
+ *                over a loopback RC QP pair;
+ * and the ratios (without / with).  Under QEMU TCG the absolute figures are
+ * those of an emulated CPU: compare the two columns, not with hardware.
+ */
+#include <cuda.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <infiniband/verbs.h>
+
+#define ACC	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
+		 IBV_ACCESS_REMOTE_READ)
+#define XFER	4096
+
+static const size_t sizes[] = { 64 << 10, 1 << 20, 16 << 20 };
+#define NSIZES	(sizeof(sizes) / sizeof(sizes[0]))
+
+static void die(const char *what)
+{
+	fprintf(stderr, "bench_regcache: %s (errno %d: %s)\n", what, errno,
+		strerror(errno));
+	exit(1);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ULL + (uint64_t)t.tv_nsec;
+}
+
+static struct {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_qp *qa, *qb;
+	union ibv_gid gid;
+	enum ibv_mtu mtu;
+	void *src;
+	struct ibv_mr *src_mr;
+} vb;
+
+static struct ibv_qp *qp_new(void)
+{
+	struct ibv_qp_init_attr a = {
+		.send_cq = vb.cq, .recv_cq = vb.cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 16, .max_recv_wr = 16,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	struct ibv_qp *qp = ibv_create_qp(vb.pd, &a);
+
+	if (!qp)
+		die("ibv_create_qp");
+	return qp;
+}
+
+static void qp_connect(struct ibv_qp *qp, uint32_t dest)
+{
+	struct ibv_qp_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+			    IBV_ACCESS_LOCAL_WRITE;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+			  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+		die("modify INIT");
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = vb.mtu;
+	a.dest_qp_num = dest;
+	a.max_dest_rd_atomic = 1;
+	a.min_rnr_timer = 12;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.grh.dgid = vb.gid;
+	a.ah_attr.grh.hop_limit = 1;
+	a.ah_attr.port_num = 1;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+			  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+			  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+		die("modify RTR");
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.max_rd_atomic = 1;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
+			  IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+			  IBV_QP_MAX_QP_RD_ATOMIC))
+		die("modify RTS");
+}
+
+static void verbs_open(const char *want)
+{
+	struct ibv_device **l;
+	struct ibv_port_attr pa;
+	int n, i;
+
+	l = ibv_get_device_list(&n);
+	if (!l)
+		die("ibv_get_device_list");
+	for (i = 0; i < n; i++)
+		if (!strcmp(ibv_get_device_name(l[i]), want))
+			break;
+	if (i == n)
+		die("no such RDMA device");
+	vb.ctx = ibv_open_device(l[i]);
+	ibv_free_device_list(l);
+	if (!vb.ctx || ibv_query_port(vb.ctx, 1, &pa) ||
+	    ibv_query_gid(vb.ctx, 1, 0, &vb.gid))
+		die("open/query");
+	vb.mtu = pa.active_mtu;
+	vb.pd = ibv_alloc_pd(vb.ctx);
+	vb.cq = ibv_create_cq(vb.ctx, 64, NULL, NULL, 0);
+	if (!vb.pd || !vb.cq)
+		die("pd/cq");
+	vb.qa = qp_new();
+	vb.qb = qp_new();
+	qp_connect(vb.qa, vb.qb->qp_num);
+	qp_connect(vb.qb, vb.qa->qp_num);
+	if (posix_memalign(&vb.src, 4096, XFER))
+		die("posix_memalign");
+	memset(vb.src, 0x5a, XFER);
+	vb.src_mr = ibv_reg_mr(vb.pd, vb.src, XFER, IBV_ACCESS_LOCAL_WRITE);
+	if (!vb.src_mr)
+		die("ibv_reg_mr(host)");
+}
+
+static void write_wait(uint64_t raddr, uint32_t rkey)
+{
+	struct ibv_sge sge = { (uintptr_t)vb.src, XFER, vb.src_mr->lkey };
+	struct ibv_send_wr wr, *bad;
+	struct ibv_wc wc;
+	int n;
+
+	memset(&wr, 0, sizeof(wr));
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
+	if (ibv_post_send(vb.qa, &wr, &bad))
+		die("ibv_post_send");
+	while ((n = ibv_poll_cq(vb.cq, 1, &wc)) == 0)
+		;
+	if (n < 0 || wc.status != IBV_WC_SUCCESS) {
+		fprintf(stderr, "bench_regcache: completion %s\n",
+			ibv_wc_status_str(wc.status));
+		exit(1);
+	}
+}
+
+/* One process: print "R size reg_ns dereg_ns xfer_ns". */
+static void child(int iters)
+{
+	CUdevice dev;
+	CUcontext ctx;
+
+	if (cuInit(0) || cuDeviceGet(&dev, 0) ||
+	    cuDevicePrimaryCtxRetain(&ctx, dev) || cuCtxSetCurrent(ctx))
+		die("CUDA init");
+	verbs_open(getenv("RDMA_DEV") ? getenv("RDMA_DEV") : "rxe0");
+	for (size_t s = 0; s < NSIZES; s++) {
+		uint64_t t_reg = 0, t_dereg = 0, t0, t1, t2;
+		size_t sz = sizes[s];
+		CUdeviceptr p;
+		struct ibv_mr *mr;
+
+		if (cuMemAlloc(&p, sz))
+			die("cuMemAlloc");
+		/* warm up: the first registration is the miss (shim) */
+		mr = ibv_reg_mr(vb.pd, (void *)(uintptr_t)p, sz, ACC);
+		if (!mr)
+			die("ibv_reg_mr");
+		ibv_dereg_mr(mr);
+		for (int i = 0; i < iters; i++) {
+			t0 = now_ns();
+			mr = ibv_reg_mr(vb.pd, (void *)(uintptr_t)p, sz, ACC);
+			t1 = now_ns();
+			if (!mr)
+				die("ibv_reg_mr");
+			if (ibv_dereg_mr(mr))
+				die("ibv_dereg_mr");
+			t2 = now_ns();
+			t_reg += t1 - t0;
+			t_dereg += t2 - t1;
+		}
+		t0 = now_ns();
+		for (int i = 0; i < iters; i++) {
+			mr = ibv_reg_mr(vb.pd, (void *)(uintptr_t)p, sz, ACC);
+			if (!mr)
+				die("ibv_reg_mr");
+			write_wait(p + (uint64_t)(i % (sz / XFER)) * XFER,
+				   mr->rkey);
+			if (ibv_dereg_mr(mr))
+				die("ibv_dereg_mr");
+		}
+		t1 = now_ns();
+		printf("R %zu %.0f %.0f %.0f\n", sz, (double)t_reg / iters,
+		       (double)t_dereg / iters, (double)(t1 - t0) / iters);
+		fflush(stdout);
+		cuMemFree(p);
+	}
+	ibv_dereg_mr(vb.src_mr);
+	ibv_destroy_qp(vb.qa);
+	ibv_destroy_qp(vb.qb);
+	ibv_destroy_cq(vb.cq);
+	ibv_dealloc_pd(vb.pd);
+	ibv_close_device(vb.ctx);
+}
+
+struct res {
+	double reg, dereg, xfer;
+};
+
+static int run(const char *preload, int iters, struct res *r)
+{
+	char cmd[4096];
+	char line[256];
+	FILE *f;
+	int n = 0;
+
+	snprintf(cmd, sizeof(cmd),
+		 "env %s%s GDRHOOK_BACKEND=peermem /proc/%d/exe --child %d",
+		 preload ? "LD_PRELOAD=" : "-u LD_PRELOAD",
+		 preload ? preload : "", (int)getpid(), iters);
+	f = popen(cmd, "r");
+	if (!f)
+		die("popen");
+	while (fgets(line, sizeof(line), f)) {
+		size_t sz;
+		double a, b, c;
+
+		if (sscanf(line, "R %zu %lf %lf %lf", &sz, &a, &b, &c) == 4 &&
+		    n < (int)NSIZES) {
+			r[n].reg = a;
+			r[n].dereg = b;
+			r[n].xfer = c;
+			n++;
+		}
+	}
+	return pclose(f) == 0 && n == (int)NSIZES ? 0 : -1;
+}
+
+int main(int argc, char **argv)
+{
+	struct res raw[NSIZES], shim[NSIZES];
+	const char *lib = getenv("REGCACHE_SHIM_LIB");
+	int iters;
+
+	if (argc > 2 && !strcmp(argv[1], "--child")) {
+		child(atoi(argv[2]));
+		return 0;
+	}
+	iters = argc > 1 ? atoi(argv[1]) : 200;
+	if (!lib) {
+		fprintf(stderr, "bench_regcache: set REGCACHE_SHIM_LIB to libgdrhook.so\n");
+		return 2;
+	}
+	if (run(NULL, iters, raw) || run(lib, iters, shim)) {
+		fprintf(stderr, "bench_regcache: a run failed\n");
+		return 1;
+	}
+	printf("registration on rxe0 (\"GPU\" memory of the driver double), %d iterations, ns per call\n",
+	       iters);
+	printf("%10s | %12s %12s | %12s %12s | %9s\n", "size", "reg (rxe)",
+	       "reg (shim)", "dereg (rxe)", "dereg (shim)", "reg ratio");
+	for (size_t s = 0; s < NSIZES; s++)
+		printf("%10zu | %12.0f %12.0f | %12.0f %12.0f | %8.0fx\n",
+		       sizes[s], raw[s].reg, shim[s].reg, raw[s].dereg,
+		       shim[s].dereg, raw[s].reg / shim[s].reg);
+	printf("register-per-transfer (reg + RDMA WRITE %d B + poll + dereg), ns per transfer\n",
+	       XFER);
+	printf("%10s | %12s %12s | %9s\n", "size", "no shim", "shim",
+	       "speedup");
+	for (size_t s = 0; s < NSIZES; s++)
+		printf("%10zu | %12.0f %12.0f | %8.2fx\n", sizes[s],
+		       raw[s].xfer, shim[s].xfer, raw[s].xfer / shim[s].xfer);
+	return 0;
+}

@@ -36,7 +36,7 @@ CORE_A		:= $(BUILD)/libgdrhook-core.a
 UNIT_SRCS	:= $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS	:= $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRCS))
 
-.PHONY: all lib test check clean kmod lab doc test-suite test-default test-asan test-tsan fake
+.PHONY: all lib test check clean kmod lab lab-regcache doc test-suite test-default test-asan test-tsan fake
 .DEFAULT_GOAL := all
 
 all: lib
@@ -137,6 +137,10 @@ kmod:
 
 lab:
 	scripts/lab
+
+# The registration cache over real rdma-core: soft-RoCE in the lab kernel.
+lab-regcache: all
+	scripts/lab --run 'tests/lab/regcache/run'
 
 clean:
 	rm -rf $(BUILD)

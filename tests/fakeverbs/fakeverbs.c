@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -200,6 +201,44 @@ FV_API struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr,
 	return ibv_reg_mr_iova2(pd, addr, length, iova, (unsigned int)access);
 }
 
+/*
+ * A real dma-buf (the real CUDA driver's export, on a machine with a GPU
+ * and no NIC): check that fd is a dma-buf and covers the range, as a NIC
+ * driver's import would, without touching the pages (GPU memory exported
+ * this way cannot be mapped by the CPU).
+ */
+static struct ibv_mr *reg_real_dmabuf(struct ibv_pd *pd, uint64_t offset,
+				      size_t length, uint64_t iova, int fd,
+				      int access)
+{
+	char link[64], target[256];
+	struct fv_mr *m;
+	ssize_t n;
+	off_t size;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	n = readlink(link, target, sizeof(target) - 1);
+	if (n < 0)
+		return NULL;
+	target[n] = 0;
+	if (!strstr(target, "dmabuf")) {
+		errno = EBADF;
+		return NULL;
+	}
+	size = lseek(fd, 0, SEEK_END);
+	if (size < 0 || (uint64_t)size < offset + length) {
+		errno = EINVAL;
+		return NULL;
+	}
+	m = fv_new(pd, (void *)(uintptr_t)iova, length, iova,
+		   (unsigned int)access);
+	if (!m)
+		return NULL;
+	fprintf(stderr, "fakeverbs: imported dma-buf fd %d (%s, %lld bytes) for iova %#llx+%zu\n",
+		fd, target, (long long)size, (unsigned long long)iova, length);
+	return &m->mr;
+}
+
 FV_API struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
 					size_t length, uint64_t iova, int fd,
 					int access)
@@ -211,7 +250,9 @@ FV_API struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
 	void *map;
 
 	count(C_REG_DMABUF);
-	if (!off_fn || off_fn(fd, &base)) {
+	if (!off_fn)
+		return reg_real_dmabuf(pd, offset, length, iova, fd, access);
+	if (off_fn(fd, &base)) {
 		errno = EBADF;
 		return NULL;
 	}

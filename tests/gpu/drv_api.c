@@ -329,6 +329,9 @@ int main(void)
 		CK(cuCtxDestroy(cctx));
 		CK(cuCtxSetCurrent(pctx));
 		rc = cuMemsetD8_v2(va, 0x11, g);
+		/* The memset is asynchronous: let it finish before unmapping. */
+		if (rc == CUDA_SUCCESS)
+			rc = cuCtxSynchronize();
 		if (rc == CUDA_SUCCESS) {
 			printf("GH-NOTE vmm mapping still usable after cuCtxDestroy of the context it was made in: its free is the cuMemUnmap\n");
 			p_free("cuMemUnmap", va);

@@ -19,20 +19,17 @@
 void gh_audit_report(const char *api, uint64_t ptr, uint64_t size,
 		     uint64_t gen, const char *what)
 {
-	struct gh_evrec e = { 0 };
+	struct gh_evrec e;
 
 	GH_COUNT(audit_disagreements, 1);
 	gh_warn("audit: %s %p: %s", api ? api : "?", (void *)(uintptr_t)ptr,
 		what);
-	e.t_ns = gh_now_ns();
-	e.tid = gh_gettid();
-	e.ev = GH_EV_AUDIT;
+	gh_evrec_init(&e, GH_EV_AUDIT, 0);
 	e.api = api;
 	e.ptr = ptr;
 	e.size = size;
 	e.gen = gen;
 	e.what = what;
-	e.dev = -1;
 	gh_emit(&e);
 }
 

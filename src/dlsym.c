@@ -23,9 +23,6 @@ typedef void *(*dlvsym_fn)(void *, const char *, const char *);
  * init, before it can run instrumented code: every path a name that is not
  * ours takes is uninstrumented and calls nothing a sanitizer intercepts.
  */
-#define GH_NO_SANITIZE __attribute__((no_sanitize_address, \
-					no_sanitize_thread, \
-					no_sanitize_undefined))
 
 /* Only driver, runtime and verbs names can have wrappers. */
 GH_NO_SANITIZE static int maybe_ours(const char *n)

@@ -17,6 +17,18 @@
 #include "log.h"
 #include "rcache.h"
 
+void gh_evrec_init(struct gh_evrec *e, unsigned int ev, uint64_t t0)
+{
+	uint64_t now = gh_now_ns();
+
+	memset(e, 0, sizeof(*e));
+	e->ev = (uint16_t)ev;
+	e->t_ns = t0 ? t0 : now;
+	e->dur_ns = t0 ? now - t0 : 0;
+	e->tid = gh_gettid();
+	e->dev = -1;
+}
+
 void gh_emit(const struct gh_evrec *r)
 {
 	if (gh_evlog_enabled())

@@ -116,7 +116,7 @@ __attribute__((destructor)) static void gh_destructor(void)
 
 void gh_mark_untrusted(const char *api, const char *why)
 {
-	struct gh_evrec e = { 0 };
+	struct gh_evrec e;
 	struct gh_range none = { 0 };
 	int first = !__atomic_exchange_n(&gh_untrusted, 1, __ATOMIC_ACQ_REL);
 
@@ -126,12 +126,9 @@ void gh_mark_untrusted(const char *api, const char *why)
 		       api, why);
 		gh_subscribers_notify(GDRHOOK_EVENT_UNTRUSTED, &none, api);
 	}
-	e.t_ns = gh_now_ns();
-	e.tid = gh_gettid();
-	e.ev = GH_EV_UNTRUSTED;
+	gh_evrec_init(&e, GH_EV_UNTRUSTED, 0);
 	e.api = api;
 	e.what = why;
-	e.dev = -1;
 	gh_emit(&e);
 	if (gh_cfg.strict) {
 		gh_err("GDRHOOK_STRICT=1: aborting");

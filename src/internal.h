@@ -13,6 +13,10 @@
 
 #define GH_HIDDEN __attribute__((visibility("hidden")))
 #define GH_EXPORT __attribute__((visibility("default")))
+/* For code a sanitizer runtime may run before it is initialized. */
+#define GH_NO_SANITIZE __attribute__((no_sanitize_address, \
+					no_sanitize_thread, \
+					no_sanitize_undefined))
 #define GH_LIKELY(x) __builtin_expect(!!(x), 1)
 #define GH_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
@@ -118,6 +122,9 @@ void gh_audit_report(const char *api, uint64_t ptr, uint64_t size,
 int gh_guard_enter(void);
 void gh_guard_leave(int was);
 
+/* Start a record of ev for an operation that began at t0 (0: now):
+ * t, dur_ns (up to now), tid; dev -1; everything else zero. */
+void gh_evrec_init(struct gh_evrec *e, unsigned int ev, uint64_t t0);
 /* Emit one event to the log (when configured). */
 void gh_emit(const struct gh_evrec *r);
 

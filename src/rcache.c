@@ -267,11 +267,7 @@ static void ev_pin(unsigned int ev, const struct rc_rec *r, int err,
 
 	if (!gh_evlog_enabled())
 		return;
-	memset(&e, 0, sizeof(e));
-	e.ev = (uint16_t)ev;
-	e.t_ns = t0;
-	e.dur_ns = gh_now_ns() - t0;
-	e.tid = gh_gettid();
+	gh_evrec_init(&e, ev, t0);
 	e.ptr = r->pin.pin_base ? r->pin.pin_base : r->pin.base;
 	e.size = r->pin.pin_size ? r->pin.pin_size : r->pin.size;
 	e.gen = r->gen;
@@ -289,11 +285,7 @@ static void ev_reg(unsigned int ev, const struct rc_entry *x,
 
 	if (!gh_evlog_enabled())
 		return;
-	memset(&e, 0, sizeof(e));
-	e.ev = (uint16_t)ev;
-	e.t_ns = t0;
-	e.dur_ns = t0 ? gh_now_ns() - t0 : 0;
-	e.tid = gh_gettid();
+	gh_evrec_init(&e, ev, t0);
 	if (r) {
 		e.ptr = r->pin.base;
 		e.size = r->pin.size;

@@ -31,9 +31,6 @@ static dlvsym_fn real_dlvsym;
  * call a sanitizer intercepts (dl_iterate_phdr, strcmp, ...): walk the
  * loader's link map (_r_debug) with our own string helpers.
  */
-#define GH_NO_SANITIZE __attribute__((no_sanitize_address, \
-					no_sanitize_thread, \
-					no_sanitize_undefined))
 
 GH_NO_SANITIZE static int raw_streq(const char *a, const char *b)
 {

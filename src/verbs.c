@@ -258,11 +258,7 @@ static void ev_lookup(unsigned int ev, const struct vreq *q, uint64_t addr,
 
 	if (!gh_evlog_enabled())
 		return;
-	memset(&e, 0, sizeof(e));
-	e.ev = (uint16_t)ev;
-	e.t_ns = t0;
-	e.dur_ns = gh_now_ns() - t0;
-	e.tid = gh_gettid();
+	gh_evrec_init(&e, ev, t0);
 	e.api = vfn_names[q->fn].name;
 	e.ptr = addr;
 	e.size = q->len;

@@ -86,8 +86,12 @@ static void at_exit(void)
 		return;
 	if (gh_cfg.validate)
 		gh_audit_sweep();
-	if (gh_cfg.stats)
+	if (gh_cfg.stats) {
+		/* Count what is still buffered as written. */
+		if (gh_evlog_enabled())
+			gh_evlog_flush();
 		gh_stats_print();
+	}
 	if (gh_evlog_enabled())
 		gh_evlog_shutdown(gh_registry_count(), gh_registry_bytes());
 }

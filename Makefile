@@ -96,6 +96,10 @@ PRELOAD_ENV	:= LD_PRELOAD="$(SAN_RT)$(if $(SAN_RT), ,)$(abspath $(LIB))" \
 		   ASAN_OPTIONS=detect_leaks=0 TSAN_OPTIONS=halt_on_error=1 \
 		   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 
+# `make` builds every user-space piece: the library, the test doubles, the
+# examples and the benchmarks (programs that print figures).
+all: examples bench
+
 # Per-component fragments (test doubles, preload tests, benchmarks).
 -include $(sort $(wildcard tests/*/rules.mk)) examples/rules.mk scripts/install.mk
 -include $(wildcard $(BUILD)/obj/*/*.d $(BUILD)/obj/*/*/*.d)

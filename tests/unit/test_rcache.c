@@ -653,15 +653,23 @@ TEST(stale_registration_raced_with_free)
 }
 
 /*
- * 10^6 random steps over a few addresses: free + realloc at the same
- * address (new generation), register a random sub-range in one of two
- * PDs, deregister a held MR.  After every registration the MR must belong
- * to the current generation (no stale hit) and be the only live NIC
- * registration for (generation, PD) (no duplicate); after every free no
- * NIC registration of the old generation may be left.
+ * 10^6 free/realloc-at-the-same-address cycles over a few addresses, each
+ * free through a randomly chosen route of src/events.c (a free call, a
+ * context destroy, a VMM-range unmap), with registrations of random
+ * sub-ranges in one of two PDs and deregistrations in between.  After
+ * every registration the MR must belong to the current generation (no
+ * stale hit) and be the only live NIC registration for (generation, PD)
+ * (no duplicate); after every free no NIC registration of the old
+ * generation may be left.  Sanitizer builds run a tenth of the cycles:
+ * they are there for memory and race errors, not volume.
  */
 #define ST_SLOTS	8
 #define ST_HELD		16
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define ST_CYCLES	100000L
+#else
+#define ST_CYCLES	1000000L
+#endif
 
 struct st_slot {
 	struct gh_range r;
@@ -680,37 +688,73 @@ static int live_for(uint64_t gen, const struct ibv_pd *pd)
 	return n;
 }
 
-TEST_TIMEOUT(stress_free_realloc_same_address, 120)
+/* Free slot i's allocation through one of the free routes. */
+static void st_free(struct st_slot *sl, int i, unsigned int route)
+{
+	struct gh_call c;
+
+	memset(&c, 0, sizeof(c));
+	switch (route) {
+	case 0:
+		c.api = "cuMemFree_v2";
+		gh_free_pre(&c, sl->r.base);
+		CHECK(c.has_gone);
+		break;
+	case 1:
+		c.api = "cuCtxDestroy_v2";	/* each slot has its own ctx */
+		gh_ctx_destroy_pre(&c, 0x100 + (uint64_t)i);
+		CHECK_EQ(c.dropped, 1);
+		break;
+	default:
+		c.api = "cuMemUnmap";
+		gh_free_range_pre(&c, sl->r.base, sl->r.size);
+		CHECK_EQ(c.dropped, 1);
+		break;
+	}
+}
+
+TEST_TIMEOUT(stress_free_realloc_same_address, 240)
 {
 	static struct st_slot s[ST_SLOTS];
 	uint64_t x = 0x9e3779b97f4a7c15ULL, stale = 0, dup = 0, left = 0;
+	uint64_t by_route[3] = { 0 };
 	struct ibv_pd *pds[2] = { &pd1, &pd2 };
-	long cycles = 1000000, regs = 0, frees = 0;
+	long regs = 0;
 
 	setup(0, 0);
 	for (int i = 0; i < ST_SLOTS; i++)
-		s[i].r = alloc_dev(A1 + (uint64_t)i * 4 * MiB, 2 * MiB);
-	for (long n = 0; n < cycles; n++) {
+		s[i].r = alloc_kind(A1 + (uint64_t)i * 4 * MiB, 2 * MiB,
+				    GDRHOOK_KIND_DEVICE, 0x100 + (uint64_t)i);
+	for (long n = 0; n < ST_CYCLES; n++) {
+		int i;
 		struct st_slot *sl;
-		unsigned int op;
+		uint64_t gen;
+		unsigned int route, nreg;
 
 		x ^= x << 13;
 		x ^= x >> 7;
 		x ^= x << 17;
-		sl = &s[x % ST_SLOTS];
-		op = (unsigned int)(x >> 8) % 8;
-		if (op == 0) {
-			uint64_t gen = sl->r.gen;
-
-			free_dev(sl->r.base);
-			frees++;
-			if (live_for(gen, NULL))
-				left++;
-			sl->r = alloc_dev(sl->r.base, 2 * MiB);
-		} else if (op <= 4 && sl->nheld < ST_HELD) {
-			struct ibv_pd *pd = pds[(x >> 20) & 1];
-			uint64_t off = (x >> 24) % MiB, len = 1 + (x >> 44) % MiB;
-			struct ibv_mr *m = reg(&sl->r, pd, off, len, LW | RW, NULL);
+		i = (int)(x % ST_SLOTS);
+		sl = &s[i];
+		route = (unsigned int)(x >> 8) % 3;
+		gen = sl->r.gen;
+		st_free(sl, i, route);
+		by_route[route]++;
+		if ((n & 7) == 0 && live_for(gen, NULL))
+			left++;
+		sl->r = alloc_kind(sl->r.base, 2 * MiB,
+				   route == 2 ? GDRHOOK_KIND_VMM :
+						GDRHOOK_KIND_DEVICE,
+				   0x100 + (uint64_t)i);
+		CHECK(sl->r.gen != gen);
+		/* 0-3 registrations, then maybe give one back. */
+		nreg = (unsigned int)(x >> 16) % 4;
+		for (unsigned int k = 0; k < nreg && sl->nheld < ST_HELD; k++) {
+			struct ibv_pd *pd = pds[(x >> (20 + k)) & 1];
+			uint64_t off = (x >> (24 + k)) % MiB;
+			uint64_t len = 1 + (x >> (40 + k)) % MiB;
+			struct ibv_mr *m = reg(&sl->r, pd, off, len, LW | RW,
+					       NULL);
 			struct mock_mr *b = backing(m);
 
 			regs++;
@@ -719,14 +763,16 @@ TEST_TIMEOUT(stress_free_realloc_same_address, 120)
 			if ((n & 15) == 0 && live_for(sl->r.gen, pd) != 1)
 				dup++;
 			sl->held[sl->nheld++] = m;
-		} else if (sl->nheld) {
-			CHECK_EQ(gh_rcache_dereg(sl->held[--sl->nheld]), 0);
 		}
+		if (sl->nheld && ((x >> 60) & 1))
+			CHECK_EQ(gh_rcache_dereg(sl->held[--sl->nheld]), 0);
 	}
-	printf("  stress: %ld steps, %ld registrations, %ld frees; stale %llu, duplicates %llu, left after free %llu; hits %llu misses %llu revoked %llu\n",
-	       cycles, regs, frees, (unsigned long long)stale,
-	       (unsigned long long)dup, (unsigned long long)left,
-	       (unsigned long long)ctrs().hits,
+	printf("  stress: %ld free/realloc cycles (free %llu, ctx destroy %llu, unmap %llu), %ld registrations; stale %llu, duplicates %llu, left after free %llu; hits %llu misses %llu revoked %llu\n",
+	       ST_CYCLES, (unsigned long long)by_route[0],
+	       (unsigned long long)by_route[1],
+	       (unsigned long long)by_route[2], regs,
+	       (unsigned long long)stale, (unsigned long long)dup,
+	       (unsigned long long)left, (unsigned long long)ctrs().hits,
 	       (unsigned long long)ctrs().misses,
 	       (unsigned long long)ctrs().revoked);
 	CHECK_EQ(stale, 0);

@@ -77,7 +77,7 @@ PRELOAD_BINS	:= $(patsubst tests/preload/%.c,$(BUILD)/tests/preload/%,$(PRELOAD_
 		   $(BUILD)/tests/preload/test_symbols
 PRELOAD_CFLAGS	:= $(ALL_CFLAGS) -Itests -Itests/preload
 PRELOAD_LIBS	:= -L$(BUILD) -lgdrhook -L$(BUILD)/fake -lcudart -lcuda -ldl -lpthread
-FAKE_LIBS	:= $(BUILD)/fake/libcuda.so.1 $(BUILD)/fake/libcudart.so.13 $(LIB)
+FAKE_LIBS	:= $(BUILD)/fake/libcuda.so $(BUILD)/fake/libcudart.so $(LIB)
 
 $(BUILD)/tests/preload/%: tests/preload/%.c $(wildcard tests/preload/*.h) tests/harness.h $(FAKE_LIBS)
 	@mkdir -p $(dir $@)

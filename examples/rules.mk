@@ -31,15 +31,15 @@ endif
 EXAMPLES_BINS	:= $(EXAMPLES_DIR)/driver_api $(EXAMPLES_DIR)/runtime_api \
 		   $(if $(filter 1,$(EXAMPLES_VERBS)),$(EXAMPLES_DIR)/regcache_churn,)
 
-$(EXAMPLES_DIR)/driver_api: examples/driver_api.c $(EXAMPLES_HDRS) $(BUILD)/fake/libcuda.so.1
+$(EXAMPLES_DIR)/driver_api: examples/driver_api.c $(EXAMPLES_HDRS) $(BUILD)/fake/libcuda.so
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD)/fake -lcuda -ldl
 
-$(EXAMPLES_DIR)/runtime_api: examples/runtime_api.c $(EXAMPLES_HDRS) $(BUILD)/fake/libcudart.so.13
+$(EXAMPLES_DIR)/runtime_api: examples/runtime_api.c $(EXAMPLES_HDRS) $(BUILD)/fake/libcudart.so
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD)/fake -lcudart -ldl
 
-$(EXAMPLES_DIR)/regcache_churn: examples/regcache_churn.c $(EXAMPLES_HDRS) $(BUILD)/fake/libcuda.so.1
+$(EXAMPLES_DIR)/regcache_churn: examples/regcache_churn.c $(EXAMPLES_HDRS) $(BUILD)/fake/libcuda.so
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD)/fake -lcuda -libverbs -ldl
 

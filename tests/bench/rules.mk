@@ -52,7 +52,7 @@ BENCH_REGCACHE	:= $(BUILD)/tests/bench/bench_regcache
 bench: $(BENCH_REGCACHE)
 bench-regcache: $(BENCH_REGCACHE)
 
-$(BENCH_REGCACHE): tests/bench/bench_regcache.c fake
+$(BENCH_REGCACHE): tests/bench/bench_regcache.c $(BUILD)/fake/libcuda.so
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD)/fake -lcuda -libverbs $(LDLIBS)
 # ---- end bench_regcache ----

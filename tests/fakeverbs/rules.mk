@@ -23,7 +23,7 @@ $(FAKEVERBS_LIB): $(FAKEVERBS_DIR)/fakeverbs.o tests/fakeverbs/libibverbs.map
 		-Wl,--version-script=tests/fakeverbs/libibverbs.map $(LDLIBS)
 
 $(BUILD)/tests/preload/test_verbs: tests/preload/test_verbs.c \
-		$(wildcard tests/preload/*.h) tests/harness.h fake $(FAKEVERBS_LIB)
+		$(wildcard tests/preload/*.h) tests/harness.h $(FAKE_LIBS) $(FAKEVERBS_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(PRELOAD_CFLAGS) -Itests/fake -Itests/fakeverbs -o $@ $< $(PRELOAD_LIBS) \
 		-Wl,--enable-new-dtags -Wl,-rpath,'$$ORIGIN/../../fakeverbs'

@@ -107,6 +107,22 @@ static int gdrpin_open(struct inode *inode, struct file *file)
 }
 
 /* Drop every pin of @ctx; ctx->dead stops new ones. */
+/*
+ * Release a pin already taken off ctx's table: unpin it, give its bytes
+ * back to the fd's and the global accounting, drop the table's reference.
+ * @unpin: count it as an unpin (not for a pin undone inside PIN).
+ */
+static void gdrpin_pin_release(struct gdrpin_ctx *ctx,
+			       struct gdrpin_range *pin, bool unpin)
+{
+	gdrpin_pin_teardown(pin);
+	atomic64_sub(pin->len, &ctx->pinned_bytes);
+	gdrpin_quota_release(pin->len);
+	if (unpin)
+		atomic64_inc(&gdrpin_cnt.unpins);
+	gdrpin_pin_put(pin);
+}
+
 static void gdrpin_ctx_drain(struct gdrpin_ctx *ctx)
 {
 	struct gdrpin_range *pin, *tmp;
@@ -125,11 +141,7 @@ static void gdrpin_ctx_drain(struct gdrpin_ctx *ctx)
 
 	list_for_each_entry_safe(pin, tmp, &list, tmp_node) {
 		list_del_init(&pin->tmp_node);
-		gdrpin_pin_teardown(pin);
-		atomic64_sub(pin->len, &ctx->pinned_bytes);
-		gdrpin_quota_release(pin->len);
-		atomic64_inc(&gdrpin_cnt.unpins);
-		gdrpin_pin_put(pin);
+		gdrpin_pin_release(ctx, pin, true);
 	}
 }
 
@@ -210,12 +222,8 @@ static long gdrpin_ioc_pin(struct gdrpin_ctx *ctx, void __user *uarg)
 	if (pin)
 		gdrpin_pin_unlist(ctx, pin);
 	mutex_unlock(&ctx->lock);
-	if (pin) {
-		gdrpin_pin_teardown(pin);
-		atomic64_sub(pin->len, &ctx->pinned_bytes);
-		gdrpin_quota_release(pin->len);
-		gdrpin_pin_put(pin);
-	}
+	if (pin)
+		gdrpin_pin_release(ctx, pin, false);
 	return -EFAULT;
 fail:
 	gdrpin_count_failure(ret);
@@ -240,11 +248,7 @@ static long gdrpin_ioc_unpin(struct gdrpin_ctx *ctx, void __user *uarg)
 		return -ENOENT;
 
 	a.state = gdrpin_pin_user_state(pin);
-	gdrpin_pin_teardown(pin);
-	atomic64_sub(pin->len, &ctx->pinned_bytes);
-	gdrpin_quota_release(pin->len);
-	atomic64_inc(&gdrpin_cnt.unpins);
-	gdrpin_pin_put(pin);
+	gdrpin_pin_release(ctx, pin, true);
 	return copy_to_user(uarg, &a, sizeof(a)) ? -EFAULT : 0;
 }
 
@@ -315,11 +319,7 @@ static long gdrpin_ioc_get_revoked(struct gdrpin_ctx *ctx, void __user *uarg)
 
 	list_for_each_entry_safe(pin, tmp, &list, tmp_node) {
 		list_del_init(&pin->tmp_node);
-		gdrpin_pin_teardown(pin);
-		atomic64_sub(pin->len, &ctx->pinned_bytes);
-		gdrpin_quota_release(pin->len);
-		atomic64_inc(&gdrpin_cnt.unpins);
-		gdrpin_pin_put(pin);
+		gdrpin_pin_release(ctx, pin, true);
 	}
 	a.count = n;
 	if (n && copy_to_user(out, handles, n * sizeof(u64)))

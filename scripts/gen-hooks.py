@@ -183,6 +183,7 @@ def gen_header(rows):
           "\tunsigned char family;\t/* enum gh_family */",
           "\tunsigned char action;\t/* enum gh_action */",
           "\tunsigned short ev;\t/* enum gh_ev of pool/ctx rows */",
+          "\tconst char *version;\t/* symbol version to resolve, or NULL */",
           "};", "",
           "extern const struct gh_sym gh_syms[GH_SYM_COUNT];", "",
           "#endif", ""]
@@ -209,9 +210,10 @@ def gen_source(rows):
     for r in rows:
         w = ("gh_manual_" + r.name) if r.action == "manual" else r.name
         ev = EV_OF.get(r.action, "0")
-        o.append("\t[GH_SYM_%s] = { \"%s\", \"%s\", (void *)%s, GH_FAM_%s, GH_ACT_%s, %s },"
+        ver = '"%s"' % r.opts["version"] if "version" in r.opts else "NULL"
+        o.append("\t[GH_SYM_%s] = { \"%s\", \"%s\", (void *)%s, GH_FAM_%s, GH_ACT_%s, %s, %s },"
                  % (r.name, r.name, r.base, w, r.family.upper(),
-                    r.action.upper(), ev))
+                    r.action.upper(), ev, ver))
     o.append("};")
     o.append("")
     return "\n".join(o)

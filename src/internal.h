@@ -80,6 +80,9 @@ void *gh_substitute(const char *requested, void *p, const char *route);
 /* The same for ibv_* names (src/verbs.c). */
 void *gh_verbs_substitute(const char *name, void *p, const char *route);
 int gh_sym_find(const char *name);
+/* Record p as the real function of hooked symbol sym (from a resolver);
+ * -EEXIST if a different one was recorded before. */
+int gh_real_set(unsigned int sym, void *p);
 
 /* Real driver calls made by gdrhook itself, never through a wrapper. */
 struct gh_drv;

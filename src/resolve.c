@@ -273,24 +273,49 @@ int gh_sym_find(const char *name)
 /* Real entry points, filled lazily or by the resolvers. */
 static void *gh_real[GH_SYM_COUNT];
 
+/* The row's symbol version first (libibverbs), then the default one. */
+static void *lookup_in(void *h, const struct gh_sym *s)
+{
+	void *p = s->version ? gh_real_dlvsym(h, s->name, s->version) : NULL;
+
+	if (!p)
+		p = gh_real_dlsym(h, s->name);
+	if (p && gh_addr_is_ours(p))
+		p = NULL;
+	return p;
+}
+
 static void *resolve_one(unsigned int sym)
 {
 	const struct gh_sym *s = &gh_syms[sym];
 	void *p = NULL, *h;
+	/* Loader calls may set errno (glibc's dlopen restores it on success;
+	 * not every loader does): the program's errno is not ours to change. */
+	int saved = errno;
 
 	switch (s->family) {
 	case GH_FAM_DRIVER:
 		h = gh_libcuda_handle();
 		if (h)
-			p = gh_real_dlsym(h, s->name);
+			p = lookup_in(h, s);
+		break;
+	case GH_FAM_VERBS:
+		p = lookup_in(RTLD_NEXT, s);
+		if (p)
+			break;
+		/* A program that dlopen'ed libibverbs RTLD_LOCAL (NCCL). */
+		h = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD);
+		if (h) {
+			p = lookup_in(h, s);
+			dlclose(h);
+		}
 		break;
 	default:
-		/* The next definition after us: libcudart, libibverbs. */
-		p = gh_real_dlsym(RTLD_NEXT, s->name);
+		/* The next definition after us: libcudart. */
+		p = lookup_in(RTLD_NEXT, s);
 		break;
 	}
-	if (p && gh_addr_is_ours(p))
-		p = NULL;
+	errno = saved;
 	return p;
 }
 
@@ -313,7 +338,7 @@ void *gh_real_get(unsigned int sym)
 }
 
 /* Record p as the real function behind sym; 0 if consistent. */
-static int real_set(unsigned int sym, void *p)
+int gh_real_set(unsigned int sym, void *p)
 {
 	void *expected = NULL;
 
@@ -396,7 +421,7 @@ void *gh_substitute(const char *requested, void *p, const char *route)
 	if (sym >= 0) {
 		const struct gh_sym *s = &gh_syms[sym];
 
-		if (real_set((unsigned int)sym, p)) {
+		if (gh_real_set((unsigned int)sym, p)) {
 			gh_mark_untrusted(s->name,
 					  "two different real functions for one name");
 			return p;

@@ -19,9 +19,10 @@
  * while a wrapper runs, real calls included, so that nested call passes
  * straight through and one registration is seen once.
  *
- * Real entry points: RTLD_NEXT with the default version, else the copy a
- * program dlopen'ed (RTLD_NOLOAD), else what the program's own dlsym or
- * dlvsym on its libibverbs handle returned (gh_verbs_substitute).
+ * Real entry points: gh_real_get (resolve.c: the version the hook list
+ * names, through RTLD_NEXT, else the copy a program dlopen'ed), or what
+ * the program's own dlsym or dlvsym on its libibverbs handle returned
+ * (gh_verbs_substitute).
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -37,91 +38,6 @@
 #undef ibv_reg_mr
 #undef ibv_reg_mr_iova
 
-enum vfn {
-	V_REG_MR,
-	V_REG_MR_IOVA,
-	V_REG_MR_IOVA2,
-	V_REG_DMABUF_MR,
-	V_REREG_MR,
-	V_DEREG_MR,
-	V_DEALLOC_PD,
-	V_CLOSE_DEVICE,
-	V_COUNT
-};
-
-static const struct {
-	const char *name;
-	const char *ver;
-} vfn_names[V_COUNT] = {
-	[V_REG_MR] = { "ibv_reg_mr", "IBVERBS_1.1" },
-	[V_REG_MR_IOVA] = { "ibv_reg_mr_iova", "IBVERBS_1.7" },
-	[V_REG_MR_IOVA2] = { "ibv_reg_mr_iova2", "IBVERBS_1.8" },
-	[V_REG_DMABUF_MR] = { "ibv_reg_dmabuf_mr", "IBVERBS_1.12" },
-	[V_REREG_MR] = { "ibv_rereg_mr", "IBVERBS_1.1" },
-	[V_DEREG_MR] = { "ibv_dereg_mr", "IBVERBS_1.1" },
-	[V_DEALLOC_PD] = { "ibv_dealloc_pd", "IBVERBS_1.1" },
-	[V_CLOSE_DEVICE] = { "ibv_close_device", "IBVERBS_1.1" },
-};
-
-static void *const vwrap[V_COUNT] = {
-	[V_REG_MR] = (void *)gh_manual_ibv_reg_mr,
-	[V_REG_MR_IOVA] = (void *)gh_manual_ibv_reg_mr_iova,
-	[V_REG_MR_IOVA2] = (void *)gh_manual_ibv_reg_mr_iova2,
-	[V_REG_DMABUF_MR] = (void *)gh_manual_ibv_reg_dmabuf_mr,
-	[V_REREG_MR] = (void *)gh_manual_ibv_rereg_mr,
-	[V_DEREG_MR] = (void *)gh_manual_ibv_dereg_mr,
-	[V_DEALLOC_PD] = (void *)gh_manual_ibv_dealloc_pd,
-	[V_CLOSE_DEVICE] = (void *)gh_manual_ibv_close_device,
-};
-
-static void *vreal[V_COUNT];
-
-static int vfind(const char *name)
-{
-	for (int i = 0; i < V_COUNT; i++)
-		if (!strcmp(vfn_names[i].name, name))
-			return i;
-	return -1;
-}
-
-static void *vset(int f, void *p)
-{
-	void *expected = NULL;
-
-	if (!__atomic_compare_exchange_n(&vreal[f], &expected, p, 0,
-					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-		return expected;
-	return p;
-}
-
-static void *vresolve(int f)
-{
-	void *p = __atomic_load_n(&vreal[f], __ATOMIC_ACQUIRE), *h;
-	int saved;
-
-	if (GH_LIKELY(p != NULL))
-		return p;
-	saved = errno;
-	p = gh_real_dlvsym(RTLD_NEXT, vfn_names[f].name, vfn_names[f].ver);
-	if (!p)
-		p = gh_real_dlsym(RTLD_NEXT, vfn_names[f].name);
-	if (!p || gh_addr_is_ours(p)) {
-		p = NULL;
-		h = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD);
-		if (h) {
-			p = gh_real_dlvsym(h, vfn_names[f].name,
-					   vfn_names[f].ver);
-			if (!p)
-				p = gh_real_dlsym(h, vfn_names[f].name);
-			dlclose(h);
-		}
-	}
-	if (p && gh_addr_is_ours(p))
-		p = NULL;
-	errno = saved;
-	return p ? vset(f, p) : NULL;
-}
-
 /*
  * dlsym/dlvsym (and the ELF-less routes) found p for an ibv_ name: hand
  * out our wrapper when p is the library's default version of a function
@@ -130,11 +46,12 @@ static void *vresolve(int f)
  */
 void *gh_verbs_substitute(const char *name, void *p, const char *route)
 {
-	int f = vfind(name);
+	int f = gh_sym_find(name);
 	Dl_info info;
 	void *h, *def;
 
-	if (f < 0 || !dladdr(p, &info) || !info.dli_fname)
+	if (f < 0 || gh_syms[f].family != GH_FAM_VERBS || !dladdr(p, &info) ||
+	    !info.dli_fname)
 		return p;
 	h = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
 	if (!h)
@@ -143,13 +60,13 @@ void *gh_verbs_substitute(const char *name, void *p, const char *route)
 	dlclose(h);
 	if (def != p)
 		return p;
-	if (vset(f, p) != p) {
+	if (gh_real_set((unsigned int)f, p)) {
 		gh_warn_once("%s: two different libibverbs definitions of %s; leaving the second one unwrapped",
 			     route, name);
 		return p;
 	}
 	gh_dbg("%s: %s -> wrapper", route, name);
-	return vwrap[f];
+	return gh_syms[f].wrapper;
 }
 
 /* ------------------------------------------ real calls, for the backends */
@@ -169,12 +86,12 @@ struct ibv_mr *gh_vreal_reg_mr_iova2(struct ibv_pd *pd, void *addr,
 				     size_t length, uint64_t iova,
 				     unsigned int access)
 {
-	reg_mr_iova2_fn f2 = (reg_mr_iova2_fn)vresolve(V_REG_MR_IOVA2);
+	reg_mr_iova2_fn f2 = (reg_mr_iova2_fn)gh_real_get(GH_SYM_ibv_reg_mr_iova2);
 	reg_mr_fn f1;
 
 	if (f2)
 		return f2(pd, addr, length, iova, access);
-	f1 = (reg_mr_fn)vresolve(V_REG_MR);
+	f1 = (reg_mr_fn)gh_real_get(GH_SYM_ibv_reg_mr);
 	if (f1 && iova == (uint64_t)(uintptr_t)addr)
 		return f1(pd, addr, length, (int)access);
 	errno = ENOSYS;
@@ -185,7 +102,7 @@ struct ibv_mr *gh_vreal_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
 				      size_t length, uint64_t iova, int fd,
 				      int access)
 {
-	reg_dmabuf_fn f = (reg_dmabuf_fn)vresolve(V_REG_DMABUF_MR);
+	reg_dmabuf_fn f = (reg_dmabuf_fn)gh_real_get(GH_SYM_ibv_reg_dmabuf_mr);
 
 	if (!f) {
 		errno = ENOSYS;
@@ -196,7 +113,7 @@ struct ibv_mr *gh_vreal_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
 
 int gh_vreal_dereg_mr(struct ibv_mr *mr)
 {
-	one_fn f = (one_fn)vresolve(V_DEREG_MR);
+	one_fn f = (one_fn)gh_real_get(GH_SYM_ibv_dereg_mr);
 	int rc;
 
 	if (!f)
@@ -207,15 +124,16 @@ int gh_vreal_dereg_mr(struct ibv_mr *mr)
 
 int gh_vreal_have(const char *name)
 {
-	int f = vfind(name);
+	int f = gh_sym_find(name);
 
-	return f >= 0 && vresolve(f) != NULL;
+	return f >= 0 && gh_syms[f].family == GH_FAM_VERBS &&
+	       gh_real_get((unsigned int)f) != NULL;
 }
 
 /* --------------------------------------------------------- registrations */
 
 struct vreq {
-	int fn;
+	unsigned int fn;	/* GH_SYM_ibv_* */
 	struct ibv_pd *pd;
 	void *addr;
 	size_t len;
@@ -227,22 +145,22 @@ struct vreq {
 
 static struct ibv_mr *call_real(const struct vreq *q)
 {
-	void *f = vresolve(q->fn);
+	void *f = gh_real_get(q->fn);
 
 	if (!f) {
 		errno = ENOSYS;
 		return NULL;
 	}
 	switch (q->fn) {
-	case V_REG_MR:
+	case GH_SYM_ibv_reg_mr:
 		return ((reg_mr_fn)f)(q->pd, q->addr, q->len, (int)q->access);
-	case V_REG_MR_IOVA:
+	case GH_SYM_ibv_reg_mr_iova:
 		return ((reg_mr_iova_fn)f)(q->pd, q->addr, q->len, q->iova,
 					   (int)q->access);
-	case V_REG_MR_IOVA2:
+	case GH_SYM_ibv_reg_mr_iova2:
 		return ((reg_mr_iova2_fn)f)(q->pd, q->addr, q->len, q->iova,
 					    q->access);
-	case V_REG_DMABUF_MR:
+	case GH_SYM_ibv_reg_dmabuf_mr:
 		return ((reg_dmabuf_fn)f)(q->pd, q->offset, q->len, q->iova,
 					  q->fd, (int)q->access);
 	}
@@ -259,7 +177,7 @@ static void ev_lookup(unsigned int ev, const struct vreq *q, uint64_t addr,
 	if (!gh_evlog_enabled())
 		return;
 	gh_evrec_init(&e, ev, t0);
-	e.api = vfn_names[q->fn].name;
+	e.api = gh_syms[q->fn].name;
 	e.ptr = addr;
 	e.size = q->len;
 	e.gen = r->gen;
@@ -287,7 +205,7 @@ static int untrusted_now(void)
  */
 static struct ibv_mr *vreg_guarded(const struct vreq *q, int saved_errno)
 {
-	uint64_t addr = q->fn == V_REG_DMABUF_MR ? q->iova :
+	uint64_t addr = q->fn == GH_SYM_ibv_reg_dmabuf_mr ? q->iova :
 			(uint64_t)(uintptr_t)q->addr;
 	const struct gh_pin_ops *ops;
 	struct ibv_mr *mr, *alias;
@@ -314,7 +232,7 @@ static struct ibv_mr *vreg_guarded(const struct vreq *q, int saved_errno)
 	if (ops == &gh_pin_none)
 		goto pass;
 	t0 = gh_now_ns();
-	if (q->fn != V_REG_DMABUF_MR && q->iova == addr) {
+	if (q->fn != GH_SYM_ibv_reg_dmabuf_mr && q->iova == addr) {
 		err = gh_rcache_reg(&r, q->pd, addr, q->len, q->access, &alias,
 				    &hit);
 		if (!err) {
@@ -325,7 +243,7 @@ static struct ibv_mr *vreg_guarded(const struct vreq *q, int saved_errno)
 		}
 		if (err != -ENOTSUP && err != -ENOSPC && err != -ESTALE)
 			gh_dbg("%s: cache registration of %p+%zu failed: error %d; passing through",
-			       vfn_names[q->fn].name, q->addr, q->len, -err);
+			       gh_syms[q->fn].name, q->addr, q->len, -err);
 	}
 	errno = saved_errno;
 	mr = call_real(q);
@@ -368,7 +286,7 @@ static struct ibv_mr *vreg(const struct vreq *q)
 struct ibv_mr *gh_manual_ibv_reg_mr(struct ibv_pd *pd, void *addr,
 				    size_t length, int access)
 {
-	struct vreq q = { V_REG_MR, pd, addr, length, (uintptr_t)addr,
+	struct vreq q = { GH_SYM_ibv_reg_mr, pd, addr, length, (uintptr_t)addr,
 			  (unsigned int)access, -1, 0 };
 
 	return vreg(&q);
@@ -378,7 +296,7 @@ struct ibv_mr *gh_manual_ibv_reg_mr_iova(struct ibv_pd *pd, void *addr,
 					 size_t length, uint64_t iova,
 					 int access)
 {
-	struct vreq q = { V_REG_MR_IOVA, pd, addr, length, iova,
+	struct vreq q = { GH_SYM_ibv_reg_mr_iova, pd, addr, length, iova,
 			  (unsigned int)access, -1, 0 };
 
 	return vreg(&q);
@@ -388,7 +306,7 @@ struct ibv_mr *gh_manual_ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
 					  size_t length, uint64_t iova,
 					  unsigned int access)
 {
-	struct vreq q = { V_REG_MR_IOVA2, pd, addr, length, iova, access, -1,
+	struct vreq q = { GH_SYM_ibv_reg_mr_iova2, pd, addr, length, iova, access, -1,
 			  0 };
 
 	return vreg(&q);
@@ -398,7 +316,7 @@ struct ibv_mr *gh_manual_ibv_reg_dmabuf_mr(struct ibv_pd *pd,
 					   uint64_t offset, size_t length,
 					   uint64_t iova, int fd, int access)
 {
-	struct vreq q = { V_REG_DMABUF_MR, pd, NULL, length, iova,
+	struct vreq q = { GH_SYM_ibv_reg_dmabuf_mr, pd, NULL, length, iova,
 			  (unsigned int)access, fd, offset };
 
 	return vreg(&q);
@@ -416,7 +334,7 @@ int gh_manual_ibv_dereg_mr(struct ibv_mr *mr)
 		errno = saved;
 		return rc ? -rc : 0;
 	}
-	f = (one_fn)vresolve(V_DEREG_MR);
+	f = (one_fn)gh_real_get(GH_SYM_ibv_dereg_mr);
 	if (!f)
 		return ENOSYS;
 	return f(mr);
@@ -438,7 +356,7 @@ int gh_manual_ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 	int saved = errno, was, e;
 
 	if (!gh_rcache_is_alias(mr)) {
-		f = (rereg_fn)vresolve(V_REREG_MR);
+		f = (rereg_fn)gh_real_get(GH_SYM_ibv_rereg_mr);
 		if (!f) {
 			errno = ENOSYS;
 			return IBV_REREG_MR_ERR_INPUT;
@@ -450,7 +368,7 @@ int gh_manual_ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 		return IBV_REREG_MR_ERR_INPUT;
 	}
 	memset(&q, 0, sizeof(q));
-	q.fn = V_REG_MR_IOVA2;
+	q.fn = GH_SYM_ibv_reg_mr_iova2;
 	q.pd = flags & IBV_REREG_MR_CHANGE_PD ? pd : mr->pd;
 	q.addr = flags & IBV_REREG_MR_CHANGE_TRANSLATION ? addr : mr->addr;
 	q.len = flags & IBV_REREG_MR_CHANGE_TRANSLATION ? length : mr->length;
@@ -484,7 +402,7 @@ int gh_manual_ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 
 int gh_manual_ibv_dealloc_pd(struct ibv_pd *pd)
 {
-	one_fn f = (one_fn)vresolve(V_DEALLOC_PD);
+	one_fn f = (one_fn)gh_real_get(GH_SYM_ibv_dealloc_pd);
 	int saved = errno, was;
 
 	if (gh_rcache_ready() && gh_active()) {
@@ -501,7 +419,7 @@ int gh_manual_ibv_dealloc_pd(struct ibv_pd *pd)
 
 int gh_manual_ibv_close_device(struct ibv_context *context)
 {
-	one_fn f = (one_fn)vresolve(V_CLOSE_DEVICE);
+	one_fn f = (one_fn)gh_real_get(GH_SYM_ibv_close_device);
 	int saved = errno, was;
 
 	if (gh_rcache_ready() && gh_active()) {

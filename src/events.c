@@ -35,9 +35,15 @@ void gh_emit(const struct gh_evrec *r)
 		gh_evlog_put(r);
 }
 
-static void rec_init(struct gh_evrec *e, const struct gh_call *c,
-		     unsigned int ev)
+/*
+ * Start the log record of call c.  Returns 0, building nothing, when no
+ * log is configured: hooks then pay for no record at all.
+ */
+static int rec_init(struct gh_evrec *e, const struct gh_call *c,
+		    unsigned int ev)
 {
+	if (!gh_evlog_enabled())
+		return 0;
 	memset(e, 0, sizeof(*e));
 	e->ev = (uint16_t)ev;
 	e->t_ns = c->t0 ? c->t0 : gh_now_ns();
@@ -46,6 +52,7 @@ static void rec_init(struct gh_evrec *e, const struct gh_call *c,
 	e->tid = gh_gettid();
 	e->rc = c->rc;
 	e->dev = -1;
+	return 1;
 }
 
 static void rec_range(struct gh_evrec *e, const struct gh_range *r)
@@ -104,12 +111,13 @@ static void drop_one(struct gh_call *c, const struct gh_range *r,
 	if (c->dev < 0)
 		c->dev = r->dev;
 	gh_subscribers_notify(GDRHOOK_EVENT_FREE, r, c->api);
-	rec_init(&e, c, GH_EV_FREE);
-	rec_range(&e, r);
-	e.flags = flags;
-	e.rc = 0;
-	e.dur_ns = 0;
-	gh_emit(&e);
+	if (rec_init(&e, c, GH_EV_FREE)) {
+		rec_range(&e, r);
+		e.flags = flags;
+		e.rc = 0;
+		e.dur_ns = 0;
+		gh_emit(&e);
+	}
 	c->dropped++;
 	c->dropped_bytes += r->size;
 	GH_COUNT(implicit_frees, 1);
@@ -219,9 +227,10 @@ void gh_alloc_post(struct gh_call *c, unsigned int kind, uint64_t ptr,
 	gh_subscribers_notify(GDRHOOK_EVENT_ALLOC, &r, c->api);
 	if (gh_cfg.validate)
 		gh_audit_alloc(&r, c->api);
-	rec_init(&e, c, GH_EV_ALLOC);
-	rec_range(&e, &r);
-	gh_emit(&e);
+	if (rec_init(&e, c, GH_EV_ALLOC)) {
+		rec_range(&e, &r);
+		gh_emit(&e);
+	}
 }
 
 void gh_failed_post(struct gh_call *c, unsigned int ev)
@@ -231,8 +240,8 @@ void gh_failed_post(struct gh_call *c, unsigned int ev)
 	GH_COUNT(failed_calls, 1);
 	if (c->outer)
 		return;		/* the runtime call logs its own failure */
-	rec_init(&e, c, ev);
-	gh_emit(&e);
+	if (rec_init(&e, c, ev))
+		gh_emit(&e);
 }
 
 void gh_free_pre(struct gh_call *c, uint64_t ptr)
@@ -264,14 +273,15 @@ void gh_free_post(struct gh_call *c)
 
 	if (c->skip)
 		return;
-	rec_init(&e, c, GH_EV_FREE);
-	if (c->has_gone) {
-		rec_range(&e, &c->gone);
-	} else {
-		e.ptr = c->arg;
-		e.flags = GH_EVF_UNTRACKED;
+	if (rec_init(&e, c, GH_EV_FREE)) {
+		if (c->has_gone) {
+			rec_range(&e, &c->gone);
+		} else {
+			e.ptr = c->arg;
+			e.flags = GH_EVF_UNTRACKED;
+		}
+		gh_emit(&e);
 	}
-	gh_emit(&e);
 	if (c->rc) {
 		GH_COUNT(failed_calls, 1);
 		if (c->has_gone) {
@@ -283,9 +293,10 @@ void gh_free_post(struct gh_call *c)
 				r.gen = gen;
 				gh_subscribers_notify(GDRHOOK_EVENT_ALLOC, &r,
 						      c->api);
-				rec_init(&e, c, GH_EV_RESTORE);
-				rec_range(&e, &r);
-				gh_emit(&e);
+				if (rec_init(&e, c, GH_EV_RESTORE)) {
+					rec_range(&e, &r);
+					gh_emit(&e);
+				}
 			}
 		}
 		return;
@@ -328,7 +339,8 @@ static void ctx_record(struct gh_call *c, unsigned int ev)
 		c->outer->dropped_bytes += c->dropped_bytes;
 		return;
 	}
-	rec_init(&e, c, ev);
+	if (!rec_init(&e, c, ev))
+		return;
 	e.ctx = c->arg;
 	e.dev = c->dev;
 	e.aux = c->dropped_bytes;
@@ -449,7 +461,8 @@ void gh_pool_post(struct gh_call *c)
 		GH_COUNT(failed_calls, 1);
 	if (c->outer)
 		return;
-	rec_init(&e, c, gh_syms[c->sym].ev);
+	if (!rec_init(&e, c, gh_syms[c->sym].ev))
+		return;
 	e.ctx = c->arg;
 	gh_emit(&e);
 }

@@ -55,8 +55,7 @@ int gh_enter(struct gh_call *c, unsigned int sym)
 void gh_real_begin(struct gh_call *c)
 {
 	tls.busy = 0;
-	if (gh_evlog_enabled())
-		c->t0 = gh_now_ns();
+	c->t0 = gh_evlog_clock();
 	errno = c->saved_errno;
 }
 

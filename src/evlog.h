@@ -11,6 +11,7 @@
 
 #include <stdint.h>
 #include "evrec.h"
+#include "clock.h"
 
 /*
  * Configure the log; called once at init when GDRHOOK_LOG is set.  path is
@@ -23,6 +24,13 @@ int gh_evlog_configure(const char *path, uint64_t ring_bytes);
 
 /* True when a log is configured (cheap; the hook path tests it first). */
 int gh_evlog_enabled(void);
+
+/* Start time of an operation for its log record: no clock read (0)
+ * when no log is configured. */
+static inline uint64_t gh_evlog_clock(void)
+{
+	return gh_evlog_enabled() ? gh_now_ns() : 0;
+}
 
 /*
  * Hook path: record one event.  Never blocks, never allocates with malloc,

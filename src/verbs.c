@@ -231,7 +231,7 @@ static struct ibv_mr *vreg_guarded(const struct vreq *q, int saved_errno)
 	}
 	if (ops == &gh_pin_none)
 		goto pass;
-	t0 = gh_now_ns();
+	t0 = gh_evlog_clock();
 	if (q->fn != GH_SYM_ibv_reg_dmabuf_mr && q->iova == addr) {
 		err = gh_rcache_reg(&r, q->pd, addr, q->len, q->access, &alias,
 				    &hit);

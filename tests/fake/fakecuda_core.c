@@ -943,17 +943,13 @@ FC_API CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream hStream)
 
 FC_API CUresult CUDAAPI cuStreamQuery(CUstream hStream)
 {
-	FC_ENTER();
-	if (fc_check_init())
-		return CUDA_ERROR_NOT_INITIALIZED;
+	FC_ENTER_INIT();
 	return fc_stream_ok(hStream) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
 FC_API CUresult CUDAAPI cuStreamQuery_ptsz(CUstream hStream)
 {
-	FC_ENTER();
-	if (fc_check_init())
-		return CUDA_ERROR_NOT_INITIALIZED;
+	FC_ENTER_INIT();
 	return fc_stream_ok(hStream) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 

@@ -55,6 +55,17 @@ void fc_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 			return fc_inj_;					\
 	} while (0)
 
+/*
+ * The entry preamble of most exported functions: FC_ENTER(), then refuse
+ * with CUDA_ERROR_NOT_INITIALIZED before cuInit, as the real driver does.
+ */
+#define FC_ENTER_INIT()							\
+	FC_ENTER();							\
+	do {								\
+		if (fc_check_init())					\
+			return CUDA_ERROR_NOT_INITIALIZED;		\
+	} while (0)
+
 /* Same, for exported functions that return void or a non-CUresult. */
 #define FC_ENTER_NOFAIL()						\
 	int fc_guard_ __attribute__((cleanup(fc_leave))) = 0;		\
@@ -209,14 +220,39 @@ CUresult fc_current_ctx(CUcontext *out);	/* needs lock */
 int fc_ctx_valid(CUcontext c);
 int fc_stream_ok(CUstream s);
 
-/* fakecuda_mem.c */
-void fc_mem_init_device(int d);
+static inline size_t fc_round_up(size_t v, size_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+/* fakecuda_va.c: address space, blocks, allocation records (need lock) */
 void fc_mem_fork_reset(void);
 CUresult fc_region_init(void);
+int fc_fl_push(struct fc_flset *s, size_t size, uintptr_t v);
+int fc_fl_pop(struct fc_flset *s, size_t size, uintptr_t *v);
+int fc_dev_of(uintptr_t p);
+void fc_unmap_to_reserved(uintptr_t va, size_t len);
+CUresult fc_dev_take_va(int d, size_t span, uintptr_t *out);
+void fc_dev_put_va(int d, uintptr_t va, size_t span);
+CUresult fc_dev_block_alloc(int d, size_t size, uintptr_t *va, size_t *span,
+			    int *small);
+void fc_dev_block_free(int d, uintptr_t va, size_t span, int small);
 struct fc_alloc *fc_find(uintptr_t p);
+struct fc_alloc *fc_reg_overlap(uintptr_t p, size_t len);
+struct fc_alloc *fc_reg_add(enum fc_kind kind, uintptr_t base, size_t size,
+			    int dev, CUcontext ctx);
+void fc_release_alloc(struct fc_alloc *a);
 void fc_free_ctx_allocs(CUcontext c);
+
+/* fakecuda_mem.c */
+CUresult fc_mem_free(CUdeviceptr dptr, int async);
+
+/* fakecuda_pool.c */
 void fc_pool_init(struct CUmemPoolHandle_st *p, int dev, int is_default);
 void fc_pool_release_to_threshold(int dev);
+
+/* fakecuda_vmm.c */
+struct fc_reserve *fc_res_find(uintptr_t p);
 
 /* fakecuda_gpa.c */
 CUresult fc_getprocaddress(const char *symbol, void **pfn, int ver,

@@ -1,0 +1,261 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Fake CUDA driver: DMA-BUF export and legacy IPC.
+ */
+#include "fakecuda_internal.h"
+#include "fakecuda.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------- DMA-BUF */
+
+/* File and byte offset behind [p, p + len), or -1. */
+static int backing_of(uintptr_t p, size_t len, uint64_t *off)
+{
+	struct fc_alloc *a = fc_find(p);
+	int d;
+
+	if (!a || p + len > a->base + a->size)
+		return -1;
+	if (a->kind == FC_K_VMM) {
+		*off = a->map_offset + (p - a->base);
+		return a->vmmh->fd;
+	}
+	if (a->kind != FC_K_DEVICE && a->kind != FC_K_POOL &&
+	    a->kind != FC_K_MANAGED)
+		return -1;
+	d = fc_dev_of(p);
+	if (d < 0)
+		return -1;
+	*off = p - fc.dev[d].lo;
+	return fc.dev[d].memfd;
+}
+
+static int reopen_fd(int fd)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	return open(path, O_RDWR | O_CLOEXEC);
+}
+
+/*
+ * Not a real dma-buf: a fresh open of the backing memfd (mmap-able, with
+ * the range at *off within it; see fakecuda_dmabuf_offset()).
+ */
+FC_API CUresult CUDAAPI cuMemGetHandleForAddressRange(
+	void *handle, CUdeviceptr dptr, size_t size,
+	CUmemRangeHandleType handleType, unsigned long long flags)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	CUresult rc = CUDA_SUCCESS;
+	uint64_t off = 0;
+	int bfd, fd;
+
+	FC_ENTER_INIT();
+	if (!handle || !size || dptr % pg || size % pg ||
+	    handleType != CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD ||
+	    (flags & ~(unsigned long long)CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE))
+		return CUDA_ERROR_INVALID_VALUE;
+	fc_lock();
+	bfd = backing_of(dptr, size, &off);
+	if (bfd < 0) {
+		rc = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	fd = reopen_fd(bfd);
+	if (fd < 0) {
+		rc = CUDA_ERROR_OPERATING_SYSTEM;
+		goto out;
+	}
+	if (fd < (int)(sizeof(fc.dmabuf) / sizeof(fc.dmabuf[0]))) {
+		fc.dmabuf[fd].fd = fd + 1;	/* 0 means unset */
+		fc.dmabuf[fd].off = off;
+	}
+	*(int *)handle = fd;
+out:
+	fc_unlock();
+	return rc;
+}
+
+FC_API int fakecuda_dmabuf_offset(int fd, uint64_t *off)
+{
+	int rc = -1;
+
+	fc_lock();
+	if (fd >= 0 && fd < (int)(sizeof(fc.dmabuf) / sizeof(fc.dmabuf[0])) &&
+	    fc.dmabuf[fd].fd == fd + 1) {
+		*off = fc.dmabuf[fd].off;
+		rc = 0;
+	}
+	fc_unlock();
+	return rc;
+}
+
+/* ------------------------------------------------------------------ IPC */
+
+#define FC_IPC_MAGIC 0x46434950u	/* "FCIP" */
+
+struct fc_ipc {
+	uint32_t magic;
+	int32_t pid;
+	int32_t fd;		/* the exporter's device memfd */
+	int32_t dev;
+	uint64_t file_off;	/* 2 MiB-aligned start of what to map */
+	uint64_t map_len;
+	uint64_t inner;		/* allocation start within the mapping */
+	uint64_t size;
+	uint64_t buffer_id;
+};
+
+_Static_assert(sizeof(struct fc_ipc) <= CU_IPC_HANDLE_SIZE, "ipc handle");
+
+FC_API CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle *pHandle,
+					  CUdeviceptr dptr)
+{
+	struct fc_ipc h;
+	struct fc_alloc *a;
+	CUresult rc = CUDA_SUCCESS;
+	uintptr_t start;
+
+	FC_ENTER_INIT();
+	if (!pHandle)
+		return CUDA_ERROR_INVALID_VALUE;
+	fc_lock();
+	a = fc_find(dptr);
+	if (!a || a->kind != FC_K_DEVICE) {
+		rc = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	start = a->small ? (a->base & ~(FC_GRAN - 1)) : a->span_base;
+	memset(&h, 0, sizeof(h));
+	h.magic = FC_IPC_MAGIC;
+	h.pid = (int32_t)getpid();
+	h.fd = fc.dev[a->dev].memfd;
+	h.dev = a->dev;
+	h.file_off = start - fc.dev[a->dev].lo;
+	h.map_len = a->small ? FC_GRAN : a->span;
+	h.inner = a->base - start;
+	h.size = a->size;
+	h.buffer_id = a->buffer_id;
+	memset(pHandle, 0, sizeof(*pHandle));
+	memcpy(pHandle->reserved, &h, sizeof(h));
+out:
+	fc_unlock();
+	return rc;
+}
+
+static CUresult ipc_open(CUdeviceptr *pdptr, CUipcMemHandle handle,
+			 unsigned int flags)
+{
+	struct fc_alloc *a;
+	struct fc_ipc h;
+	CUcontext ctx;
+	char path[64];
+	uintptr_t va;
+	CUresult rc;
+	int fd;
+
+	memcpy(&h, handle.reserved, sizeof(h));
+	if (fc_check_init())
+		return CUDA_ERROR_NOT_INITIALIZED;
+	fc_lock();
+	rc = fc_current_ctx(&ctx);
+	if (rc)
+		goto out;
+	if (!pdptr || h.magic != FC_IPC_MAGIC ||
+	    (flags & ~CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)) {
+		rc = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	if (h.pid == getpid() && !fc.ipc_same_process) {
+		rc = CUDA_ERROR_INVALID_CONTEXT;	/* what 580 returns */
+		goto out;
+	}
+	/* one mapping per (exporter, buffer), reference counted */
+	for (size_t i = 0; i < fc.na; i++) {
+		a = fc.a[i];
+		if (a->kind == FC_K_IPC && a->ipc_pid == h.pid &&
+		    a->ipc_buffer_id == h.buffer_id) {
+			a->ipc_refs++;
+			*pdptr = a->base;
+			goto out;
+		}
+	}
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)h.pid, (int)h.fd);
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0) {
+		rc = CUDA_ERROR_INVALID_HANDLE;
+		goto out;
+	}
+	rc = fc_dev_take_va(ctx->dev, h.map_len, &va);
+	if (rc) {
+		close(fd);
+		goto out;
+	}
+	if (mmap((void *)va, h.map_len, PROT_READ | PROT_WRITE,
+		 MAP_SHARED | MAP_FIXED, fd, h.file_off) == MAP_FAILED) {
+		close(fd);
+		fc_dev_put_va(ctx->dev, va, h.map_len);
+		rc = CUDA_ERROR_MAP_FAILED;
+		goto out;
+	}
+	close(fd);
+	a = fc_reg_add(FC_K_IPC, va + h.inner, h.size, ctx->dev, ctx);
+	if (!a) {
+		fc_dev_put_va(ctx->dev, va, h.map_len);
+		rc = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	a->span_base = va;
+	a->span = h.map_len;
+	a->ipc_refs = 1;
+	a->ipc_pid = h.pid;
+	a->ipc_buffer_id = h.buffer_id;
+	*pdptr = a->base;
+out:
+	fc_unlock();
+	return rc;
+}
+
+FC_API CUresult CUDAAPI cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr,
+					      CUipcMemHandle handle,
+					      unsigned int Flags)
+{
+	FC_ENTER();
+	return ipc_open(pdptr, handle, Flags);
+}
+
+FC_API CUresult CUDAAPI cuIpcOpenMemHandle(CUdeviceptr *pdptr,
+					   CUipcMemHandle handle,
+					   unsigned int Flags)
+{
+	FC_ENTER();
+	return ipc_open(pdptr, handle, Flags);
+}
+
+FC_API CUresult CUDAAPI cuIpcCloseMemHandle(CUdeviceptr dptr)
+{
+	struct fc_alloc *a;
+	CUresult rc = CUDA_SUCCESS;
+
+	FC_ENTER_INIT();
+	fc_lock();
+	a = fc_find(dptr);
+	if (!a || a->kind != FC_K_IPC || a->base != dptr) {
+		rc = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	if (!--a->ipc_refs)
+		fc_release_alloc(a);
+out:
+	fc_unlock();
+	return rc;
+}

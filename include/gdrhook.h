@@ -85,8 +85,10 @@ struct gdrhook_event {
 
 /*
  * Callbacks run on the thread that made the call, inside the hook, with no
- * gdrhook lock held.  They must not block for long, and CUDA calls made
- * from them are not intercepted (they reach the driver directly).
+ * gdrhook lock held.  They must not block for long.  CUDA calls made
+ * from them reach the driver directly; their effect on the registry is
+ * applied before the hook returns (calls whose effect cannot be replayed,
+ * such as destroying a context, mark the registry untrusted).
  */
 typedef void (*gdrhook_event_fn)(const struct gdrhook_event *ev, void *arg);
 

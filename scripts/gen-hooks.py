@@ -16,8 +16,9 @@ import sys
 
 ACTIONS = ("alloc", "free", "free_range", "ctx_destroy", "ctx_reset",
            "ctx_release", "ctx_retain", "pool_trim", "pool_destroy",
-           "untracked", "manual", "dev_reset")
-KINDS = ("device", "managed", "host", "host_registered", "pool", "vmm", "ipc")
+           "untracked", "manual", "dev_reset", "custom")
+KINDS = ("device", "managed", "host", "host_registered", "pool", "vmm", "ipc",
+         "graph", "global", "external")
 FAMILIES = ("driver", "runtime", "libc", "verbs")
 
 
@@ -85,6 +86,8 @@ def parse(paths):
                 if r.action == "alloc" and (r.kind is None or "ptr" not in r.opts
                                             or "size" not in r.opts):
                     die(path, lineno, "alloc needs KIND ptr= size=")
+                if r.action == "custom" and not ("pre" in r.opts or "post" in r.opts):
+                    die(path, lineno, "custom needs pre=FN and/or post=FN")
                 r.base = base_name(r.name)
                 rows.append(r)
     return rows
@@ -119,9 +122,13 @@ def wrapper(r):
     out.append("\tif (!real)")
     out.append("\t\treturn %s;" % ("CUDA_ERROR_NOT_INITIALIZED" if r.family == "driver"
                                    else "cudaErrorInitializationError"))
-    out.append("\tif (!gh_enter(&c, %s))" % sid)
-    out.append("\t\treturn real(%s);" % call_args(r))
     a = r.action
+    out.append("\tswitch (gh_enter(&c, %s)) {" % sid)
+    out.append("\tcase GH_PASS:")
+    out.append("\t\treturn real(%s);" % call_args(r))
+    out.append("\tcase GH_GUARDED:")
+    out += ["\t\t" + s for s in guarded(r)]
+    out.append("\t}")
     if a == "free":
         out.append("\tgh_free_pre(&c, (uint64_t)(uintptr_t)(%s));" % o["ptr"])
     elif a == "free_range":
@@ -135,17 +142,14 @@ def wrapper(r):
         out.append("\tgh_dev_reset_pre(&c);")
     elif a in ("pool_trim", "pool_destroy"):
         out.append("\tgh_pool_pre(&c, (uint64_t)(uintptr_t)(%s));" % o["pool"])
+    elif a == "custom" and "pre" in o:
+        out.append("\tgh_%s(%s);" % (o["pre"], ", ".join(["&c"] + r.args)))
     out.append("\tgh_real_begin(&c);")
     out.append("\trc = real(%s);" % call_args(r))
     out.append("\tgh_real_end(&c, (int)rc);")
     if a == "alloc":
-        size = o["size"]
-        size_expr = "GH_SIZE_FROM_DRIVER" if size == "@driver" else "(uint64_t)(%s)" % size
         out.append("\tif (rc == 0)")
-        out.append("\t\tgh_alloc_post(&c, GDRHOOK_KIND_%s, (uint64_t)(uintptr_t)(%s), %s, %s, %s);"
-                   % (r.kind.upper(), o["ptr"], size_expr,
-                      "(uint64_t)(uintptr_t)(%s)" % o["pool"] if "pool" in o else "0",
-                      "(uint64_t)(%s)" % o["handle"] if "handle" in o else "0"))
+        out.append("\t\tgh_alloc_post(&c, %s);" % alloc_args(r))
         out.append("\telse")
         out.append("\t\tgh_failed_post(&c, GH_EV_ALLOC);")
     elif a in ("free", "free_range", "ctx_destroy", "ctx_reset", "ctx_release",
@@ -156,10 +160,47 @@ def wrapper(r):
                    % (o["ctxp"], o["dev"]))
     elif a == "untracked":
         out.append("\tgh_untracked_post(&c);")
+    elif a == "custom" and "post" in o:
+        out.append("\tgh_%s(%s);" % (o["post"], ", ".join(["&c"] + r.args)))
     out.append("\tgh_leave(&c);")
     out.append("\treturn rc;")
     out.append("}")
     return "\n".join(out)
+
+
+def alloc_args(r):
+    o = r.opts
+    size = o["size"]
+    size_expr = "GH_SIZE_FROM_DRIVER" if size == "@driver" else "(uint64_t)(%s)" % size
+    return "GDRHOOK_KIND_%s, (uint64_t)(uintptr_t)(%s), %s, %s, %s" % (
+        r.kind.upper(), o["ptr"], size_expr,
+        "(uint64_t)(uintptr_t)(%s)" % o["pool"] if "pool" in o else "0",
+        "(uint64_t)(%s)" % o["handle"] if "handle" in o else "0")
+
+
+def guarded(r):
+    """Body of the GH_GUARDED case: call through, queue the effect."""
+    sid = "GH_SYM_" + r.name
+    o = r.opts
+    a = r.action
+    out = ["rc = real(%s);" % call_args(r)]
+    if a == "alloc":
+        out.append("if (rc == 0)")
+        out.append("\tgh_guarded_alloc(%s, %s);" % (sid, alloc_args(r)))
+    elif a == "free":
+        out.append("if (rc == 0)")
+        out.append("\tgh_guarded_free(%s, (uint64_t)(uintptr_t)(%s), 0, 0);"
+                   % (sid, o["ptr"]))
+    elif a == "free_range":
+        out.append("if (rc == 0)")
+        out.append("\tgh_guarded_free(%s, (uint64_t)(uintptr_t)(%s), (uint64_t)(%s), 1);"
+                   % (sid, o["ptr"], o["size"]))
+    elif a in ("ctx_destroy", "ctx_reset", "ctx_release", "dev_reset",
+               "untracked", "custom"):
+        out.append("if (rc == 0)")
+        out.append("\tgh_guarded_untrusted(%s);" % sid)
+    out.append("return rc;")
+    return out
 
 
 EV_OF = {"pool_trim": "GH_EV_POOL_TRIM", "pool_destroy": "GH_EV_POOL_DESTROY"}
@@ -230,6 +271,17 @@ def gen_manual(rows):
     for r in rows:
         if r.action == "manual":
             o.append("%s;" % proto(r, "gh_manual_" + r.name))
+    o += ["", "/* Hand-written halves of generated wrappers (action custom). */",
+          "struct gh_call;"]
+    done = set()
+    for r in rows:
+        if r.action != "custom":
+            continue
+        for k in ("pre", "post"):
+            fn = r.opts.get(k)
+            if fn and fn not in done:
+                done.add(fn)
+                o.append("void gh_%s(%s);" % (fn, ", ".join(["struct gh_call *c"] + r.params)))
     o += ["", "#endif", ""]
     return "\n".join(o)
 

@@ -27,9 +27,16 @@ int gh_enter(struct gh_call *c, unsigned int sym)
 {
 	int saved = errno;
 
+	if (GH_UNLIKELY(tls.busy) && gh_active() &&
+	    gh_syms[sym].family <= GH_FAM_RUNTIME) {
+		/* Our own bookkeeping is running on this thread: the wrapper
+		 * calls through and queues the effect (src/deferred.c). */
+		errno = saved;
+		return GH_GUARDED;
+	}
 	if (!gh_active() || tls.busy) {
 		errno = saved;
-		return 0;
+		return GH_PASS;
 	}
 	memset(c, 0, sizeof(*c));
 	c->sym = sym;
@@ -39,7 +46,7 @@ int gh_enter(struct gh_call *c, unsigned int sym)
 	if (gh_syms[sym].family == GH_FAM_RUNTIME) {
 		if (tls.rt_outer) {
 			errno = saved;
-			return 0;
+			return GH_PASS;
 		}
 		tls.rt_outer = c;
 	} else if (tls.rt_outer) {
@@ -48,7 +55,7 @@ int gh_enter(struct gh_call *c, unsigned int sym)
 	}
 	tls.busy = 1;
 	gh_note_cuda_used();
-	return 1;
+	return GH_HOOK;
 }
 
 /* The clock is read only for the event log (t, dur_ns). */
@@ -72,6 +79,8 @@ void gh_leave(struct gh_call *c)
 {
 	if (tls.rt_outer == c)
 		tls.rt_outer = NULL;
+	if (GH_UNLIKELY(gh_deferred_pending()))
+		gh_deferred_drain();
 	tls.busy = 0;
 	errno = c->saved_errno;
 }
@@ -87,5 +96,11 @@ int gh_guard_enter(void)
 
 void gh_guard_leave(int was)
 {
+	if (!was && GH_UNLIKELY(gh_deferred_pending())) {
+		int saved = errno;
+
+		gh_deferred_drain();
+		errno = saved;
+	}
 	tls.busy = was;
 }

@@ -49,6 +49,11 @@ struct gh_call {
 
 void *gh_real_get(unsigned int sym);
 
+/* What gh_enter() tells the wrapper to do. */
+#define GH_PASS		0	/* call through, nothing else */
+#define GH_HOOK		1	/* the full hook */
+#define GH_GUARDED	2	/* call through, then gh_guarded_*() */
+
 int gh_enter(struct gh_call *c, unsigned int sym);
 void gh_leave(struct gh_call *c);
 void gh_real_begin(struct gh_call *c);
@@ -73,5 +78,15 @@ void gh_dev_reset_post(struct gh_call *c);
 void gh_pool_pre(struct gh_call *c, uint64_t pool);
 void gh_pool_post(struct gh_call *c);
 void gh_untracked_post(struct gh_call *c);
+
+/* Calls in the guarded window (src/deferred.c): queued, applied before the
+ * outermost hook returns. */
+void gh_guarded_alloc(unsigned int sym, unsigned int kind, uint64_t ptr,
+		      uint64_t size, uint64_t pool, uint64_t handle);
+void gh_guarded_free(unsigned int sym, uint64_t ptr, uint64_t size,
+		     int range);
+void gh_guarded_untrusted(unsigned int sym);
+int gh_deferred_pending(void);
+void gh_deferred_drain(void);
 
 #endif

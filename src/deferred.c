@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Memory calls reached in the guarded window: while gdrhook's own
+ * bookkeeping runs on a thread (a hook recording, a subscriber callback),
+ * a CUDA call on that thread (from a signal handler, or from the
+ * callback) goes straight to the driver, because the registry or a lock
+ * may be half way through a change.  Such a call is never lost: its effect
+ * is queued here (per thread, no malloc) and applied by the outermost hook
+ * before it returns (gh_leave, gh_guard_leave).  Calls whose effect cannot
+ * be replayed after the fact (context destroy, entry points with state of
+ * their own) and a full queue mark the registry untrusted instead, with
+ * the reason.
+ *
+ * Pushes can nest (a signal handler interrupting a push pushes too) and a
+ * signal can push while the drain runs; both sides move the count with a
+ * compare-and-swap, and a drain never runs inside a push (a push happens
+ * only while the guard is up, a drain only as it comes down).
+ */
+#include <string.h>
+
+#include "internal.h"
+#include "hookrt.h"
+
+#define GH_DEFER_MAX 32
+
+enum { OP_ALLOC = 1, OP_FREE, OP_FREE_RANGE, OP_UNTRUSTED };
+
+struct deferred {
+	uint16_t op, sym, kind;
+	uint64_t ptr, size, pool, handle;
+};
+
+struct dqueue {
+	unsigned int n;
+	unsigned int lost;
+	struct deferred q[GH_DEFER_MAX];
+};
+
+static __thread struct dqueue dq __attribute__((tls_model("initial-exec")));
+
+static void push(const struct deferred *d)
+{
+	unsigned int n = __atomic_load_n(&dq.n, __ATOMIC_RELAXED);
+
+	do {
+		if (n >= GH_DEFER_MAX) {
+			__atomic_store_n(&dq.lost, 1, __ATOMIC_RELAXED);
+			return;
+		}
+	} while (!__atomic_compare_exchange_n(&dq.n, &n, n + 1, 0,
+					      __ATOMIC_RELAXED,
+					      __ATOMIC_RELAXED));
+	dq.q[n] = *d;
+	__atomic_signal_fence(__ATOMIC_RELEASE);
+}
+
+static int pop(struct deferred *d)
+{
+	unsigned int n = __atomic_load_n(&dq.n, __ATOMIC_RELAXED);
+
+	do {
+		if (!n)
+			return 0;
+		*d = dq.q[n - 1];
+	} while (!__atomic_compare_exchange_n(&dq.n, &n, n - 1, 0,
+					      __ATOMIC_RELAXED,
+					      __ATOMIC_RELAXED));
+	return 1;
+}
+
+int gh_deferred_pending(void)
+{
+	return __atomic_load_n(&dq.n, __ATOMIC_RELAXED) ||
+	       __atomic_load_n(&dq.lost, __ATOMIC_RELAXED);
+}
+
+void gh_guarded_alloc(unsigned int sym, unsigned int kind, uint64_t ptr,
+		      uint64_t size, uint64_t pool, uint64_t handle)
+{
+	struct deferred d = { OP_ALLOC, (uint16_t)sym, (uint16_t)kind,
+			      ptr, size, pool, handle };
+
+	push(&d);
+}
+
+void gh_guarded_free(unsigned int sym, uint64_t ptr, uint64_t size,
+		     int range)
+{
+	struct deferred d = { range ? OP_FREE_RANGE : OP_FREE, (uint16_t)sym,
+			      0, ptr, size, 0, 0 };
+
+	if (ptr && (!range || size))
+		push(&d);
+}
+
+void gh_guarded_untrusted(unsigned int sym)
+{
+	struct deferred d = { OP_UNTRUSTED, (uint16_t)sym, 0, 0, 0, 0, 0 };
+
+	push(&d);
+}
+
+static void call_init(struct gh_call *c, unsigned int sym)
+{
+	memset(c, 0, sizeof(*c));
+	c->sym = sym;
+	c->api = gh_syms[sym].name;
+	c->dev = -1;
+}
+
+static void apply(const struct deferred *d)
+{
+	struct gh_call c;
+	struct gh_range cur;
+
+	call_init(&c, d->sym);
+	switch (d->op) {
+	case OP_ALLOC:
+		/* A runtime call's driver call, queued too, registered it. */
+		if (gh_syms[d->sym].family == GH_FAM_RUNTIME &&
+		    !gh_registry_lookup(d->ptr, 1, &cur) && cur.base == d->ptr)
+			return;
+		gh_alloc_post(&c, d->kind, d->ptr, d->size, d->pool,
+			      d->handle);
+		return;
+	case OP_FREE:
+		/* Already gone: its driver-level call was queued too. */
+		if (gh_registry_lookup(d->ptr, 1, &cur) || cur.base != d->ptr)
+			return;
+		gh_free_pre(&c, d->ptr);
+		gh_free_post(&c);
+		return;
+	case OP_FREE_RANGE:
+		gh_free_range_pre(&c, d->ptr, d->size);
+		gh_free_range_post(&c);
+		return;
+	case OP_UNTRUSTED:
+		gh_mark_untrusted(c.api,
+				  "called in gdrhook's guarded window (signal handler or subscriber), effect not replayable");
+		return;
+	}
+}
+
+/* Called with the guard still up: calls made while applying queue too. */
+void gh_deferred_drain(void)
+{
+	struct deferred d;
+
+	while (pop(&d))
+		apply(&d);
+	if (__atomic_exchange_n(&dq.lost, 0, __ATOMIC_RELAXED))
+		gh_mark_untrusted("gdrhook",
+				  "too many memory calls in gdrhook's guarded window: some were lost");
+}

@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Memory calls made while gdrhook's own bookkeeping runs on the same
+ * thread (the guarded window): from a subscriber callback, and from a
+ * signal handler that interrupts a hook.  They reach the driver at once;
+ * the registry must reflect them by the time the outer hook returns, or
+ * say it is untrusted.  Never a stale range kept silently.
+ */
+#include <cuda.h>
+#include <errno.h>
+#include <signal.h>
+
+/* Not every helper of the shared header is used here. */
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "preload_util.h"
+
+#define NFREE 40
+
+static CUdeviceptr victims[NFREE];
+static int nvictims;
+static CUdeviceptr born;
+static int born_size;
+static CUcontext doomed;
+static int fired;
+
+/* Free the victims from inside an allocation's hook. */
+static void free_victims(const struct gdrhook_event *ev, void *arg)
+{
+	if (fired++)
+		return;
+	for (int i = 0; i < nvictims; i++)
+		CU_OK(cuMemFree_v2(victims[i]));
+	(void)ev;
+	(void)arg;
+}
+
+static void alloc_one(const struct gdrhook_event *ev, void *arg)
+{
+	if (fired++)
+		return;
+	CU_OK(cuMemAlloc_v2(&born, (size_t)born_size));
+	(void)ev;
+	(void)arg;
+}
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	CU_OK(cuMemFree_v2(victims[0]));
+}
+
+/* Stands in for a signal arriving while the hook records. */
+static void raise_usr1(const struct gdrhook_event *ev, void *arg)
+{
+	if (fired++)
+		return;
+	raise(SIGUSR1);
+	(void)ev;
+	(void)arg;
+}
+
+static void destroy_ctx(const struct gdrhook_event *ev, void *arg)
+{
+	if (fired++)
+		return;
+	CU_OK(cuCtxDestroy_v2(doomed));
+	(void)ev;
+	(void)arg;
+}
+
+static void make_victims(int n)
+{
+	nvictims = n;
+	for (int i = 0; i < n; i++) {
+		CU_OK(cuMemAlloc_v2(&victims[i], 4096 * (size_t)(i + 1)));
+		CHECK_EQ(tracked(victims[i], NULL), 0);
+	}
+}
+
+TEST(subscriber_free_applied_before_hook_returns)
+{
+	CUdeviceptr p;
+
+	primary_ctx(0);
+	make_victims(3);
+	CHECK(gdrhook_subscribe(GDRHOOK_EVENT_ALLOC, free_victims, NULL) >= 0);
+	CU_OK(cuMemAlloc_v2(&p, 1 << 20));
+	CHECK_EQ(fired, 1);
+	for (int i = 0; i < 3; i++)
+		CHECK_EQ(tracked(victims[i], NULL), -ENOENT);
+	CHECK_EQ(tracked(p, NULL), 0);
+	CHECK_EQ(gdrhook_trusted(), 1);
+}
+
+TEST(subscriber_alloc_registered_before_hook_returns)
+{
+	struct gdrhook_range r;
+	CUdeviceptr p;
+
+	primary_ctx(0);
+	born_size = 3 << 20;
+	CHECK(gdrhook_subscribe(GDRHOOK_EVENT_FREE, alloc_one, NULL) >= 0);
+	CU_OK(cuMemAlloc_v2(&p, 8192));
+	CU_OK(cuMemFree_v2(p));
+	CHECK_EQ(fired, 1);
+	CHECK(born != 0);
+	CHECK_EQ(tracked(born, &r), 0);
+	CHECK_EQ(r.base, born);
+	CHECK_EQ(r.size, 3 << 20);
+	CHECK_EQ(r.kind, GDRHOOK_KIND_DEVICE);
+	CHECK_EQ(gdrhook_trusted(), 1);
+}
+
+TEST(signal_handler_free_during_hook)
+{
+	CUdeviceptr p;
+
+	primary_ctx(0);
+	make_victims(1);
+	CHECK(signal(SIGUSR1, on_usr1) != SIG_ERR);
+	CHECK(gdrhook_subscribe(GDRHOOK_EVENT_ALLOC, raise_usr1, NULL) >= 0);
+	CU_OK(cuMemAlloc_v2(&p, 1 << 20));
+	CHECK_EQ(fired, 1);
+	CHECK_EQ(tracked(victims[0], NULL), -ENOENT);
+	CHECK_EQ(tracked(p, NULL), 0);
+	CHECK_EQ(gdrhook_trusted(), 1);
+	/* The driver really freed it: a second free is an error. */
+	CHECK_EQ(cuMemFree_v2(victims[0]), CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST(too_many_guarded_frees_mark_untrusted)
+{
+	CUdeviceptr p;
+
+	primary_ctx(0);
+	make_victims(NFREE);
+	CHECK(gdrhook_subscribe(GDRHOOK_EVENT_ALLOC, free_victims, NULL) >= 0);
+	CU_OK(cuMemAlloc_v2(&p, 1 << 20));
+	CHECK_EQ(fired, 1);
+	CHECK_EQ(gdrhook_trusted(), 0);
+}
+
+TEST(guarded_context_destroy_marks_untrusted)
+{
+	CUctxCreateParams params;
+	CUdeviceptr p, q;
+
+	CU_OK(cuInit(0));
+	memset(&params, 0, sizeof(params));
+	CU_OK(cuCtxCreate_v4(&doomed, &params, 0, 0));
+	CU_OK(cuMemAlloc_v2(&q, 4096));
+	primary_ctx(0);
+	CHECK(gdrhook_subscribe(GDRHOOK_EVENT_ALLOC, destroy_ctx, NULL) >= 0);
+	CU_OK(cuMemAlloc_v2(&p, 4096));
+	CHECK_EQ(fired, 1);
+	CHECK_EQ(gdrhook_trusted(), 0);
+}
+
+TEST_MAIN()

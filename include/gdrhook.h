@@ -33,6 +33,9 @@ enum gdrhook_kind {
 	GDRHOOK_KIND_POOL = 5,		/* cuMemAllocAsync, ...FromPoolAsync */
 	GDRHOOK_KIND_VMM = 6,		/* one cuMemMap'ed range */
 	GDRHOOK_KIND_IPC = 7,		/* cuIpcOpenMemHandle */
+	GDRHOOK_KIND_GRAPH = 8,		/* graph memory node, while launched */
+	GDRHOOK_KIND_GLOBAL = 9,	/* module/library global variable */
+	GDRHOOK_KIND_EXTERNAL = 10,	/* external memory mapped buffer */
 	GDRHOOK_KIND_COUNT_
 };
 

@@ -129,7 +129,12 @@ def wrapper(r):
     out.append("\tcase GH_GUARDED:")
     out += ["\t\t" + s for s in guarded(r)]
     out.append("\t}")
-    if a == "free":
+    if a == "free" and "stream" in o:
+        # A free on a capturing stream becomes a graph free node.
+        out.append("\tif (!gh_graph_captured_free(&c, (uint64_t)(uintptr_t)(%s), (uint64_t)(uintptr_t)(%s)))"
+                   % (o["stream"], o["ptr"]))
+        out.append("\t\tgh_free_pre(&c, (uint64_t)(uintptr_t)(%s));" % o["ptr"])
+    elif a == "free":
         out.append("\tgh_free_pre(&c, (uint64_t)(uintptr_t)(%s));" % o["ptr"])
     elif a == "free_range":
         out.append("\tgh_free_range_pre(&c, (uint64_t)(uintptr_t)(%s), (uint64_t)(%s));"
@@ -148,7 +153,14 @@ def wrapper(r):
     out.append("\trc = real(%s);" % call_args(r))
     out.append("\tgh_real_end(&c, (int)rc);")
     if a == "alloc":
-        out.append("\tif (rc == 0)")
+        if "stream" in o:
+            # On a capturing stream: a graph alloc node, nothing backed yet.
+            out.append("\tif (rc == 0 && gh_graph_captured_alloc(&c, (uint64_t)(uintptr_t)(%s), (uint64_t)(uintptr_t)(%s), (uint64_t)(%s)))"
+                       % (o["stream"], o["ptr"], o["size"]))
+            out.append("\t\t;")
+            out.append("\telse if (rc == 0)")
+        else:
+            out.append("\tif (rc == 0)")
         out.append("\t\tgh_alloc_post(&c, %s);" % alloc_args(r))
         out.append("\telse")
         out.append("\t\tgh_failed_post(&c, GH_EV_ALLOC);")

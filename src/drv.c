@@ -19,6 +19,7 @@ enum drv_fn {
 	DRV_ALLOC_PROPS_FROM_HANDLE,
 	DRV_RETAIN_ALLOCATION_HANDLE,
 	DRV_RELEASE,
+	DRV_CAPTURE_INFO,
 	DRV_COUNT
 };
 
@@ -31,6 +32,7 @@ static const char *const drv_names[DRV_COUNT] = {
 	"cuMemGetAllocationPropertiesFromHandle",
 	"cuMemRetainAllocationHandle",
 	"cuMemRelease",
+	"cuStreamGetCaptureInfo_v3",
 };
 
 static void *drv_ptr[DRV_COUNT];
@@ -182,5 +184,25 @@ int gh_drv_vmm_mapped(uint64_t ptr)
 	    retain(&h, (void *)(uintptr_t)ptr) != CUDA_SUCCESS)
 		return 0;
 	release(h);
+	return 1;
+}
+
+/* The graph stream s is capturing into: 1 and *graph_p, else 0.  The
+ * legacy and per-thread default streams never capture. */
+int gh_drv_capture_graph(uint64_t stream, uint64_t *graph_p)
+{
+	CUresult (*f)(CUstream, CUstreamCaptureStatus *, cuuint64_t *,
+		      CUgraph *, const CUgraphNode **, const CUgraphEdgeData **,
+		      size_t *) = drv(DRV_CAPTURE_INFO);
+	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+	CUgraph g = NULL;
+
+	if (stream == 0 || stream == (uint64_t)(uintptr_t)CU_STREAM_LEGACY ||
+	    stream == (uint64_t)(uintptr_t)CU_STREAM_PER_THREAD || !f)
+		return 0;
+	if (f((CUstream)(uintptr_t)stream, &st, NULL, &g, NULL, NULL, NULL) !=
+	    CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_ACTIVE || !g)
+		return 0;
+	*graph_p = (uint64_t)(uintptr_t)g;
 	return 1;
 }

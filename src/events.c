@@ -123,8 +123,7 @@ static void drop_one(struct gh_call *c, const struct gh_range *r,
 	GH_COUNT(implicit_frees, 1);
 }
 
-static void drop_matching(struct gh_call *c, gh_range_match_fn match,
-			  void *arg)
+void gh_drop_matching(struct gh_call *c, gh_range_match_fn match, void *arg)
 {
 	struct batch b = { .match = match, .arg = arg };
 
@@ -190,7 +189,7 @@ void gh_alloc_post(struct gh_call *c, unsigned int kind, uint64_t ptr,
 	r.size = size;
 	r.kind = (uint16_t)kind;
 	r.pool = pool;
-	if (kind == GDRHOOK_KIND_POOL)
+	if (kind == GDRHOOK_KIND_POOL || kind == GDRHOOK_KIND_GRAPH)
 		r.flags |= GH_RANGE_VOLATILE;
 	if (size == GH_SIZE_FROM_DRIVER) {
 		uint64_t base;
@@ -211,7 +210,7 @@ void gh_alloc_post(struct gh_call *c, unsigned int kind, uint64_t ptr,
 		gh_audit_report(c->api, r.base, r.size, 0,
 				"new allocation overlaps a live one: a free was missed");
 		gh_mark_untrusted(c->api, "allocation overlaps a live range");
-		drop_matching(c, match_overlap, &o);
+		gh_drop_matching(c, match_overlap, &o);
 		err = gh_registry_insert(&r, &gen);
 	}
 	if (err) {
@@ -318,7 +317,7 @@ void gh_free_range_pre(struct gh_call *c, uint64_t ptr, uint64_t size)
 		c->skip = 1;
 		return;
 	}
-	drop_matching(c, match_overlap, &o);
+	gh_drop_matching(c, match_overlap, &o);
 }
 
 void gh_free_range_post(struct gh_call *c)
@@ -352,7 +351,7 @@ void gh_ctx_destroy_pre(struct gh_call *c, uint64_t ctx)
 {
 	c->arg = ctx;
 	if (ctx)
-		drop_matching(c, match_ctx, &c->arg);
+		gh_drop_matching(c, match_ctx, &c->arg);
 }
 
 void gh_ctx_destroy_post(struct gh_call *c)
@@ -368,7 +367,7 @@ void gh_ctx_reset_pre(struct gh_call *c, int dev)
 	if (gh_drv_primary_ctx(dev, &ctx))
 		return;		/* not active: owns nothing */
 	c->arg = ctx;
-	drop_matching(c, match_ctx, &c->arg);
+	gh_drop_matching(c, match_ctx, &c->arg);
 }
 
 void gh_ctx_reset_post(struct gh_call *c)
@@ -403,7 +402,7 @@ void gh_ctx_release_pre(struct gh_call *c, int dev)
 	c->arg = ctx;
 	if (dev >= 0 && dev < GH_MAX_DEVS &&
 	    __atomic_load_n(&primary_refs[dev], __ATOMIC_RELAXED) <= 1)
-		drop_matching(c, match_ctx, &c->arg);
+		gh_drop_matching(c, match_ctx, &c->arg);
 }
 
 void gh_ctx_release_post(struct gh_call *c)
@@ -420,7 +419,7 @@ void gh_ctx_release_post(struct gh_call *c)
 		if (c->arg && !gh_drv_primary_active(dev)) {
 			uint64_t before = c->dropped;
 
-			drop_matching(c, match_ctx, &c->arg);
+			gh_drop_matching(c, match_ctx, &c->arg);
 			if (c->dropped != before)
 				gh_warn("%s: primary context of device %d went away with %llu allocations we had not dropped",
 					c->api, dev,
@@ -440,7 +439,7 @@ void gh_dev_reset_pre(struct gh_call *c)
 	if (!gh_drv_ctx_device(&dev))
 		c->dev = dev;
 	c->arg = ctx;
-	drop_matching(c, match_ctx, &c->arg);
+	gh_drop_matching(c, match_ctx, &c->arg);
 }
 
 void gh_dev_reset_post(struct gh_call *c)

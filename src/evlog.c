@@ -143,6 +143,9 @@ static const char *const gh_kind_names[GDRHOOK_KIND_COUNT_] = {
 	[GDRHOOK_KIND_POOL] = "pool",
 	[GDRHOOK_KIND_VMM] = "vmm",
 	[GDRHOOK_KIND_IPC] = "ipc",
+	[GDRHOOK_KIND_GRAPH] = "graph",
+	[GDRHOOK_KIND_GLOBAL] = "global",
+	[GDRHOOK_KIND_EXTERNAL] = "external",
 };
 
 /* ---------------------------------------------------------------- */

@@ -78,6 +78,14 @@ void gh_dev_reset_post(struct gh_call *c);
 void gh_pool_pre(struct gh_call *c, uint64_t pool);
 void gh_pool_post(struct gh_call *c);
 void gh_untracked_post(struct gh_call *c);
+/* Drop (and report, as implicit frees) every range match() selects. */
+void gh_drop_matching(struct gh_call *c, gh_range_match_fn match, void *arg);
+
+/* Stream capture (src/drv_graph.c): 1 when the call became a graph node
+ * (nothing to register or unregister now). */
+int gh_graph_captured_alloc(struct gh_call *c, uint64_t stream, uint64_t ptr,
+			    uint64_t size);
+int gh_graph_captured_free(struct gh_call *c, uint64_t stream, uint64_t ptr);
 
 /* Calls in the guarded window (src/deferred.c): queued, applied before the
  * outermost hook returns. */

@@ -23,6 +23,9 @@ enum {
 	FAKECUDA_HOST_REG,	/* cuMemHostRegister_v2 */
 	FAKECUDA_VMM,		/* one cuMemMap'd range */
 	FAKECUDA_IPC,		/* cuIpcOpenMemHandle_v2 */
+	FAKECUDA_GRAPH,		/* a launched graph memory node */
+	FAKECUDA_EXTERNAL,	/* cuExternalMemoryGetMappedBuffer */
+	FAKECUDA_GLOBAL,	/* cuModuleGetGlobal_v2, cuLibraryGet* */
 };
 
 struct fakecuda_live {

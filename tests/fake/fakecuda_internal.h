@@ -98,6 +98,7 @@ struct CUstream_st {
 	int alive;
 	CUcontext ctx;
 	unsigned int flags;
+	struct CUgraph_st *capture;	/* graph being captured, or NULL */
 };
 
 struct fc_freelist {
@@ -141,6 +142,9 @@ enum fc_kind {
 	FC_K_HOST_REG,		/* cuMemHostRegister */
 	FC_K_VMM,		/* one cuMemMap'd range */
 	FC_K_IPC,		/* cuIpcOpenMemHandle */
+	FC_K_GRAPH,		/* a launched graph memory node */
+	FC_K_EXTERNAL,		/* cuExternalMemoryGetMappedBuffer */
+	FC_K_GLOBAL,		/* a module or library global */
 };
 
 struct fc_alloc {
@@ -161,6 +165,9 @@ struct fc_alloc {
 	unsigned int ipc_refs;
 	int ipc_pid;
 	unsigned long long ipc_buffer_id;
+	/* global: its module or library, and its index there */
+	const void *owner;
+	int owner_idx;
 };
 
 struct fc_reserve {
@@ -253,6 +260,12 @@ void fc_pool_release_to_threshold(int dev);
 
 /* fakecuda_vmm.c */
 struct fc_reserve *fc_res_find(uintptr_t p);
+
+/* fakecuda_graph.c (need lock) */
+CUgraph fc_capturing(CUstream s);
+CUresult fc_graph_capture_alloc(CUgraph g, CUcontext ctx, size_t size,
+				CUdeviceptr *dptr);
+CUresult fc_graph_capture_free(CUgraph g, uintptr_t va);
 
 /* fakecuda_gpa.c */
 CUresult fc_getprocaddress(const char *symbol, void **pfn, int ver,

@@ -134,6 +134,11 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool pool,
 		rc = CUDA_ERROR_INVALID_VALUE;
 		goto out;
 	}
+	if (fc_capturing(s)) {
+		/* A graph alloc node: the address is fixed, nothing backed. */
+		rc = fc_graph_capture_alloc(fc_capturing(s), ctx, size, dptr);
+		goto out;
+	}
 	if (!pool)
 		pool = fc.dev[ctx->dev].cur_pool;
 	else if (!pool_valid(pool)) {
@@ -195,6 +200,14 @@ static CUresult free_async(CUdeviceptr dptr, CUstream s)
 		return CUDA_ERROR_INVALID_HANDLE;
 	if (!dptr)
 		return CUDA_ERROR_INVALID_VALUE;
+	fc_lock();
+	if (fc_capturing(s)) {
+		CUresult rc = fc_graph_capture_free(fc_capturing(s), dptr);
+
+		fc_unlock();
+		return rc;
+	}
+	fc_unlock();
 	return fc_mem_free(dptr, 1);
 }
 

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * Entry points that create GPU-accessible memory which the double does not
- * model (pool export/import, array mapping, external memory, graphics
- * interop, multicast).  They exist so the shim's wrappers for them can be
+ * model (pool export/import, array mapping, graphics interop,
+ * multicast).  They exist so the shim's wrappers for them can be
  * reached through every route and tested for call-through, result and
  * errno; calling them answers CUDA_ERROR_NOT_SUPPORTED with no effect.
  */
@@ -26,14 +26,6 @@ FC_API CUresult CUDAAPI cuMemMapArrayAsync(CUarrayMapInfo *mapInfoList,
 FC_API CUresult CUDAAPI cuMemMapArrayAsync_ptsz(CUarrayMapInfo *mapInfoList,
 						unsigned int count,
 						CUstream hStream)
-{
-	FC_ENTER();
-	return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-FC_API CUresult CUDAAPI cuExternalMemoryGetMappedBuffer(
-	CUdeviceptr *devPtr, CUexternalMemory extMem,
-	const CUDA_EXTERNAL_MEMORY_BUFFER_DESC *bufferDesc)
 {
 	FC_ENTER();
 	return CUDA_ERROR_NOT_SUPPORTED;

@@ -352,6 +352,19 @@ void fc_release_alloc(struct fc_alloc *a)
 	case FC_K_IPC:
 		fc_dev_put_va(a->dev, a->span_base, a->span);
 		break;
+	case FC_K_GRAPH:
+		/* The VA stays the graph node's: only the pages go. */
+		fallocate(fc.dev[a->dev].memfd,
+			  FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			  a->span_base - fc.dev[a->dev].lo, a->span);
+		fc_unmap_to_reserved(a->span_base, a->span);
+		break;
+	case FC_K_EXTERNAL:
+		fc_dev_put_va(a->dev, a->span_base, a->span);
+		break;
+	case FC_K_GLOBAL:
+		fc_dev_block_free(a->dev, a->span_base, a->span, a->small);
+		break;
 	}
 	reg_del(a);
 }

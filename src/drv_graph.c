@@ -1,0 +1,294 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Graph memory nodes: alloc and free nodes made explicitly
+ * (cuGraphAddMemAllocNode/FreeNode) or by stream capture of
+ * cuMemAllocAsync/cuMemFreeAsync (and the runtime's), followed through
+ * instantiate, launch and destroy.
+ *
+ * The driver fixes a node's address when the node is made but backs it
+ * only from a launch until the memory is freed: by a free node, by the
+ * program (cuMemFree*, cudaFree*), or by the next launch of an instance
+ * made with AUTO_FREE_ON_LAUNCH.  So the registry holds such a range
+ * (kind graph, volatile: never cached for RDMA) exactly from a successful
+ * launch until one of those frees; before that, a lookup answers "not GPU
+ * memory", as the driver does.  A node freed inside its own graph is never
+ * registered: it is backed only while the graph's own work runs.  Destroying
+ * the graph or its instance leaves unfreed allocations live, as the driver
+ * does; upload and cuDeviceGraphMemTrim change no live allocation.
+ *
+ * The node lists live in fixed tables (no malloc on hook paths) under a
+ * spinlock held only for table updates, never across a call out.  A full
+ * table marks the registry untrusted.
+ */
+#include <string.h>
+
+#include "internal.h"
+#include "hookrt.h"
+
+#define GH_GRAPH_NODES 4096
+#define GH_GRAPH_EXECS 1024
+
+struct gnode {
+	uint64_t graph;		/* 0: slot free */
+	uint64_t ptr, size;
+	int dev;
+	int is_free;		/* a free node (of ptr) */
+	int freed_in_graph;	/* alloc node with a free node in its graph */
+};
+
+struct gexec {
+	uint64_t exec, graph;
+	uint64_t flags;
+};
+
+static struct gnode nodes[GH_GRAPH_NODES];
+static struct gexec execs[GH_GRAPH_EXECS];
+static int tlock;
+
+static void lock(void)
+{
+	while (__atomic_exchange_n(&tlock, 1, __ATOMIC_ACQUIRE))
+		__builtin_ia32_pause();
+}
+
+static void unlock(void)
+{
+	__atomic_store_n(&tlock, 0, __ATOMIC_RELEASE);
+}
+
+static void add_node(struct gh_call *c, uint64_t graph, uint64_t ptr,
+		     uint64_t size, int dev, int is_free)
+{
+	struct gnode *slot = NULL;
+
+	lock();
+	for (size_t i = 0; i < GH_GRAPH_NODES; i++) {
+		struct gnode *n = &nodes[i];
+
+		if (!n->graph) {
+			if (!slot)
+				slot = n;
+			continue;
+		}
+		if (n->graph != graph || n->ptr != ptr)
+			continue;
+		if (is_free && !n->is_free) {
+			n->freed_in_graph = 1;
+			unlock();
+			return;
+		}
+		if (n->is_free == is_free) {	/* seen at both API levels */
+			unlock();
+			return;
+		}
+	}
+	if (slot) {
+		slot->graph = graph;
+		slot->ptr = ptr;
+		slot->size = size;
+		slot->dev = dev;
+		slot->is_free = is_free;
+		slot->freed_in_graph = 0;
+	}
+	unlock();
+	if (!slot)
+		gh_mark_untrusted(c->api, "too many graph memory nodes to follow");
+}
+
+int gh_graph_captured_alloc(struct gh_call *c, uint64_t stream, uint64_t ptr,
+			    uint64_t size)
+{
+	uint64_t graph;
+	int dev = -1;
+
+	if (!gh_drv_capture_graph(stream, &graph))
+		return 0;
+	gh_drv_ctx_device(&dev);
+	add_node(c, graph, ptr, size, dev, 0);
+	return 1;
+}
+
+int gh_graph_captured_free(struct gh_call *c, uint64_t stream, uint64_t ptr)
+{
+	uint64_t graph;
+
+	if (!ptr || !gh_drv_capture_graph(stream, &graph))
+		return 0;
+	add_node(c, graph, ptr, 0, -1, 1);
+	c->arg = ptr;
+	c->skip = 1;		/* freed when the graph runs, not now */
+	return 1;
+}
+
+void gh_graph_alloc_node_post(struct gh_call *c, CUgraphNode *phGraphNode,
+			      CUgraph hGraph, const CUgraphNode *dependencies,
+			      size_t numDependencies,
+			      CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
+{
+	if (c->rc || !nodeParams)
+		return;
+	add_node(c, (uint64_t)(uintptr_t)hGraph, nodeParams->dptr,
+		 nodeParams->bytesize, nodeParams->poolProps.location.id, 0);
+}
+
+void gh_graph_free_node_post(struct gh_call *c, CUgraphNode *phGraphNode,
+			     CUgraph hGraph, const CUgraphNode *dependencies,
+			     size_t numDependencies, CUdeviceptr dptr)
+{
+	if (!c->rc)
+		add_node(c, (uint64_t)(uintptr_t)hGraph, dptr, 0, -1, 1);
+}
+
+static void add_exec(struct gh_call *c, CUgraphExec *pe, CUgraph g,
+		     uint64_t flags)
+{
+	struct gexec *slot = NULL;
+
+	if (c->rc || !pe)
+		return;
+	lock();
+	for (size_t i = 0; i < GH_GRAPH_EXECS && !slot; i++)
+		if (!execs[i].exec)
+			slot = &execs[i];
+	if (slot) {
+		slot->exec = (uint64_t)(uintptr_t)*pe;
+		slot->graph = (uint64_t)(uintptr_t)g;
+		slot->flags = flags;
+	}
+	unlock();
+	if (!slot)
+		gh_mark_untrusted(c->api, "too many graph instances to follow");
+}
+
+void gh_graph_instantiate_post(struct gh_call *c, CUgraphExec *phGraphExec,
+			       CUgraph hGraph, unsigned long long flags)
+{
+	add_exec(c, phGraphExec, hGraph, flags);
+}
+
+void gh_graph_instantiate_params_post(struct gh_call *c,
+				      CUgraphExec *phGraphExec, CUgraph hGraph,
+				      CUDA_GRAPH_INSTANTIATE_PARAMS *p)
+{
+	add_exec(c, phGraphExec, hGraph, p ? p->flags : 0);
+}
+
+static int find_exec(uint64_t exec, struct gexec *out)
+{
+	int found = 0;
+
+	lock();
+	for (size_t i = 0; i < GH_GRAPH_EXECS && !found; i++) {
+		if (execs[i].exec == exec) {
+			*out = execs[i];
+			found = 1;
+		}
+	}
+	unlock();
+	return found;
+}
+
+/* Unregister the range at ptr (a free the driver makes for the program). */
+static void drop_at(struct gh_call *c, uint64_t ptr, unsigned int kind)
+{
+	struct gh_call d;
+	struct gh_range cur;
+
+	if (gh_registry_lookup(ptr, 1, &cur) || cur.base != ptr ||
+	    (kind && cur.kind != kind))
+		return;
+	memset(&d, 0, sizeof(d));
+	d.sym = c->sym;
+	d.api = c->api;
+	d.dev = -1;
+	gh_free_pre(&d, ptr);
+	gh_free_post(&d);
+}
+
+/*
+ * Visit the nodes of graph g one at a time, with the table unlocked while
+ * fn runs (it calls into the registry and the driver).
+ */
+static void each_node(uint64_t g, void (*fn)(struct gh_call *,
+					     const struct gnode *, void *),
+		      struct gh_call *c, void *arg)
+{
+	for (size_t i = 0; i < GH_GRAPH_NODES; i++) {
+		struct gnode n;
+
+		lock();
+		n = nodes[i];
+		unlock();
+		if (n.graph == g)
+			fn(c, &n, arg);
+	}
+}
+
+static void launch_pre_one(struct gh_call *c, const struct gnode *n,
+			   void *arg)
+{
+	const struct gexec *x = arg;
+
+	if (n->is_free)
+		drop_at(c, n->ptr, 0);	/* freed while the graph runs */
+	else if (!n->freed_in_graph &&
+		 (x->flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH))
+		drop_at(c, n->ptr, GDRHOOK_KIND_GRAPH);
+}
+
+static void launch_post_one(struct gh_call *c, const struct gnode *n,
+			    void *arg)
+{
+	const struct gexec *x = arg;
+	struct gh_range cur;
+
+	if (n->is_free || n->freed_in_graph)
+		return;
+	if (!gh_registry_lookup(n->ptr, 1, &cur) && cur.base == n->ptr)
+		return;
+	gh_alloc_post(c, GDRHOOK_KIND_GRAPH, n->ptr, n->size, x->exec, 0);
+}
+
+void gh_graph_launch_pre(struct gh_call *c, CUgraphExec hGraphExec,
+			 CUstream hStream)
+{
+	struct gexec x;
+
+	if (find_exec((uint64_t)(uintptr_t)hGraphExec, &x))
+		each_node(x.graph, launch_pre_one, c, &x);
+}
+
+void gh_graph_launch_post(struct gh_call *c, CUgraphExec hGraphExec,
+			  CUstream hStream)
+{
+	struct gexec x;
+
+	if (c->rc) {
+		GH_COUNT(failed_calls, 1);
+		return;
+	}
+	if (find_exec((uint64_t)(uintptr_t)hGraphExec, &x))
+		each_node(x.graph, launch_post_one, c, &x);
+}
+
+void gh_graph_exec_destroy_post(struct gh_call *c, CUgraphExec hGraphExec)
+{
+	if (c->rc)
+		return;
+	lock();
+	for (size_t i = 0; i < GH_GRAPH_EXECS; i++)
+		if (execs[i].exec == (uint64_t)(uintptr_t)hGraphExec)
+			memset(&execs[i], 0, sizeof(execs[i]));
+	unlock();
+}
+
+void gh_graph_destroy_post(struct gh_call *c, CUgraph hGraph)
+{
+	if (c->rc)
+		return;
+	lock();
+	for (size_t i = 0; i < GH_GRAPH_NODES; i++)
+		if (nodes[i].graph == (uint64_t)(uintptr_t)hGraph)
+			memset(&nodes[i], 0, sizeof(nodes[i]));
+	unlock();
+}

@@ -1,0 +1,307 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Memory that no allocation call makes: graph memory nodes (captured and
+ * explicit, through instantiate, launch, auto-free relaunch and destroy),
+ * module and library globals, external memory, the device alias of host
+ * memory.  Each case checks the registry against the driver double at
+ * every step: tracked exactly while the driver backs the range.
+ */
+#include <cuda.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+
+/* Not every helper of the shared header is used here. */
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "preload_util.h"
+
+/* Does the driver back ptr right now? */
+static int backed(CUdeviceptr p)
+{
+	CUdeviceptr base;
+	size_t size;
+
+	return cuMemGetAddressRange_v2(&base, &size, p) == CUDA_SUCCESS;
+}
+
+/* The registry and the driver agree on ptr; returns whether it is live. */
+static int agree(CUdeviceptr p, unsigned int kind, size_t size)
+{
+	struct gdrhook_range r;
+	int live = backed(p);
+
+	if (live) {
+		CHECK_EQ(tracked(p, &r), 0);
+		CHECK_EQ(r.base, p);
+		CHECK_EQ(r.size, size);
+		CHECK_EQ(r.kind, kind);
+	} else {
+		CHECK_EQ(tracked(p, NULL), -ENOENT);
+	}
+	return live;
+}
+
+static void capture(CUstream s, CUgraph *g, CUdeviceptr *p, size_t size,
+		    int free_in_graph)
+{
+	CU_OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	CU_OK(cuMemAllocAsync(p, size, s));
+	if (free_in_graph)
+		CU_OK(cuMemFreeAsync(*p, s));
+	CU_OK(cuStreamEndCapture(s, g));
+}
+
+static uint64_t gen_of(CUdeviceptr p)
+{
+	struct gdrhook_range r;
+
+	CHECK_EQ(tracked(p, &r), 0);
+	return r.gen;
+}
+
+TEST(captured_alloc_is_graph_memory_from_launch_to_free)
+{
+	CUgraphExec e;
+	CUstream s;
+	CUgraph g;
+	CUdeviceptr p;
+
+	primary_ctx(0);
+	CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	capture(s, &g, &p, 1 << 20, 0);
+	CHECK(p != 0);
+	CHECK_EQ(agree(p, GDRHOOK_KIND_GRAPH, 1 << 20), 0);
+	CU_OK(cuGraphInstantiateWithFlags(&e, g, 0));
+	CHECK_EQ(agree(p, GDRHOOK_KIND_GRAPH, 1 << 20), 0);
+	CU_OK(cuGraphUpload(e, s));
+	CHECK_EQ(agree(p, GDRHOOK_KIND_GRAPH, 1 << 20), 0);
+	for (int i = 0; i < 3; i++) {
+		uint64_t gen;
+
+		CU_OK(cuGraphLaunch(e, s));
+		CHECK_EQ(agree(p, GDRHOOK_KIND_GRAPH, 1 << 20), 1);
+		gen = gen_of(p);
+		/* Not freed: the driver refuses a relaunch, nothing changes. */
+		CHECK(cuGraphLaunch(e, s) != CUDA_SUCCESS);
+		CHECK_EQ(gen_of(p), gen);
+		CU_OK(cuMemFreeAsync(p, s));
+		CHECK_EQ(agree(p, GDRHOOK_KIND_GRAPH, 1 << 20), 0);
+	}
+	CU_OK(cuDeviceGraphMemTrim(0));
+	CU_OK(cuGraphExecDestroy(e));
+	CU_OK(cuGraphDestroy(g));
+	CHECK_EQ(agree(p, GDRHOOK_KIND_GRAPH, 1 << 20), 0);
+	CHECK_EQ(gdrhook_trusted(), 1);
+}
+
+TEST(auto_free_on_launch_gives_a_new_generation_each_launch)
+{
+	CUgraphExec e;
+	CUstream s;
+	CUgraph g;
+	CUdeviceptr p;
+	uint64_t last = 0;
+
+	primary_ctx(0);
+	CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	capture(s, &g, &p, 3 << 20, 0);
+	CU_OK(cuGraphInstantiateWithFlags(
+		&e, g, CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH));
+	for (int i = 0; i < 3; i++) {
+		CU_OK(cuGraphLaunch(e, s));
+		CHECK_EQ(agree(p, GDRHOOK_KIND_GRAPH, 3 << 20), 1);
+		CHECK(gen_of(p) != last);
+		last = gen_of(p);
+	}
+	/* Destroying graph and instance leaves the allocation live. */
+	CU_OK(cuGraphExecDestroy(e));
+	CU_OK(cuGraphDestroy(g));
+	CHECK_EQ(agree(p, GDRHOOK_KIND_GRAPH, 3 << 20), 1);
+	CU_OK(cuMemFree_v2(p));
+	CHECK_EQ(agree(p, GDRHOOK_KIND_GRAPH, 3 << 20), 0);
+	CHECK_EQ(gdrhook_trusted(), 1);
+}
+
+TEST(alloc_freed_inside_its_graph_is_never_registered)
+{
+	CUgraphExec e;
+	CUstream s;
+	CUgraph g;
+	CUdeviceptr p;
+
+	primary_ctx(0);
+	CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	capture(s, &g, &p, 1 << 20, 1);
+	CU_OK(cuGraphInstantiateWithFlags(&e, g, 0));
+	for (int i = 0; i < 3; i++) {
+		CU_OK(cuGraphLaunch(e, s));
+		CHECK_EQ(agree(p, GDRHOOK_KIND_GRAPH, 1 << 20), 0);
+	}
+	CHECK_EQ(gdrhook_trusted(), 1);
+}
+
+TEST(explicit_alloc_node_and_free_node_in_another_graph)
+{
+	CUDA_MEM_ALLOC_NODE_PARAMS np;
+	CUDA_GRAPH_INSTANTIATE_PARAMS ip;
+	CUgraphExec ea, ef;
+	CUgraphNode n;
+	CUstream s;
+	CUgraph ga, gf;
+
+	primary_ctx(0);
+	CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CU_OK(cuGraphCreate(&ga, 0));
+	memset(&np, 0, sizeof(np));
+	np.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+	np.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	np.poolProps.location.id = 0;
+	np.bytesize = 5 << 20;
+	CU_OK(cuGraphAddMemAllocNode(&n, ga, NULL, 0, &np));
+	CHECK(np.dptr != 0);
+	CU_OK(cuGraphCreate(&gf, 0));
+	CU_OK(cuGraphAddMemFreeNode(&n, gf, NULL, 0, np.dptr));
+	memset(&ip, 0, sizeof(ip));
+	CU_OK(cuGraphInstantiateWithParams(&ea, ga, &ip));
+	CU_OK(cuGraphInstantiateWithFlags(&ef, gf, 0));
+	for (int i = 0; i < 3; i++) {
+		CU_OK(cuGraphLaunch(ea, s));
+		CHECK_EQ(agree(np.dptr, GDRHOOK_KIND_GRAPH, 5 << 20), 1);
+		CU_OK(cuGraphLaunch(ef, s));
+		CHECK_EQ(agree(np.dptr, GDRHOOK_KIND_GRAPH, 5 << 20), 0);
+	}
+	CHECK_EQ(gdrhook_trusted(), 1);
+}
+
+TEST(capture_free_of_ordinary_pool_memory_happens_at_launch)
+{
+	CUgraphExec e;
+	CUstream s;
+	CUgraph g;
+	CUdeviceptr p;
+
+	primary_ctx(0);
+	CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CU_OK(cuMemAllocAsync(&p, 1 << 20, s));
+	CHECK_EQ(agree(p, GDRHOOK_KIND_POOL, 1 << 20), 1);
+	CU_OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	CU_OK(cuMemFreeAsync(p, s));
+	CU_OK(cuStreamEndCapture(s, &g));
+	CHECK_EQ(agree(p, GDRHOOK_KIND_POOL, 1 << 20), 1);
+	CU_OK(cuGraphInstantiateWithFlags(&e, g, 0));
+	CU_OK(cuGraphLaunch(e, s));
+	CHECK_EQ(agree(p, GDRHOOK_KIND_POOL, 1 << 20), 0);
+	CHECK_EQ(gdrhook_trusted(), 1);
+}
+
+TEST(module_globals_live_until_unload)
+{
+	CUdeviceptr a, b, a2;
+	size_t na, nb;
+	CUmodule m;
+
+	primary_ctx(0);
+	CU_OK(cuModuleLoadData(&m, "fakecubin:flag=8,table=65536"));
+	CU_OK(cuModuleGetGlobal_v2(&a, &na, m, "flag"));
+	CU_OK(cuModuleGetGlobal_v2(&b, &nb, m, "table"));
+	CHECK_EQ(na, 8);
+	CHECK_EQ(agree(a, GDRHOOK_KIND_GLOBAL, 8), 1);
+	CHECK_EQ(agree(b, GDRHOOK_KIND_GLOBAL, 65536), 1);
+	/* Asking again is the same variable, not a new allocation. */
+	CU_OK(cuModuleGetGlobal_v2(&a2, NULL, m, "flag"));
+	CHECK_EQ(a2, a);
+	CHECK_EQ(agree(a, GDRHOOK_KIND_GLOBAL, 8), 1);
+	CHECK(cuModuleGetGlobal_v2(&a2, NULL, m, "nope") != CUDA_SUCCESS);
+	CU_OK(cuModuleUnload(m));
+	CHECK_EQ(agree(a, GDRHOOK_KIND_GLOBAL, 8), 0);
+	CHECK_EQ(agree(b, GDRHOOK_KIND_GLOBAL, 65536), 0);
+	CHECK_EQ(gdrhook_trusted(), 1);
+}
+
+TEST(library_globals_go_with_unload_and_with_their_context)
+{
+	CUctxCreateParams params;
+	CUdeviceptr a, m1, a2;
+	CUlibrary lib;
+	CUcontext ctx;
+
+	primary_ctx(0);
+	CU_OK(cuLibraryLoadData(&lib, "fakecubin:counter=4,mvar=4096", NULL,
+				NULL, 0, NULL, NULL, 0));
+	CU_OK(cuLibraryGetGlobal(&a, NULL, lib, "counter"));
+	CU_OK(cuLibraryGetManaged(&m1, NULL, lib, "mvar"));
+	CHECK_EQ(agree(a, GDRHOOK_KIND_GLOBAL, 4), 1);
+	CHECK_EQ(agree(m1, GDRHOOK_KIND_GLOBAL, 4096), 1);
+	/* A second context gets its own copy; destroying it drops that. */
+	memset(&params, 0, sizeof(params));
+	CU_OK(cuCtxCreate_v4(&ctx, &params, 0, 0));
+	CU_OK(cuLibraryGetGlobal(&a2, NULL, lib, "counter"));
+	CHECK(a2 != a);
+	CHECK_EQ(agree(a2, GDRHOOK_KIND_GLOBAL, 4), 1);
+	CU_OK(cuCtxDestroy_v2(ctx));
+	CHECK_EQ(agree(a2, GDRHOOK_KIND_GLOBAL, 4), 0);
+	primary_ctx(0);
+	CU_OK(cuLibraryUnload(lib));
+	CHECK_EQ(agree(a, GDRHOOK_KIND_GLOBAL, 4), 0);
+	CHECK_EQ(agree(m1, GDRHOOK_KIND_GLOBAL, 4096), 0);
+	CHECK_EQ(gdrhook_trusted(), 1);
+}
+
+static CUexternalMemory import_memfd(size_t size)
+{
+	CUDA_EXTERNAL_MEMORY_HANDLE_DESC d;
+	CUexternalMemory x;
+	int fd = memfd_create("ext", 0);
+
+	CHECK(fd >= 0);
+	CHECK(ftruncate(fd, (off_t)size) == 0);
+	memset(&d, 0, sizeof(d));
+	d.type = CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD;
+	d.handle.fd = fd;
+	d.size = size;
+	CU_OK(cuImportExternalMemory(&x, &d));
+	return x;
+}
+
+TEST(external_memory_buffer_until_free_or_destroy)
+{
+	CUDA_EXTERNAL_MEMORY_BUFFER_DESC bd;
+	CUexternalMemory x;
+	CUdeviceptr p, q;
+	struct gdrhook_range r;
+
+	primary_ctx(0);
+	x = import_memfd(8 << 20);
+	memset(&bd, 0, sizeof(bd));
+	bd.offset = 1 << 20;
+	bd.size = 2 << 20;
+	CU_OK(cuExternalMemoryGetMappedBuffer(&p, x, &bd));
+	CHECK_EQ(agree(p, GDRHOOK_KIND_EXTERNAL, 2 << 20), 1);
+	CHECK_EQ(tracked(p, &r), 0);
+	CHECK(r.flags == 0 || r.kind == GDRHOOK_KIND_EXTERNAL);
+	CU_OK(cuMemFree_v2(p));
+	CHECK_EQ(agree(p, GDRHOOK_KIND_EXTERNAL, 2 << 20), 0);
+	CU_OK(cuExternalMemoryGetMappedBuffer(&q, x, &bd));
+	CHECK_EQ(agree(q, GDRHOOK_KIND_EXTERNAL, 2 << 20), 1);
+	/* Destroyed: the buffer must not be used any more. */
+	CU_OK(cuDestroyExternalMemory(x));
+	CHECK_EQ(tracked(q, NULL), -ENOENT);
+	CHECK_EQ(gdrhook_trusted(), 1);
+}
+
+TEST(host_device_pointer_is_the_host_range)
+{
+	struct gdrhook_range r;
+	CUdeviceptr d;
+	void *h;
+
+	primary_ctx(0);
+	CU_OK(cuMemHostAlloc(&h, 1 << 16, CU_MEMHOSTALLOC_DEVICEMAP));
+	CU_OK(cuMemHostGetDevicePointer_v2(&d, h, 0));
+	CHECK_EQ(d, (CUdeviceptr)(uintptr_t)h);
+	CHECK_EQ(tracked(d, &r), 0);
+	CHECK_EQ(r.kind, GDRHOOK_KIND_HOST);
+	CHECK_EQ(gdrhook_trusted(), 1);
+}
+
+TEST_MAIN()

@@ -1,16 +1,15 @@
 // SPDX-License-Identifier: MIT
 /*
  * Memory owned by something other than an allocation call: module and
- * library globals, external memory mapped buffers, and the device alias of
- * host memory.
+ * library globals, and the device alias of host memory.
  *
  * A global is registered (kind global) the first time the program asks for
  * its address, with its module or library as the owner, and dropped when
  * that is unloaded or its context goes (like every range).  Asking again
  * is not a new allocation.  A library's managed variables are globals too.
- * A mapped buffer of external memory is registered by its alloc row
- * (owner: the external memory object), freed by cuMemFree_v2, and dropped
- * when its object is destroyed: the driver says it must not be used after.
+ * (A mapped buffer of external memory needs no code here: its alloc row
+ * registers it, cuMemFree_v2 frees it; destroying the external memory
+ * object leaves it allocated, as measured on the H100.)
  */
 #include "internal.h"
 #include "hookrt.h"
@@ -89,11 +88,6 @@ void gh_module_unload_pre(struct gh_call *c, CUmodule hmod)
 void gh_library_unload_pre(struct gh_call *c, CUlibrary library)
 {
 	drop_owned(c, GDRHOOK_KIND_GLOBAL, (uint64_t)(uintptr_t)library);
-}
-
-void gh_extmem_destroy_pre(struct gh_call *c, CUexternalMemory extMem)
-{
-	drop_owned(c, GDRHOOK_KIND_EXTERNAL, (uint64_t)(uintptr_t)extMem);
 }
 
 void gh_host_devptr_post(struct gh_call *c, CUdeviceptr *pdptr, void *p,

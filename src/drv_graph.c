@@ -56,10 +56,17 @@ static void unlock(void)
 	__atomic_store_n(&tlock, 0, __ATOMIC_RELEASE);
 }
 
+/*
+ * Record one node.  The same node can be reported twice (by the runtime
+ * call and by the driver call inside it), and an address freed inside a
+ * graph can be allocated again by a later node of the same graph: a
+ * (graph, ptr) pair has one alloc slot holding its latest state, and an
+ * alloc slot whose allocation was freed in the graph is simply reused.
+ */
 static void add_node(struct gh_call *c, uint64_t graph, uint64_t ptr,
 		     uint64_t size, int dev, int is_free)
 {
-	struct gnode *slot = NULL;
+	struct gnode *slot = NULL, *same = NULL;
 
 	lock();
 	for (size_t i = 0; i < GH_GRAPH_NODES; i++) {
@@ -68,20 +75,25 @@ static void add_node(struct gh_call *c, uint64_t graph, uint64_t ptr,
 		if (!n->graph) {
 			if (!slot)
 				slot = n;
-			continue;
-		}
-		if (n->graph != graph || n->ptr != ptr)
-			continue;
-		if (is_free && !n->is_free) {
-			n->freed_in_graph = 1;
-			unlock();
-			return;
-		}
-		if (n->is_free == is_free) {	/* seen at both API levels */
-			unlock();
+		} else if (n->graph == graph && n->ptr == ptr &&
+			   n->is_free == 0) {
+			same = n;	/* the alloc node of ptr, if any */
+		} else if (n->graph == graph && n->ptr == ptr && is_free) {
+			unlock();	/* this free node is known */
 			return;
 		}
 	}
+	if (same && is_free) {
+		same->freed_in_graph = 1;	/* freed in the graph (again) */
+		unlock();
+		return;
+	}
+	if (same && !same->freed_in_graph) {
+		unlock();		/* the same alloc node, reported twice */
+		return;
+	}
+	if (same)
+		slot = same;		/* a new allocation at a freed address */
 	if (slot) {
 		slot->graph = graph;
 		slot->ptr = ptr;
@@ -164,6 +176,15 @@ void gh_graph_instantiate_post(struct gh_call *c, CUgraphExec *phGraphExec,
 			       CUgraph hGraph, unsigned long long flags)
 {
 	add_exec(c, phGraphExec, hGraph, flags);
+}
+
+/* The CUDA 10/11 entry points (5 arguments, no flags). */
+void gh_graph_instantiate_legacy_post(struct gh_call *c,
+				      CUgraphExec *phGraphExec, CUgraph hGraph,
+				      CUgraphNode *phErrorNode, char *logBuffer,
+				      size_t bufferSize)
+{
+	add_exec(c, phGraphExec, hGraph, 0);
 }
 
 void gh_graph_instantiate_params_post(struct gh_call *c,

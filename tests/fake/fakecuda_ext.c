@@ -8,7 +8,8 @@
  * first asked for in a context.  Both are freed at unload or when their
  * context goes.  External memory: OPAQUE_FD handles only; a mapped buffer
  * maps the fd's pages at a fresh device address and is freed by cuMemFree;
- * cuDestroyExternalMemory closes the fd (buffers must be freed too).
+ * cuDestroyExternalMemory closes the fd and leaves mapped buffers
+ * allocated until cuMemFree, as the real driver does.
  */
 #include "fakecuda_internal.h"
 #include "fakecuda.h"

@@ -6,7 +6,7 @@
  * (explicit, or captured from cuMemAllocAsync/cuMemFreeAsync on a
  * capturing stream); there are no kernels.  As on the real driver, an
  * alloc node's address is fixed when the node is made (its VA is reserved
- * then, unbacked), the memory is backed only from a launch until a free
+ * then, unbacked; an address freed earlier in the same graph is reused), the memory is backed only from a launch until a free
  * node runs or the program frees it, and a relaunch while it is still
  * allocated fails unless the graph was instantiated with
  * AUTO_FREE_ON_LAUNCH.  Work is synchronous: a launch runs every node.
@@ -34,6 +34,10 @@ struct CUgraph_st {
 	uint32_t magic;
 	int n;
 	struct fc_gnode node[FC_GRAPH_NODES];
+	/* VA freed by a free node of this graph: later alloc nodes of the
+	 * same span reuse it, as the real driver does */
+	int nreuse;
+	struct { uintptr_t va; size_t span; } reuse[FC_GRAPH_NODES];
 };
 
 struct CUgraphExec_st {
@@ -62,9 +66,19 @@ static CUresult add_alloc(CUgraph g, int dev, size_t size, uintptr_t *va)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	n = &g->node[g->n];
 	n->span = fc_round_up(size, FC_GRAN);
-	rc = fc_dev_take_va(dev, n->span, &n->va);
-	if (rc)
-		return rc;
+	n->va = 0;
+	for (int i = 0; i < g->nreuse; i++) {
+		if (g->reuse[i].span == n->span) {
+			n->va = g->reuse[i].va;
+			g->reuse[i] = g->reuse[--g->nreuse];
+			break;
+		}
+	}
+	if (!n->va) {
+		rc = fc_dev_take_va(dev, n->span, &n->va);
+		if (rc)
+			return rc;
+	}
 	n->is_free = 0;
 	n->size = size;
 	n->dev = dev;
@@ -77,6 +91,14 @@ static CUresult add_free(CUgraph g, uintptr_t va)
 {
 	if (g->n >= FC_GRAPH_NODES)
 		return CUDA_ERROR_OUT_OF_MEMORY;
+	for (int i = g->n - 1; i >= 0; i--) {
+		if (g->node[i].va != va)
+			continue;
+		if (!g->node[i].is_free)
+			g->reuse[g->nreuse++] = (typeof(g->reuse[0])){
+				va, g->node[i].span };
+		break;
+	}
 	memset(&g->node[g->n], 0, sizeof(g->node[0]));
 	g->node[g->n].is_free = 1;
 	g->node[g->n].va = va;
@@ -297,6 +319,23 @@ FC_API CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec,
 {
 	FC_ENTER_INIT();
 	return instantiate(phGraphExec, hGraph, flags);
+}
+
+/* CUDA 10.0 and 11.0 ABI: no flags. */
+FC_API CUresult CUDAAPI cuGraphInstantiate(CUgraphExec *phGraphExec,
+		CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer,
+		size_t bufferSize)
+{
+	FC_ENTER_INIT();
+	return instantiate(phGraphExec, hGraph, 0);
+}
+
+FC_API CUresult CUDAAPI cuGraphInstantiate_v2(CUgraphExec *phGraphExec,
+		CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer,
+		size_t bufferSize)
+{
+	FC_ENTER_INIT();
+	return instantiate(phGraphExec, hGraph, 0);
 }
 
 static CUresult instantiate_params(CUgraphExec *pe, CUgraph g,

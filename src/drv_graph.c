@@ -43,6 +43,10 @@ struct gexec {
 
 static struct gnode nodes[GH_GRAPH_NODES];
 static struct gexec execs[GH_GRAPH_EXECS];
+/* Slots at or above these were never used: scans stop there.  Launches of
+ * graphs without memory nodes (the common case) find no instance and pay
+ * for a scan of the instances with memory nodes only. */
+static size_t nodes_hi, execs_hi;
 static int tlock;
 
 static void lock(void)
@@ -66,17 +70,16 @@ static void unlock(void)
 static void add_node(struct gh_call *c, uint64_t graph, uint64_t ptr,
 		     uint64_t size, int dev, int is_free)
 {
-	struct gnode *slot = NULL, *same = NULL;
+	struct gnode *slot, *hole = NULL, *same = NULL;
 
 	lock();
-	for (size_t i = 0; i < GH_GRAPH_NODES; i++) {
+	for (size_t i = 0; i < nodes_hi; i++) {
 		struct gnode *n = &nodes[i];
 
 		if (!n->graph) {
-			if (!slot)
-				slot = n;
-		} else if (n->graph == graph && n->ptr == ptr &&
-			   n->is_free == 0) {
+			if (!hole)
+				hole = n;
+		} else if (n->graph == graph && n->ptr == ptr && !n->is_free) {
 			same = n;	/* the alloc node of ptr, if any */
 		} else if (n->graph == graph && n->ptr == ptr && is_free) {
 			unlock();	/* this free node is known */
@@ -92,8 +95,10 @@ static void add_node(struct gh_call *c, uint64_t graph, uint64_t ptr,
 		unlock();		/* the same alloc node, reported twice */
 		return;
 	}
-	if (same)
-		slot = same;		/* a new allocation at a freed address */
+	/* A new allocation at an address freed in the graph reuses its slot. */
+	slot = same ? same : hole;
+	if (!slot && nodes_hi < GH_GRAPH_NODES)
+		slot = &nodes[nodes_hi++];
 	if (slot) {
 		slot->graph = graph;
 		slot->ptr = ptr;
@@ -151,17 +156,30 @@ void gh_graph_free_node_post(struct gh_call *c, CUgraphNode *phGraphNode,
 		add_node(c, (uint64_t)(uintptr_t)hGraph, dptr, 0, -1, 1);
 }
 
+static int graph_has_nodes(uint64_t g)
+{
+	int found = 0;
+
+	lock();
+	for (size_t i = 0; i < nodes_hi && !found; i++)
+		found = nodes[i].graph == g;
+	unlock();
+	return found;
+}
+
 static void add_exec(struct gh_call *c, CUgraphExec *pe, CUgraph g,
 		     uint64_t flags)
 {
 	struct gexec *slot = NULL;
 
-	if (c->rc || !pe)
+	if (c->rc || !pe || !graph_has_nodes((uint64_t)(uintptr_t)g))
 		return;
 	lock();
-	for (size_t i = 0; i < GH_GRAPH_EXECS && !slot; i++)
+	for (size_t i = 0; i < execs_hi && !slot; i++)
 		if (!execs[i].exec)
 			slot = &execs[i];
+	if (!slot && execs_hi < GH_GRAPH_EXECS)
+		slot = &execs[execs_hi++];
 	if (slot) {
 		slot->exec = (uint64_t)(uintptr_t)*pe;
 		slot->graph = (uint64_t)(uintptr_t)g;
@@ -199,7 +217,7 @@ static int find_exec(uint64_t exec, struct gexec *out)
 	int found = 0;
 
 	lock();
-	for (size_t i = 0; i < GH_GRAPH_EXECS && !found; i++) {
+	for (size_t i = 0; i < execs_hi && !found; i++) {
 		if (execs[i].exec == exec) {
 			*out = execs[i];
 			found = 1;
@@ -227,22 +245,28 @@ static void drop_at(struct gh_call *c, uint64_t ptr, unsigned int kind)
 }
 
 /*
- * Visit the nodes of graph g one at a time, with the table unlocked while
- * fn runs (it calls into the registry and the driver).
+ * Visit the nodes of graph g, copied out in batches under the table lock
+ * and visited with it dropped (fn calls into the registry and the driver).
  */
+#define GH_NODE_BATCH 32
+
 static void each_node(uint64_t g, void (*fn)(struct gh_call *,
 					     const struct gnode *, void *),
 		      struct gh_call *c, void *arg)
 {
-	for (size_t i = 0; i < GH_GRAPH_NODES; i++) {
-		struct gnode n;
+	struct gnode batch[GH_NODE_BATCH];
+	size_t i = 0, n;
 
+	do {
+		n = 0;
 		lock();
-		n = nodes[i];
+		for (; i < nodes_hi && n < GH_NODE_BATCH; i++)
+			if (nodes[i].graph == g)
+				batch[n++] = nodes[i];
 		unlock();
-		if (n.graph == g)
-			fn(c, &n, arg);
-	}
+		for (size_t k = 0; k < n; k++)
+			fn(c, &batch[k], arg);
+	} while (n == GH_NODE_BATCH);
 }
 
 static void launch_pre_one(struct gh_call *c, const struct gnode *n,
@@ -297,7 +321,7 @@ void gh_graph_exec_destroy_post(struct gh_call *c, CUgraphExec hGraphExec)
 	if (c->rc)
 		return;
 	lock();
-	for (size_t i = 0; i < GH_GRAPH_EXECS; i++)
+	for (size_t i = 0; i < execs_hi; i++)
 		if (execs[i].exec == (uint64_t)(uintptr_t)hGraphExec)
 			memset(&execs[i], 0, sizeof(execs[i]));
 	unlock();
@@ -308,7 +332,7 @@ void gh_graph_destroy_post(struct gh_call *c, CUgraph hGraph)
 	if (c->rc)
 		return;
 	lock();
-	for (size_t i = 0; i < GH_GRAPH_NODES; i++)
+	for (size_t i = 0; i < nodes_hi; i++)
 		if (nodes[i].graph == (uint64_t)(uintptr_t)hGraph)
 			memset(&nodes[i], 0, sizeof(nodes[i]));
 	unlock();

@@ -249,6 +249,26 @@ TEST(capture_free_of_ordinary_pool_memory_happens_at_launch)
 	CHECK_EQ(gdrhook_trusted(), 1);
 }
 
+TEST(more_graph_nodes_than_followed_marks_untrusted)
+{
+	CUDA_MEM_ALLOC_NODE_PARAMS np;
+	CUgraphNode n;
+	CUgraph g;
+
+	primary_ctx(0);
+	memset(&np, 0, sizeof(np));
+	np.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+	np.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	np.bytesize = 4096;
+	/* 65 graphs of 64 nodes (the double's limit) pass 4096. */
+	for (int i = 0; i < 65 && gdrhook_trusted(); i++) {
+		CU_OK(cuGraphCreate(&g, 0));
+		for (int k = 0; k < 64; k++)
+			CU_OK(cuGraphAddMemAllocNode(&n, g, NULL, 0, &np));
+	}
+	CHECK_EQ(gdrhook_trusted(), 0);
+}
+
 TEST(module_globals_live_until_unload)
 {
 	CUdeviceptr a, b, a2;

@@ -26,6 +26,7 @@ enum {
 	FAKECUDA_GRAPH,		/* a launched graph memory node */
 	FAKECUDA_EXTERNAL,	/* cuExternalMemoryGetMappedBuffer */
 	FAKECUDA_GLOBAL,	/* cuModuleGetGlobal_v2, cuLibraryGet* */
+	FAKECUDA_POOL_IMPORT,	/* cuMemPoolImportPointer */
 };
 
 struct fakecuda_live {

@@ -122,6 +122,8 @@ struct CUmemPoolHandle_st {
 	size_t cached_bytes, used_bytes, high_used, high_reserved;
 	struct fc_flset cache;	/* freed blocks kept by the pool */
 	struct CUmemPoolHandle_st *next;
+	unsigned int handle_types;	/* exportable as (CUmemPoolProps) */
+	int import_fd;		/* imported pool: the exporter's memfd, else -1 */
 };
 
 struct fc_vmmh {
@@ -145,6 +147,7 @@ enum fc_kind {
 	FC_K_GRAPH,		/* a launched graph memory node */
 	FC_K_EXTERNAL,		/* cuExternalMemoryGetMappedBuffer */
 	FC_K_GLOBAL,		/* a module or library global */
+	FC_K_POOL_IMPORT,	/* cuMemPoolImportPointer */
 };
 
 struct fc_alloc {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Fake CUDA driver: DMA-BUF export and legacy IPC.
+ * Fake CUDA driver: DMA-BUF export, legacy IPC, pool export and import.
  */
 #include "fakecuda_internal.h"
 #include "fakecuda.h"
@@ -255,6 +255,170 @@ FC_API CUresult CUDAAPI cuIpcCloseMemHandle(CUdeviceptr dptr)
 	}
 	if (!--a->ipc_refs)
 		fc_release_alloc(a);
+out:
+	fc_unlock();
+	return rc;
+}
+
+/* ---------------------------------------------------- pool export/import */
+
+/*
+ * A pool exports as a POSIX fd of its device's memfd; a pointer exports as
+ * where its block lies in that file.  The importer maps those pages at a
+ * fresh address (FAKECUDA_POOL_IMPORT), freed by cuMemFree/cuMemFreeAsync
+ * in the importing process.  Pools cannot allocate once imported.
+ */
+#define FC_PPTR_MAGIC 0x46435050u	/* "FCPP" */
+
+struct fc_pool_ptr {
+	uint32_t magic;
+	int32_t dev;
+	uint64_t file_off;
+	uint64_t map_len;
+	uint64_t inner;
+	uint64_t size;
+};
+
+_Static_assert(sizeof(struct fc_pool_ptr) <= sizeof(CUmemPoolPtrExportData),
+	       "pool pointer export data");
+
+FC_API CUresult CUDAAPI cuMemPoolExportToShareableHandle(void *handle_out,
+		CUmemoryPool pool, CUmemAllocationHandleType handleType,
+		unsigned long long flags)
+{
+	CUresult rc = CUDA_SUCCESS;
+	int fd;
+
+	FC_ENTER_INIT();
+	if (!handle_out || flags ||
+	    handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+		return CUDA_ERROR_INVALID_VALUE;
+	fc_lock();
+	if (!pool || pool->magic != FC_POOL_MAGIC || !pool->alive ||
+	    pool->import_fd >= 0 || !(pool->handle_types & handleType)) {
+		rc = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	fd = fcntl(fc.dev[pool->dev].memfd, F_DUPFD_CLOEXEC, 0);
+	if (fd < 0) {
+		rc = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	*(int *)handle_out = fd;
+out:
+	fc_unlock();
+	return rc;
+}
+
+FC_API CUresult CUDAAPI cuMemPoolImportFromShareableHandle(
+		CUmemoryPool *pool_out, void *handle,
+		CUmemAllocationHandleType handleType, unsigned long long flags)
+{
+	CUmemoryPool p;
+	CUcontext ctx;
+	CUresult rc;
+	int fd = (int)(uintptr_t)handle;
+
+	FC_ENTER_INIT();
+	if (!pool_out || flags ||
+	    handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || fd < 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	p = malloc(sizeof(*p));
+	if (!p)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	fc_lock();
+	rc = fc_current_ctx(&ctx);
+	if (!rc) {
+		fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+		rc = fd < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+	}
+	if (rc) {
+		fc_unlock();
+		free(p);
+		return rc;
+	}
+	fc_pool_init(p, ctx->dev, 0);
+	p->import_fd = fd;
+	fc_unlock();
+	*pool_out = p;
+	return CUDA_SUCCESS;
+}
+
+FC_API CUresult CUDAAPI cuMemPoolExportPointer(
+		CUmemPoolPtrExportData *shareData_out, CUdeviceptr ptr)
+{
+	struct fc_pool_ptr d;
+	struct fc_alloc *a;
+	CUresult rc = CUDA_SUCCESS;
+	uintptr_t start;
+
+	FC_ENTER_INIT();
+	if (!shareData_out)
+		return CUDA_ERROR_INVALID_VALUE;
+	fc_lock();
+	a = fc_find(ptr);
+	if (!a || a->kind != FC_K_POOL || a->base != ptr ||
+	    !(a->pool->handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) {
+		rc = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	start = a->small ? (a->base & ~(FC_GRAN - 1)) : a->span_base;
+	memset(&d, 0, sizeof(d));
+	d.magic = FC_PPTR_MAGIC;
+	d.dev = a->dev;
+	d.file_off = start - fc.dev[a->dev].lo;
+	d.map_len = a->small ? FC_GRAN : a->span;
+	d.inner = a->base - start;
+	d.size = a->size;
+	memset(shareData_out, 0, sizeof(*shareData_out));
+	memcpy(shareData_out->reserved, &d, sizeof(d));
+out:
+	fc_unlock();
+	return rc;
+}
+
+FC_API CUresult CUDAAPI cuMemPoolImportPointer(CUdeviceptr *ptr_out,
+					       CUmemoryPool pool,
+					       CUmemPoolPtrExportData *shareData)
+{
+	struct fc_pool_ptr d;
+	struct fc_alloc *a;
+	CUcontext ctx;
+	uintptr_t va;
+	CUresult rc;
+
+	FC_ENTER_INIT();
+	if (!ptr_out || !shareData)
+		return CUDA_ERROR_INVALID_VALUE;
+	memcpy(&d, shareData->reserved, sizeof(d));
+	fc_lock();
+	rc = fc_current_ctx(&ctx);
+	if (rc)
+		goto out;
+	if (!pool || pool->magic != FC_POOL_MAGIC || !pool->alive ||
+	    pool->import_fd < 0 || d.magic != FC_PPTR_MAGIC) {
+		rc = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	rc = fc_dev_take_va(ctx->dev, d.map_len, &va);
+	if (rc)
+		goto out;
+	if (mmap((void *)va, d.map_len, PROT_READ | PROT_WRITE,
+		 MAP_SHARED | MAP_FIXED, pool->import_fd,
+		 (off_t)d.file_off) == MAP_FAILED) {
+		fc_dev_put_va(ctx->dev, va, d.map_len);
+		rc = CUDA_ERROR_MAP_FAILED;
+		goto out;
+	}
+	a = fc_reg_add(FC_K_POOL_IMPORT, va + d.inner, d.size, ctx->dev, ctx);
+	if (!a) {
+		fc_dev_put_va(ctx->dev, va, d.map_len);
+		rc = CUDA_ERROR_OUT_OF_MEMORY;
+		goto out;
+	}
+	a->span_base = va;
+	a->span = d.map_len;
+	*ptr_out = a->base;
 out:
 	fc_unlock();
 	return rc;

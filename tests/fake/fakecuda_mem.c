@@ -104,6 +104,7 @@ CUresult fc_mem_free(CUdeviceptr dptr, int async)
 	if (!a || a->base != dptr ||
 	    (a->kind != FC_K_DEVICE && a->kind != FC_K_POOL &&
 	     a->kind != FC_K_GRAPH && a->kind != FC_K_EXTERNAL &&
+	     a->kind != FC_K_POOL_IMPORT &&
 	     (async || a->kind != FC_K_MANAGED))) {
 		rc = CUDA_ERROR_INVALID_VALUE;
 		goto out;

@@ -22,6 +22,7 @@ void fc_pool_init(struct CUmemPoolHandle_st *p, int dev, int is_default)
 	p->magic = FC_POOL_MAGIC;
 	p->dev = dev;
 	p->alive = 1;
+	p->import_fd = -1;
 	p->is_default = is_default;
 	p->reuse_follow_event = 1;
 	p->reuse_opportunistic = 1;
@@ -141,7 +142,7 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUmemoryPool pool,
 	}
 	if (!pool)
 		pool = fc.dev[ctx->dev].cur_pool;
-	else if (!pool_valid(pool)) {
+	else if (!pool_valid(pool) || pool->import_fd >= 0) {
 		rc = CUDA_ERROR_INVALID_VALUE;
 		goto out;
 	}
@@ -239,6 +240,7 @@ FC_API CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool,
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	fc_lock();
 	fc_pool_init(p, poolProps->location.id, 0);
+	p->handle_types = poolProps->handleTypes;
 	fc_unlock();
 	*pool = p;
 	return CUDA_SUCCESS;
@@ -260,6 +262,11 @@ FC_API CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
 	}
 	pool_trim(pool, 0);
 	pool->alive = 0;	/* never freed: stale handles stay detectable */
+	if (pool->import_fd >= 0) {
+		close(pool->import_fd);
+		pool->import_fd = -1;
+		goto out;
+	}
 	if (fc.dev[pool->dev].cur_pool == pool)
 		fc.dev[pool->dev].cur_pool = &fc.dev[pool->dev].default_pool;
 out:

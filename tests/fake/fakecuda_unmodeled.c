@@ -1,20 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
  * Entry points that create GPU-accessible memory which the double does not
- * model (pool export/import, array mapping, graphics interop,
- * multicast).  They exist so the shim's wrappers for them can be
+ * model (array mapping, graphics interop, multicast).  They exist so the shim's wrappers for them can be
  * reached through every route and tested for call-through, result and
  * errno; calling them answers CUDA_ERROR_NOT_SUPPORTED with no effect.
  */
 #include "fakecuda_internal.h"
-
-FC_API CUresult CUDAAPI cuMemPoolImportPointer(CUdeviceptr *ptr_out,
-					       CUmemoryPool pool,
-					       CUmemPoolPtrExportData *shareData)
-{
-	FC_ENTER();
-	return CUDA_ERROR_NOT_SUPPORTED;
-}
 
 FC_API CUresult CUDAAPI cuMemMapArrayAsync(CUarrayMapInfo *mapInfoList,
 					   unsigned int count, CUstream hStream)

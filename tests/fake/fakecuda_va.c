@@ -360,6 +360,7 @@ void fc_release_alloc(struct fc_alloc *a)
 		fc_unmap_to_reserved(a->span_base, a->span);
 		break;
 	case FC_K_EXTERNAL:
+	case FC_K_POOL_IMPORT:
 		fc_dev_put_va(a->dev, a->span_base, a->span);
 		break;
 	case FC_K_GLOBAL:

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 
 /* Exported CUDA 11.0 entry point; cuda.h no longer declares it. */
 CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph,
@@ -364,6 +365,74 @@ TEST(external_memory_buffer_until_freed)
 	CU_OK(cuMemFree_v2(q));
 	CHECK_EQ(agree(q, GDRHOOK_KIND_EXTERNAL, 2 << 20), 0);
 	CHECK_EQ(gdrhook_trusted(), 1);
+}
+
+struct export_msg {
+	int fd;				/* in the exporter */
+	CUmemPoolPtrExportData data;
+};
+
+/* The importer: forked before the exporter touched CUDA (a CUDA process
+ * cannot fork a CUDA child), gets the pool fd through /proc. */
+static void importer(int rd)
+{
+	struct export_msg m;
+	CUmemoryPool ip;
+	CUdeviceptr q;
+	char path[64];
+	int fd;
+
+	CHECK_EQ(read(rd, &m, sizeof(m)), (ssize_t)sizeof(m));
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)getppid(), m.fd);
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	CHECK(fd >= 0);
+	primary_ctx(0);
+	CU_OK(cuMemPoolImportFromShareableHandle(
+		&ip, (void *)(uintptr_t)fd,
+		CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+	CU_OK(cuMemPoolImportPointer(&q, ip, &m.data));
+	CHECK_EQ(*(volatile unsigned char *)(uintptr_t)(q + 12345), 0x5a);
+	CHECK_EQ(agree(q, GDRHOOK_KIND_POOL, 3 << 20), 1);
+	CU_OK(cuMemFree_v2(q));
+	CHECK_EQ(agree(q, GDRHOOK_KIND_POOL, 3 << 20), 0);
+	CHECK_EQ(gdrhook_trusted(), 1);
+	_exit(0);
+}
+
+TEST(pool_import_has_its_real_size_until_freed)
+{
+	struct export_msg m;
+	CUmemPoolProps props;
+	CUmemoryPool pool;
+	CUdeviceptr p;
+	int pfd[2], st;
+	pid_t pid;
+
+	CHECK(pipe(pfd) == 0);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		close(pfd[1]);
+		importer(pfd[0]);
+	}
+	close(pfd[0]);
+	primary_ctx(0);
+	memset(&props, 0, sizeof(props));
+	props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+	props.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+	props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	CU_OK(cuMemPoolCreate(&pool, &props));
+	CU_OK(cuMemAllocFromPoolAsync(&p, 3 << 20, pool, NULL));
+	CU_OK(cuMemsetD8_v2(p, 0x5a, 3 << 20));
+	memset(&m, 0, sizeof(m));
+	CU_OK(cuMemPoolExportToShareableHandle(
+		&m.fd, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+	CU_OK(cuMemPoolExportPointer(&m.data, p));
+	CHECK_EQ(write(pfd[1], &m, sizeof(m)), (ssize_t)sizeof(m));
+	CHECK_EQ(waitpid(pid, &st, 0), pid);
+	CHECK(WIFEXITED(st));
+	CHECK_EQ(WEXITSTATUS(st), 0);
+	CU_OK(cuMemFree_v2(p));
 }
 
 TEST(host_device_pointer_is_the_host_range)

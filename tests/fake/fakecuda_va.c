@@ -273,12 +273,25 @@ struct fc_alloc *fc_reg_overlap(uintptr_t p, size_t len)
 	return a->base + a->size > p ? a : NULL;
 }
 
+/*
+ * Freed records are kept for reuse (never returned to malloc), so a free
+ * calls no malloc or free: programs free from signal handlers, and the
+ * tests check what the shim does then.
+ */
+static struct fc_alloc *spare;
+
 struct fc_alloc *fc_reg_add(enum fc_kind kind, uintptr_t base, size_t size,
 			    int dev, CUcontext ctx)
 {
-	struct fc_alloc *a = calloc(1, sizeof(*a));
+	struct fc_alloc *a = spare;
 	size_t i;
 
+	if (a) {
+		spare = *(struct fc_alloc **)a;
+		memset(a, 0, sizeof(*a));
+	} else {
+		a = calloc(1, sizeof(*a));
+	}
 	if (!a)
 		return NULL;
 	if (fc.na == fc.capa) {
@@ -315,7 +328,8 @@ static void reg_del(struct fc_alloc *a)
 		fc.na--;
 		fc.live_bytes -= a->size;
 	}
-	free(a);
+	*(struct fc_alloc **)a = spare;
+	spare = a;
 }
 
 /* ------------------------------------------------------------- freeing */

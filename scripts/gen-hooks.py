@@ -155,14 +155,12 @@ def wrapper(r):
     if a == "alloc":
         if "stream" in o:
             # On a capturing stream: a graph alloc node, nothing backed yet.
-            out.append("\tif (rc == 0 && gh_graph_captured_alloc(&c, (uint64_t)(uintptr_t)(%s), (uint64_t)(uintptr_t)(%s), (uint64_t)(%s)))"
+            out.append("\tif (rc == 0 && !gh_graph_captured_alloc(&c, (uint64_t)(uintptr_t)(%s), (uint64_t)(uintptr_t)(%s), (uint64_t)(%s)))"
                        % (o["stream"], o["ptr"], o["size"]))
-            out.append("\t\t;")
-            out.append("\telse if (rc == 0)")
         else:
             out.append("\tif (rc == 0)")
         out.append("\t\tgh_alloc_post(&c, %s);" % alloc_args(r))
-        out.append("\telse")
+        out.append("\telse if (rc != 0)")
         out.append("\t\tgh_failed_post(&c, GH_EV_ALLOC);")
     elif a in ("free", "free_range", "ctx_destroy", "ctx_reset", "ctx_release",
                "dev_reset", "pool_trim", "pool_destroy"):
@@ -196,11 +194,17 @@ def guarded(r):
     o = r.opts
     a = r.action
     out = ["rc = real(%s);" % call_args(r)]
-    if a == "alloc":
+    if a in ("alloc", "free") and "stream" in o:
+        # On a capturing stream this made a graph node: not replayable.
+        out.append("if (rc == 0 && gh_guarded_captured((uint64_t)(uintptr_t)(%s)))"
+                   % o["stream"])
+        out.append("\tgh_guarded_untrusted(%s);" % sid)
+        out.append("else if (rc == 0)")
+    elif a in ("alloc", "free"):
         out.append("if (rc == 0)")
+    if a == "alloc":
         out.append("\tgh_guarded_alloc(%s, %s);" % (sid, alloc_args(r)))
     elif a == "free":
-        out.append("if (rc == 0)")
         out.append("\tgh_guarded_free(%s, (uint64_t)(uintptr_t)(%s), 0, 0);"
                    % (sid, o["ptr"]))
     elif a == "free_range":

@@ -16,6 +16,7 @@
  * compare-and-swap, and a drain never runs inside a push (a push happens
  * only while the guard is up, a drain only as it comes down).
  */
+#include <errno.h>
 #include <string.h>
 
 #include "internal.h"
@@ -91,6 +92,18 @@ void gh_guarded_free(unsigned int sym, uint64_t ptr, uint64_t size,
 
 	if (ptr && (!range || size))
 		push(&d);
+}
+
+/* Did a stream-ordered call on this stream make a graph node?  (A driver
+ * query, not a lock of ours: safe in the guarded window.) */
+int gh_guarded_captured(uint64_t stream)
+{
+	int saved = errno;	/* the program sees the real call's errno */
+	uint64_t graph;
+	int captured = gh_drv_capture_graph(stream, &graph);
+
+	errno = saved;
+	return captured;
 }
 
 void gh_guarded_untrusted(unsigned int sym)

@@ -94,6 +94,7 @@ void gh_guarded_alloc(unsigned int sym, unsigned int kind, uint64_t ptr,
 void gh_guarded_free(unsigned int sym, uint64_t ptr, uint64_t size,
 		     int range);
 void gh_guarded_untrusted(unsigned int sym);
+int gh_guarded_captured(uint64_t stream);
 int gh_deferred_pending(void);
 void gh_deferred_drain(void);
 

@@ -68,6 +68,19 @@ static void destroy_ctx(const struct gdrhook_event *ev, void *arg)
 	(void)arg;
 }
 
+static CUstream capturing;
+
+static void alloc_captured(const struct gdrhook_event *ev, void *arg)
+{
+	CUdeviceptr p;
+
+	if (fired++)
+		return;
+	CU_OK(cuMemAllocAsync(&p, 4096, capturing));
+	(void)ev;
+	(void)arg;
+}
+
 static void make_victims(int n)
 {
 	nvictims = n;
@@ -158,6 +171,23 @@ TEST(guarded_context_destroy_marks_untrusted)
 	CU_OK(cuMemAlloc_v2(&p, 4096));
 	CHECK_EQ(fired, 1);
 	CHECK_EQ(gdrhook_trusted(), 0);
+}
+
+/* A graph node made in the window cannot be replayed afterwards. */
+TEST(guarded_capture_marks_untrusted)
+{
+	CUdeviceptr p;
+	CUgraph g;
+
+	primary_ctx(0);
+	CU_OK(cuStreamCreate(&capturing, CU_STREAM_NON_BLOCKING));
+	CU_OK(cuStreamBeginCapture_v2(capturing,
+				      CU_STREAM_CAPTURE_MODE_RELAXED));
+	CHECK(gdrhook_subscribe(GDRHOOK_EVENT_ALLOC, alloc_captured, NULL) >= 0);
+	CU_OK(cuMemAlloc_v2(&p, 4096));
+	CHECK_EQ(fired, 1);
+	CHECK_EQ(gdrhook_trusted(), 0);
+	CU_OK(cuStreamEndCapture(capturing, &g));
 }
 
 TEST_MAIN()

@@ -51,8 +51,11 @@ static int tlock;
 
 static void lock(void)
 {
-	while (__atomic_exchange_n(&tlock, 1, __ATOMIC_ACQUIRE))
+	while (__atomic_exchange_n(&tlock, 1, __ATOMIC_ACQUIRE)) {
+#if defined(__x86_64__) || defined(__i386__)
 		__builtin_ia32_pause();
+#endif
+	}
 }
 
 static void unlock(void)

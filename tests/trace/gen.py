@@ -104,8 +104,15 @@ class SimProc:
             self.g.flush(self, tid)
 
 
+# Events whose t is the end of the call in format version 2.
+CALL_EVENTS_V2 = ("alloc", "free", "restore", "ctx_destroy", "ctx_reset",
+                  "ctx_release", "pool_trim", "pool_destroy", "pin", "unpin",
+                  "reg", "dereg")
+
+
 class Gen:
-    def __init__(self, seed=7):
+    def __init__(self, seed=7, version=1):
+        self.version = version
         self.rng = random.Random(seed)
         self.t = T0
         self.gen = 100
@@ -131,6 +138,10 @@ class Gen:
         return base
 
     def write(self, rec):
+        if self.version >= 2 and rec["ev"] in CALL_EVENTS_V2:
+            # Version 2 stamps a call with its end, its start apart.
+            rec = dict(rec, t=rec["t"] + rec.get("dur_ns", 0),
+                       t_start=rec["t"])
         self.lines.append(json.dumps(rec, separators=(",", ":")))
 
     def flush(self, p, tid):
@@ -149,7 +160,8 @@ class Gen:
                 "tid": tid, "ev": ev}
 
     # --- operations ---
-    def start(self, p, version=1):
+    def start(self, p, version=None):
+        version = version or self.version
         t = self.tick()
         p.t_start = t
         p.events += 1
@@ -186,7 +198,10 @@ class Gen:
         p.put(tid, rec)
         p.live[gen] = dict(ptr=ptr, size=size, dev=dev, api=api, tid=tid,
                            kind=kind)
-        p.live_change(dev, size, t)
+        # The allocation exists once the call returned; nothing else
+        # happens in the meantime.
+        self.t = t + dur
+        p.live_change(dev, size, self.t)
         return gen
 
     def unpin(self, p, tid, gen):
@@ -430,7 +445,7 @@ def expected(p):
 
 def generate(seed=7, version=1):
     """Return (lines, truth).  lines: list of JSON strings (no newline)."""
-    g = Gen(seed)
+    g = Gen(seed, version)
     parent = SimProc(g, 4242, [4242, 4250, 4251], "/usr/bin/python3")
     g.start(parent, version)
     g.work(parent, 60)

@@ -435,7 +435,8 @@ def analyse(names, pids=None, quiet=False, obs=None, buffer=200000):
                     diag.at(seq, "line longer than %d bytes; ignored"
                             % reader.MAX_LINE)
                     continue
-                if not raw.strip():
+                raw = raw.strip()
+                if not raw:
                     continue
                 try:
                     obj = decode(raw)

@@ -248,11 +248,15 @@ class Normaliser:
         if type(obj) is not dict:
             raise BadRecord("not a JSON object; line ignored")
         ev = obj.get("ev")
+        if type(ev) is not str:
+            return self.slow(obj, version, seq)
         keys = tuple(obj)
         sk = (version, ev, keys)
         sig = self.fast.get(sk)
-        if sig is None and type(ev) is str:
-            sig = self.fast[sk] = self._signature(version, ev, keys)
+        if sig is None:
+            sig = self._signature(version, ev, keys)
+            if len(self.fast) < 4096:     # hostile logs: no end of shapes
+                self.fast[sk] = sig
         if sig and tuple(map(type, obj.values())) == sig[0]:
             try:
                 for k in sig[1]:

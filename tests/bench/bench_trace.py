@@ -94,10 +94,11 @@ def write_log(path, events, threads, seed=11):
 
 
 def timed(cmd):
-    """(wall s, max RSS MiB, rc) of cmd under /usr/bin/time -v."""
+    """(wall s, CPU s, max RSS MiB, rc) of cmd under /usr/bin/time -v."""
     p = subprocess.run(["/usr/bin/time", "-v"] + cmd,
                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     wall = rss = None
+    cpu = 0.0
     for ln in p.stderr.decode("utf-8", "replace").splitlines():
         ln = ln.strip()
         if ln.startswith("Elapsed (wall clock) time"):
@@ -106,7 +107,9 @@ def timed(cmd):
             wall = sum(x * 60 ** i for i, x in enumerate(reversed(parts)))
         elif ln.startswith("Maximum resident set size"):
             rss = int(ln.rsplit(" ", 1)[1]) / 1024.0
-    return wall, rss, p.returncode
+        elif ln.startswith(("User time", "System time")):
+            cpu += float(ln.rsplit(" ", 1)[1])
+    return wall, cpu, rss, p.returncode
 
 
 def main():
@@ -127,19 +130,26 @@ def main():
         print("log: %d events, %d threads, %.1f MiB; %d CPUs, load %.2f"
               % (n, args.threads, os.path.getsize(log) / 2 ** 20,
                  os.cpu_count(), os.getloadavg()[0]))
-        print("%-28s %9s %10s %12s" % ("", "wall (s)", "max RSS", "us/event"))
+        # On a shared machine the wall time follows the load; the CPU time
+        # (user + system) much less: both are printed.
+        print("%-28s %9s %8s %10s %12s %9s" % (
+            "", "wall (s)", "CPU (s)", "max RSS", "CPU us/event",
+            "x anchor"))
         rows = [("anchor: read + json decode",
                  [sys.executable, "-c", ANCHOR, log])]
         for sub in ("summary", "leaks", "perfetto"):
             rows.append(("gdrhook-trace " + sub,
                          [sys.executable, TOOL, sub, log, "-o", os.devnull]))
+        anchor = None
         for name, cmd in rows:
-            wall, rss, rc = timed(cmd)
+            wall, cpu, rss, rc = timed(cmd)
             if rc != 0 or wall is None:
                 print("%-28s failed (exit %d)" % (name, rc))
                 continue
-            print("%-28s %9.2f %6.0f MiB %12.2f"
-                  % (name, wall, rss, wall / n * 1e6))
+            anchor = anchor or cpu
+            print("%-28s %9.2f %8.2f %6.0f MiB %12.2f %9.2f"
+                  % (name, wall, cpu, rss, cpu / n * 1e6, cpu / anchor))
+        print("load average after: %.2f" % os.getloadavg()[0])
     finally:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -435,11 +435,11 @@ def analyse(names, pids=None, quiet=False, obs=None, buffer=200000):
                     diag.at(seq, "line longer than %d bytes; ignored"
                             % reader.MAX_LINE)
                     continue
-                raw = raw.strip()
-                if not raw:
+                text = raw.decode("utf-8", "replace").strip()
+                if not text:
                     continue
                 try:
-                    obj = decode(raw)
+                    obj = decode(text)
                 except ValueError:
                     rs.bad_lines += 1
                     if not nl:
@@ -478,7 +478,9 @@ def analyse(names, pids=None, quiet=False, obs=None, buffer=200000):
                     res = p.res = Result(p, obs)
                 res.account(r, key, seq, out)
                 if want_records:
-                    want_records(p, r, e)
+                    # The line itself is the record's JSON when it passed
+                    # the fast path (plain ints, strings and booleans).
+                    want_records(p, r, e, text if r is obj else None)
         table.link()
         procs = table.list
         if pids is not None:

@@ -43,6 +43,16 @@ class Writer:
         self.enc = json.JSONEncoder(separators=(",", ":"),
                                     check_circular=False).encode
         self.hex = schema.HEX_FIELDS
+        self.strs = {}
+
+    def _str(self, v):
+        """JSON text of a string (API and event names repeat)."""
+        j = self.strs.get(v)
+        if j is None:
+            j = self.enc(v)
+            if len(self.strs) < 10000:
+                self.strs[v] = j
+        return j
 
     def _put(self, s):
         parts = self.parts
@@ -63,23 +73,28 @@ class Writer:
             self.parts = []
 
     # -- first pass --
-    def record(self, p, r, e):
+    def record(self, p, r, e, text=None):
+        """One record: a slice for a hooked call, else an instant; its
+        arguments are the record as logged (`text`), or its known fields."""
         if self.pids is not None and p.pid not in self.pids:
             return
         ev = r["ev"]
-        hx = self.hex
-        args = {k: ("0x%x" % v if k in hx else v) for k, v in r.items()
-                if k in ARG_KEYS}
+        if text is not None:
+            args = text
+        else:
+            hx = self.hex
+            args = self.enc({k: ("0x%x" % v if k in hx else v)
+                             for k, v in r.items() if k in ARG_KEYS})
         name = r.get("api") or ev
         if e["call"] and not r.get("implicit"):
             rc = r.get("rc", 0)
             if rc:
                 name = "%s (rc=%d)" % (name, rc)
-            self._put('{"ph":"X","name":%s,"cat":"%s","ts":%s,"dur":%s,'
+            self._put('{"ph":"X","name":%s,"cat":%s,"ts":%s,"dur":%s,'
                       '"pid":%d,"tid":%d,"args":%s}' % (
-                          self.enc(name), ev, us(r["t"]),
+                          self._str(name), self._str(ev), us(r["t"]),
                           us(r.get("dur_ns", 0)), p.trace_pid, r["tid"],
-                          self.enc(args)))
+                          args))
             return
         if ev == "free":
             name = "implicit free (%s)" % name
@@ -89,8 +104,8 @@ class Writer:
             name = "%s: %s" % (ev, name)
         self._put('{"ph":"i","s":"t","name":%s,"cat":%s,"ts":%s,"pid":%d,'
                   '"tid":%d,"args":%s}' % (
-                      self.enc(name), self.enc(ev), us(r["t"]),
-                      p.trace_pid, r["tid"], self.enc(args)))
+                      self._str(name), self._str(ev), us(r["t"]),
+                      p.trace_pid, r["tid"], args))
 
     # -- replay --
     def prepare(self, results):

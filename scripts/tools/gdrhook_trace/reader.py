@@ -23,6 +23,7 @@ from . import schema
 PROG = "gdrhook-trace"
 MAX_WARNINGS = 25
 MAX_LINE = 1 << 20      # a record is < 4 KiB; anything longer is not one
+MAX_NAMES = 1000        # unknown names counted one by one; beyond: "..."
 LINE_BITS = 40          # seq = file index << LINE_BITS | line number
 
 EXIT_OK = 0
@@ -80,7 +81,8 @@ class Diag:
     def once(self, key, seq, msg):
         if key in self.once_keys:
             return
-        self.once_keys.add(key)
+        if len(self.once_keys) < MAX_NAMES:
+            self.once_keys.add(key)
         self.at(seq, msg)
 
     def general(self, msg):
@@ -293,8 +295,8 @@ class Normaliser:
             tid = pid
         checkers = self.tables[version].get(ev)
         if checkers is None:
-            n = rs.unknown_events.get(ev, 0)
-            rs.unknown_events[ev] = n + 1
+            ev = capped(rs.unknown_events, ev)
+            rs.unknown_events[ev] = rs.unknown_events.get(ev, 0) + 1
             diag.once(("ev", ev), seq,
                       "unknown event type %s ignored (further ones counted, "
                       "not reported)" % json.dumps(ev)[:60])
@@ -305,6 +307,7 @@ class Normaliser:
             if chk is None:
                 continue            # a common field, checked above
             if chk is _BAD:
+                k = capped(rs.unknown_fields, k)
                 rs.unknown_fields[k] = rs.unknown_fields.get(k, 0) + 1
                 diag.once(("field", k), seq,
                           "unknown field %s in a '%s' record ignored "
@@ -322,14 +325,21 @@ class Normaliser:
         return rec
 
 
+def capped(names, name):
+    """`name`, or "..." once `names` holds MAX_NAMES others (a hostile log
+    may invent a new name on every line)."""
+    if name in names or len(names) < MAX_NAMES:
+        return name
+    return "..."
+
+
 def decoder():
-    """bytes (stripped) -> JSON value; ValueError for anything that is
+    """text (stripped) -> JSON value; ValueError for anything that is
     not one JSON value.  Calls the scanner directly: the wrappers around
     it cost as much as the scanning."""
     scan = json.scanner.make_scanner(json.JSONDecoder())
 
-    def decode(raw):
-        s = raw.decode("utf-8", "replace")
+    def decode(s):
         try:
             obj, end = scan(s, 0)
         except StopIteration:

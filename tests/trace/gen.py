@@ -104,12 +104,6 @@ class SimProc:
             self.g.flush(self, tid)
 
 
-# Events whose t is the end of the call in format version 2.
-CALL_EVENTS_V2 = ("alloc", "free", "restore", "ctx_destroy", "ctx_reset",
-                  "ctx_release", "pool_trim", "pool_destroy", "pin", "unpin",
-                  "reg", "dereg")
-
-
 class Gen:
     def __init__(self, seed=7, version=1):
         self.version = version
@@ -138,10 +132,13 @@ class Gen:
         return base
 
     def write(self, rec):
-        if self.version >= 2 and rec["ev"] in CALL_EVENTS_V2:
-            # Version 2 stamps a call with its end, its start apart.
-            rec = dict(rec, t=rec["t"] + rec.get("dur_ns", 0),
-                       t_start=rec["t"])
+        if self.version >= 2:
+            # Version 2 stamps a record when it took effect: an allocation
+            # when its call returned; reg/dereg lost their 'hit' flag.
+            if rec["ev"] in ("alloc", "restore"):
+                rec = dict(rec, t=rec["t"] + rec.get("dur_ns", 0))
+            elif rec["ev"] in ("reg", "dereg"):
+                rec = {k: v for k, v in rec.items() if k != "hit"}
         self.lines.append(json.dumps(rec, separators=(",", ":")))
 
     def flush(self, p, tid):
@@ -291,13 +288,14 @@ class Gen:
         rec = self.base(p, tid, "reg")
         rec.update(ptr="0x%x" % a["ptr"], size=a["size"], gen=gen,
                    mr="0x6000%04x" % (gen & 0xffff), pd="0x7000", access=15,
-                   hit=hit, dur_ns=dur, api="ibv_reg_mr")
+                   hit=hit, dur_ns=dur)       # no api, as the library
         p.put(tid, rec)
         p.cache["reg"] += 1
-        p.cache["reg_hit" if hit else "reg_miss"] += 1
-        s = p.st("ibv_reg_mr", "reg")
+        if self.version < 2:
+            p.cache["reg_hit" if hit else "reg_miss"] += 1
+        s = p.st("reg", "reg")
         s.calls += 1
-        p.timed("ibv_reg_mr", "reg", dur)
+        p.timed("reg", "reg", dur)
         p.calls += 1
         # standalone hit/miss events (no duration)
         rec = self.base(p, tid, "hit" if hit else "miss")

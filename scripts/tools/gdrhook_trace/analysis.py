@@ -462,7 +462,7 @@ def analyse(names, pids=None, quiet=False, obs=None, buffer=200000):
                 ev = r["ev"]
                 e = tables[version][ev]
                 t, key = reader.times(r, e)
-                if ev in ("start", "exit", "fork"):
+                if ev in ("start", "exit", "fork", "recovered"):
                     r["_seq"] = seq
                 p = table.place(fidx, r, seq)
                 rs.records += 1
@@ -516,7 +516,7 @@ def analyse(names, pids=None, quiet=False, obs=None, buffer=200000):
                 res.replay(item, results)
         for p in sel:
             p.res.finish()
-            if p.exit is None:
+            if p.exit is None and not p.recovered:
                 diag.general("pid %d has no exit record (still running, "
                              "killed, or the log is cut short)" % p.pid)
     finally:

@@ -383,7 +383,7 @@ class Proc:
         self.start = None
         self.exit = None
         self.fork = None
-        self.version = 1
+        self.recovered = []         # records of a later process's recovery
         self.nrec = 0
         self.tids = {}              # tid -> records
         self.t_first = None         # earliest time of any record
@@ -452,20 +452,20 @@ class Procs:
             elif p.start is not None or p.exit is not None:
                 p = self._new(fidx, pid, p.inst + 1)
             p.start = r
-            v = r.get("v", 1)
-            p.version = v if v in schema.SCHEMAS else schema.LATEST \
-                if v > schema.LATEST else 1
             return p
         if p is None:
             p = self._new(fidx, pid, 0)
-            self.diag.once(("nostart", fidx, pid), seq,
-                           "pid %d has records before (or without) a "
-                           "start record" % pid)
+            if ev != "recovered":   # a dead process's start may be lost
+                self.diag.once(("nostart", fidx, pid), seq,
+                               "pid %d has records before (or without) a "
+                               "start record" % pid)
         if ev == "exit":
             if p.exit is None:
                 p.exit = r
         elif ev == "fork" and p.fork is None:
             p.fork = r
+        elif ev == "recovered":
+            p.recovered.append(r)
         return p
 
     def link(self):

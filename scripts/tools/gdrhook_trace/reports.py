@@ -135,6 +135,10 @@ def proc_json(res):
             for u in res.audit]},
         "exit": None,
         "dropped_events": None,
+        "log_mode": p.start.get("mode") if p.start else None,
+        "crash_safe": p.start.get("crash_safe") if p.start else None,
+        "recovered": [{"events": x.get("events"), "by": x.get("by"),
+                       "line": line_of(x["_seq"])} for x in p.recovered],
     }
     if ex is not None:
         d["exit"] = {k: ex.get(k) for k in ("events", "dropped", "live",
@@ -254,6 +258,11 @@ def proc_text(p):
         fmt_ns(p["duration_ns"]), p["records"], p["threads"])
     if p["start_wall"]:
         info += ", started %s" % p["start_wall"]
+    if p["log_mode"]:
+        info += ", log mode %s" % p["log_mode"]
+    if p["crash_safe"] is not None:
+        info += ", crash-safe log" if p["crash_safe"] else \
+            ", log not crash-safe"
     out.append(info)
 
     apis = p["apis"]
@@ -332,9 +341,13 @@ def proc_text(p):
     out.append("")
     out.append("  Health")
     ex = p["exit"]
+    for x in p["recovered"]:
+        out.append("    the process died: %s record(s) recovered from its "
+                   "spool by pid %s" % (x["events"], x["by"]))
     if ex is None:
-        out.append("    no exit record: the process did not finish "
-                   "(or the log is cut short)")
+        if not p["recovered"]:
+            out.append("    no exit record: the process did not finish "
+                       "(or the log is cut short)")
     else:
         out.append("    dropped events: %d (of %s written)"
                    % (ex.get("dropped") or 0, ex.get("events")))

@@ -11,12 +11,16 @@ Each table maps an event name to a dict with
 Types: "u" unsigned integer, "i" signed integer, "x" address or handle
 (hex string), "s" string, "b" boolean.
 
-The library's build may generate the same table as JSON (the same shape,
-{"version": N, "events": {...}}); a file events.schema.json next to this
-module replaces the built-in table of its version (load_json()).
+The library generates its table as JSON (events/events.schema.json:
+{"version": N, "events": {name: {"t": "start"|"end"|"now"|"at", "meta":
+bool, "fields": [{"name", "type"}...], "flags": [{"name", "value"}...]}}},
+types u64/u32/i32/hex/str/kind/bool); from_json() reads that shape, or
+this module's own.  The file bundled into the tool, or else the one in
+the source tree, replaces the built-in table of its version.
 """
 
 import json
+import os
 import pkgutil
 import sys
 
@@ -68,16 +72,23 @@ V1 = {
 
 
 def _v2():
-    # Provisional until the library's generated table is dropped in
-    # (events.schema.json): v1's events, each call also stamped with its
-    # end; alloc/free/restore say when they took effect, at the end.
+    # Version 2 as the library's table (events/events.table) defines it
+    # while this is written; the generated events.schema.json, when
+    # present, replaces it.  Each record's t is when it took effect: an
+    # allocation's at the end of its call, everything else at the start.
     t = {k: {"fields": dict(v["fields"]), "call": v["call"],
              "time": v["time"]} for k, v in V1.items()}
-    for k, v in t.items():
-        if v["call"] or k == "restore":
-            v["fields"]["t_start"] = "u"
-            v["time"] = "end"
-    t["start"]["fields"].update(lost="u")
+    for k in ("alloc", "restore"):
+        t[k]["time"] = "end"
+        t[k]["fields"].update(tracked="b", implicit="b")
+    t["restore"]["call"] = True         # it has a duration: a slice
+    for k in ("reg", "dereg"):
+        del t[k]["fields"]["hit"]
+    for k in ("hit", "miss"):
+        t[k] = _ev(dict(_LOOKUP, mr="x", pd="x", access="u"), call=True)
+    t["revoke"]["fields"].update(dev="i")
+    t["start"]["fields"].update(crash_safe="b", mode="s")
+    t["recovered"] = _ev({"wall_ns": "u", "events": "u", "by": "i"})
     return t
 
 
@@ -96,23 +107,52 @@ class SchemaError(Exception):
     pass
 
 
+# The library's type names -> ours.
+TYPE_NAMES = {"u64": "u", "u32": "u", "i32": "i", "i64": "i", "hex": "x",
+              "str": "s", "kind": "s", "bool": "b"}
+
+
+def _type(ty):
+    if ty in TYPES:
+        return ty
+    if type(ty) is str:
+        return TYPE_NAMES.get(ty.split(":", 1)[0])
+    return None
+
+
 def check_table(events):
-    """Raise SchemaError unless `events` has the shape described above."""
+    """Our table from `events` in either shape; SchemaError if neither."""
     if type(events) is not dict or not events:
         raise SchemaError("'events' is not a non-empty object")
+    out = {}
     for name, e in events.items():
-        if type(e) is not dict or type(e.get("fields")) is not dict:
-            raise SchemaError("event %r has no 'fields' object" % name)
-        for f, ty in e["fields"].items():
-            if ty not in TYPES:
+        if type(e) is not dict:
+            raise SchemaError("event %r is not an object" % name)
+        fl = e.get("fields")
+        if type(fl) is list:
+            try:
+                fl = {f["name"]: f["type"] for f in fl}
+                fl.update({f["name"]: "b" for f in e.get("flags") or []})
+            except (TypeError, KeyError):
+                raise SchemaError("event %r: a field without name or type"
+                                  % name) from None
+        if type(fl) is not dict:
+            raise SchemaError("event %r has no 'fields'" % name)
+        fields = {}
+        for f, ty in fl.items():
+            fields[f] = _type(ty)
+            if fields[f] is None:
                 raise SchemaError("event %r field %r: unknown type %r"
                                   % (name, f, ty))
-        if e.get("time", "start") not in ("start", "end"):
-            raise SchemaError("event %r: 'time' is neither start nor end"
-                              % name)
-        e.setdefault("time", "start")
-        e["call"] = bool(e.get("call", False))
-    return events
+        time = e.get("time", e.get("t", "start"))
+        if time not in ("start", "end", "now", "at"):
+            raise SchemaError("event %r: unknown time %r" % (name, time))
+        call = e.get("call")
+        if call is None:    # the library's shape: a call has a duration
+            call = "dur_ns" in fields and not e.get("meta", False)
+        out[name] = {"fields": fields, "call": bool(call),
+                     "time": "end" if time == "end" else "start"}
+    return out
 
 
 def from_json(js, name):
@@ -133,11 +173,18 @@ def load_json(path):
 
 
 def _plug_generated():
-    # pkgutil reads it inside the zip application too.
+    # pkgutil reads it inside the zip application too; from a source tree
+    # the tree's own file.
     try:
         data = pkgutil.get_data(__package__, "events.schema.json")
     except OSError:
-        return
+        here = os.path.dirname(os.path.abspath(__file__))
+        try:
+            with open(os.path.join(here, "..", "..", "..", "events",
+                                   "events.schema.json"), "rb") as f:
+                data = f.read()
+        except OSError:
+            return
     try:
         v, ev = from_json(json.loads(data), "events.schema.json")
     except (ValueError, RecursionError, SchemaError) as e:

@@ -3,6 +3,7 @@
 """Time and memory of gdrhook-trace on a large synthetic log.
 
 Usage: tests/bench/bench_trace.py [--events N] [--threads T] [--keep DIR]
+                                  [--compare OTHER-TOOL]
 
 Writes a log of N events (default 1e6) the way the library writes one:
 T threads allocating and freeing, each thread's records flushed in chunks,
@@ -118,6 +119,9 @@ def main():
     ap.add_argument("--threads", type=int, default=16)
     ap.add_argument("--keep", metavar="DIR",
                     help="write the log here and keep it")
+    ap.add_argument("--compare", metavar="TOOL",
+                    help="also time another gdrhook-trace (e.g. an older "
+                    "one, from git show REV:PATH)")
     args = ap.parse_args()
     if not os.access("/usr/bin/time", os.X_OK):
         print("bench_trace: /usr/bin/time (GNU time) is needed")
@@ -140,6 +144,10 @@ def main():
         for sub in ("summary", "leaks", "perfetto"):
             rows.append(("gdrhook-trace " + sub,
                          [sys.executable, TOOL, sub, log, "-o", os.devnull]))
+            if args.compare:
+                rows.append(("  compared: " + sub, [
+                    sys.executable, args.compare, sub, log, "-o",
+                    os.devnull]))
         anchor = None
         for name, cmd in rows:
             wall, cpu, rss, rc = timed(cmd)

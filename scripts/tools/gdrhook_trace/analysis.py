@@ -419,16 +419,23 @@ def analyse(names, pids=None, quiet=False, obs=None, buffer=200000):
     norm = reader.Normaliser(diag, rs)
     table = reader.Procs(diag)
     sorter = reader.Sorter(buffer)
-    out = sorter.add
+    sbuf = sorter.buf
+    out = sbuf.append       # the sort's buffer; spilled every 1024 lines
     decode = reader.decoder()
     bits = reader.LINE_BITS
     tables = schema.SCHEMAS
+    at_end = schema.EFFECT_AT_END
+    special = ("start", "exit", "fork", "recovered")
     want_records = obs is not None and getattr(obs, "record", None)
     try:
         for fidx, name in enumerate(names):
             version = 1
+            tab = tables[version]
+            cur = table.cur.setdefault(fidx, {})
             for lineno, raw, nl in reader.lines(name):
                 seq = (fidx << bits) | lineno
+                if not lineno & 1023 and len(sbuf) >= sorter.limit:
+                    sorter.spill()
                 rs.lines += 1
                 if raw is None:
                     rs.bad_lines += 1
@@ -451,6 +458,7 @@ def analyse(names, pids=None, quiet=False, obs=None, buffer=200000):
                     continue
                 if type(obj) is dict and obj.get("ev") == "start":
                     version = start_version(obj, seq, diag, rs, version)
+                    tab = tables[version]
                 try:
                     r = norm(obj, version, seq)
                 except BadRecord as e:
@@ -460,18 +468,25 @@ def analyse(names, pids=None, quiet=False, obs=None, buffer=200000):
                 if r is None:
                     continue
                 ev = r["ev"]
-                e = tables[version][ev]
-                t, key = reader.times(r, e)
-                if ev in ("start", "exit", "fork", "recovered"):
+                e = tab[ev]
+                if e["time"] == "start":
+                    t = r["t"]
+                    key = t + (r.get("dur_ns") or 0) if ev in at_end else t
+                else:
+                    t, key = reader.times(r, e)
+                if ev in special:
                     r["_seq"] = seq
-                p = table.place(fidx, r, seq)
+                    p = table.place(fidx, r, seq)
+                else:
+                    p = cur.get(r["pid"])
+                    if p is None:
+                        p = table.place(fidx, r, seq)
                 rs.records += 1
                 p.nrec += 1
-                tid = r["tid"]
-                p.tids[tid] = p.tids.get(tid, 0) + 1
-                if p.t_first is None or t < p.t_first:
+                p.tids.add(r["tid"])
+                if t < p.t_first:
                     p.t_first = t
-                if p.t_last is None or key > p.t_last:
+                if key > p.t_last:
                     p.t_last = key
                 res = p.res
                 if res is None:

@@ -374,6 +374,9 @@ def times(r, e):
 # Process images
 # ---------------------------------------------------------------------------
 
+NO_TIME = 1 << 128      # above any time a record can carry
+
+
 class Proc:
     def __init__(self, index, fidx, pid, inst):
         self.index = index
@@ -385,9 +388,9 @@ class Proc:
         self.fork = None
         self.recovered = []         # records of a later process's recovery
         self.nrec = 0
-        self.tids = {}              # tid -> records
-        self.t_first = None         # earliest time of any record
-        self.t_last = None          # latest effect time of any record
+        self.tids = set()
+        self.t_first = NO_TIME      # earliest time of any record
+        self.t_last = -1            # latest effect time of any record
         self.parent = None          # Proc we were forked from
         self.trace_pid = pid
         self.res = None             # analysis.Result
@@ -408,13 +411,12 @@ class Proc:
         # The earliest record, not only the start record: a record
         # stamped before it must not land before the axes.
         if self.start is not None:
-            t = self.start["t"]
-            return t if self.t_first is None else min(t, self.t_first)
-        return self.t_first or 0
+            return min(self.start["t"], self.t_first)
+        return self.t_first if self.t_first != NO_TIME else 0
 
     @property
     def t_end(self):
-        t = self.t_last if self.t_last is not None else self.t0
+        t = self.t_last if self.t_last >= 0 else self.t0
         if self.exit is not None:
             t = max(t, self.exit["t"])
         return t
@@ -427,7 +429,7 @@ class Procs:
     def __init__(self, diag):
         self.diag = diag
         self.list = []
-        self.cur = {}
+        self.cur = {}               # file index -> {pid: current image}
         self.trace_pids = set()
 
     def _new(self, fidx, pid, inst):
@@ -439,12 +441,12 @@ class Procs:
         self.trace_pids.add(tp)
         p.trace_pid = tp
         self.list.append(p)
-        self.cur[(fidx, pid)] = p
+        self.cur.setdefault(fidx, {})[pid] = p
         return p
 
     def place(self, fidx, r, seq):
         pid = r["pid"]
-        p = self.cur.get((fidx, pid))
+        p = self.cur.setdefault(fidx, {}).get(pid)
         ev = r["ev"]
         if ev == "start":
             if p is None:
@@ -518,9 +520,9 @@ class Sorter:
     def add(self, item):
         self.buf.append(item)
         if len(self.buf) >= self.limit:
-            self._spill()
+            self.spill()
 
-    def _spill(self):
+    def spill(self):
         if not self.buf:
             return
         if self.tmp is None:
@@ -532,7 +534,7 @@ class Sorter:
             blocks.append((self.tmp.tell(), len(data)))
             self.tmp.write(data)
         self.runs.append(blocks)
-        self.buf = []
+        self.buf.clear()            # the same list: callers append to it
 
     def _run(self, blocks):
         tmp = self.tmp
@@ -543,9 +545,8 @@ class Sorter:
     def __iter__(self):
         if not self.runs:
             self.buf.sort()
-            items, self.buf = self.buf, []
-            return iter(items)
-        self._spill()
+            return iter(self.buf)
+        self.spill()
         return heapq.merge(*[self._run(b) for b in self.runs])
 
     def close(self):

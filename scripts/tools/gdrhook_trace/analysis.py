@@ -10,7 +10,7 @@ both passes.
 """
 
 from . import reader, schema
-from .reader import Fatal, EXIT_NO_EVENTS
+from .reader import BadRecord, Fatal, EXIT_NO_EVENTS
 
 # Ordered operations: (key, seq, proc index, op, gen, ptr, size, dev, extra)
 OP_ALLOC, OP_FREE, OP_RESTORE, OP_PIN, OP_UNPIN, OP_FORK, OP_MARK = range(7)
@@ -539,8 +539,6 @@ def analyse(names, pids=None, quiet=False, obs=None, buffer=200000):
     diag.finish()
     return Run(names, diag, rs, procs, [p.res for p in sel])
 
-
-BadRecord = reader.BadRecord
 
 
 def start_version(obj, seq, diag, rs, version):

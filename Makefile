@@ -101,7 +101,8 @@ PRELOAD_ENV	:= LD_PRELOAD="$(SAN_RT)$(if $(SAN_RT), ,)$(abspath $(LIB))" \
 all: examples bench
 
 # Per-component fragments (test doubles, preload tests, benchmarks).
--include $(sort $(wildcard tests/*/rules.mk)) examples/rules.mk scripts/install.mk
+-include $(sort $(wildcard tests/*/rules.mk)) examples/rules.mk scripts/tools/rules.mk \
+	scripts/install.mk
 -include $(wildcard $(BUILD)/obj/*/*.d $(BUILD)/obj/*/*/*.d)
 
 check: $(LIB)

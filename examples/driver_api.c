@@ -5,7 +5,7 @@
  * host, stream-ordered, and a VMM mapping.  It knows nothing of gdrhook:
  *
  *   LD_PRELOAD=build/libgdrhook.so GDRHOOK_LOG=trace.jsonl build/examples/driver_api
- *   scripts/gdrhook-trace summary trace.jsonl
+ *   scripts/tools/gdrhook-trace summary trace.jsonl
  *
  * or just `make run`.  On a machine without a GPU add
  * LD_LIBRARY_PATH=build/fake (the CUDA driver test double).

@@ -12,7 +12,7 @@
  *   make examples       # built when libibverbs-dev (rdma-core) is installed
  *   LD_PRELOAD=build/libgdrhook.so GDRHOOK_LOG=trace.jsonl \
  *       build/examples/regcache_churn [ROUNDS [RDMA-DEVICE]]
- *   scripts/gdrhook-trace summary trace.jsonl
+ *   scripts/tools/gdrhook-trace summary trace.jsonl
  *
  * ROUNDS defaults to 4; RDMA-DEVICE (e.g. mlx5_0) to the first device.
  * With gdrhook preloaded, ibv_reg_mr of GPU memory is served by its

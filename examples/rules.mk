@@ -75,8 +75,8 @@ run: all $(if $(EX_IS_C),$(EXAMPLES_DIR)/$(EXAMPLE),)
 		LD_PRELOAD=$(abspath $(LIB)) \
 		GDRHOOK_LOG=$(EXAMPLE_LOG) GDRHOOK_STATS=1 $(EX_CMD)
 	@if [ -s $(EXAMPLE_LOG) ]; then \
-		echo "== scripts/gdrhook-trace summary $(EXAMPLE_LOG)"; \
-		$(PYTHON) scripts/gdrhook-trace summary $(EXAMPLE_LOG); \
+		echo "== scripts/tools/gdrhook-trace summary $(EXAMPLE_LOG)"; \
+		$(PYTHON) scripts/tools/gdrhook-trace summary $(EXAMPLE_LOG); \
 	else \
 		echo "== no GPU allocation was made: no event log ($(EXAMPLE_LOG))"; \
 	fi

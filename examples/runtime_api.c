@@ -9,7 +9,7 @@
  *   make examples                  # or: make run EXAMPLE=runtime_api
  *   LD_PRELOAD=build/libgdrhook.so GDRHOOK_LOG=trace.jsonl \
  *       build/examples/runtime_api
- *   scripts/gdrhook-trace summary trace.jsonl
+ *   scripts/tools/gdrhook-trace summary trace.jsonl
  *
  * It links -lcudart (SONAME libcudart.so.13) against the runtime test
  * double in build/fake; add LD_LIBRARY_PATH=build/fake to run it on a

@@ -11,8 +11,8 @@ nothing of gdrhook:
     make
     LD_PRELOAD=$PWD/build/libgdrhook.so GDRHOOK_LOG=trace.jsonl \\
         python3 examples/torch_train.py
-    scripts/gdrhook-trace summary trace.jsonl
-    scripts/gdrhook-trace plot trace.jsonl -o trace.svg
+    scripts/tools/gdrhook-trace summary trace.jsonl
+    scripts/tools/gdrhook-trace plot trace.jsonl -o trace.svg
 
 PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync switches PyTorch to
 stream-ordered pool allocations (cudaMallocAsync/cudaFreeAsync in the log).

@@ -3,7 +3,7 @@
 #
 #   $(LIBDIR)/libgdrhook.so
 #   $(INCLUDEDIR)/gdrhook.h, gdrhook_preload.h, gdrpin_ioctl.h
-#   $(BINDIR)/gdrhook-trace
+#   $(BINDIR)/gdrhook-trace              (one file: scripts/tools/rules.mk)
 #   $(PKGCONFIGDIR)/gdrhook.pc           (from scripts/gdrhook.pc.in)
 #   $(MANDIR)/man1/gdrhook-trace.1, man7/libgdrhook.7
 #   $(DKMSSRCDIR)                        gdrpin DKMS source tree
@@ -55,10 +55,10 @@ $(INSTALL_PC): scripts/gdrhook.pc.in
 	    -e 's|@INCLUDEDIR@|$(call PC_REL,$(INCLUDEDIR))|g' \
 	    -e 's|@VERSION@|$(GDRHOOK_VERSION)|g' $< > $@
 
-install: $(LIB) $(INSTALL_PC) install-dkms
+install: $(LIB) $(TRACE_TOOL) $(INSTALL_PC) install-dkms
 	$(INSTALL) -D -m 0755 $(LIB) $(DESTDIR)$(LIBDIR)/libgdrhook.so
 	$(foreach h,$(INSTALL_HDRS),$(INSTALL) -D -m 0644 $(h) $(DESTDIR)$(INCLUDEDIR)/$(notdir $(h)) &&) :
-	$(INSTALL) -D -m 0755 scripts/gdrhook-trace $(DESTDIR)$(BINDIR)/gdrhook-trace
+	$(INSTALL) -D -m 0755 $(TRACE_TOOL) $(DESTDIR)$(BINDIR)/gdrhook-trace
 	$(INSTALL) -D -m 0644 $(INSTALL_PC) $(DESTDIR)$(PKGCONFIGDIR)/gdrhook.pc
 	$(INSTALL) -D -m 0644 $(INSTALL_MAN1) $(DESTDIR)$(MANDIR)/man1/gdrhook-trace.1
 	$(INSTALL) -D -m 0644 $(INSTALL_MAN7) $(DESTDIR)$(MANDIR)/man7/libgdrhook.7

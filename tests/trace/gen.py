@@ -105,7 +105,8 @@ class SimProc:
 
 
 class Gen:
-    def __init__(self, seed=7):
+    def __init__(self, seed=7, version=1):
+        self.version = version
         self.rng = random.Random(seed)
         self.t = T0
         self.gen = 100
@@ -131,6 +132,13 @@ class Gen:
         return base
 
     def write(self, rec):
+        if self.version >= 2:
+            # Version 2 stamps a record when it took effect: an allocation
+            # when its call returned; reg/dereg lost their 'hit' flag.
+            if rec["ev"] in ("alloc", "restore"):
+                rec = dict(rec, t=rec["t"] + rec.get("dur_ns", 0))
+            elif rec["ev"] in ("reg", "dereg"):
+                rec = {k: v for k, v in rec.items() if k != "hit"}
         self.lines.append(json.dumps(rec, separators=(",", ":")))
 
     def flush(self, p, tid):
@@ -149,7 +157,8 @@ class Gen:
                 "tid": tid, "ev": ev}
 
     # --- operations ---
-    def start(self, p, version=1):
+    def start(self, p, version=None):
+        version = version or self.version
         t = self.tick()
         p.t_start = t
         p.events += 1
@@ -186,7 +195,10 @@ class Gen:
         p.put(tid, rec)
         p.live[gen] = dict(ptr=ptr, size=size, dev=dev, api=api, tid=tid,
                            kind=kind)
-        p.live_change(dev, size, t)
+        # The allocation exists once the call returned; nothing else
+        # happens in the meantime.
+        self.t = t + dur
+        p.live_change(dev, size, self.t)
         return gen
 
     def unpin(self, p, tid, gen):
@@ -276,13 +288,14 @@ class Gen:
         rec = self.base(p, tid, "reg")
         rec.update(ptr="0x%x" % a["ptr"], size=a["size"], gen=gen,
                    mr="0x6000%04x" % (gen & 0xffff), pd="0x7000", access=15,
-                   hit=hit, dur_ns=dur, api="ibv_reg_mr")
+                   hit=hit, dur_ns=dur)       # no api, as the library
         p.put(tid, rec)
         p.cache["reg"] += 1
-        p.cache["reg_hit" if hit else "reg_miss"] += 1
-        s = p.st("ibv_reg_mr", "reg")
+        if self.version < 2:
+            p.cache["reg_hit" if hit else "reg_miss"] += 1
+        s = p.st("reg", "reg")
         s.calls += 1
-        p.timed("ibv_reg_mr", "reg", dur)
+        p.timed("reg", "reg", dur)
         p.calls += 1
         # standalone hit/miss events (no duration)
         rec = self.base(p, tid, "hit" if hit else "miss")
@@ -430,7 +443,7 @@ def expected(p):
 
 def generate(seed=7, version=1):
     """Return (lines, truth).  lines: list of JSON strings (no newline)."""
-    g = Gen(seed)
+    g = Gen(seed, version)
     parent = SimProc(g, 4242, [4242, 4250, 4251], "/usr/bin/python3")
     g.start(parent, version)
     g.work(parent, 60)

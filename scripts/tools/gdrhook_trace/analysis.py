@@ -1,0 +1,561 @@
+# SPDX-License-Identifier: MIT
+"""What happened in each process image.
+
+Two passes, neither holding the log: while reading, counts that do not
+depend on order (calls, bytes, durations, cache counts, warnings) are
+taken at once, and the events that change live or pinned memory go to
+the external sort as small tuples; the replay then walks those in time
+order, keeping only what is live.  An observer (Perfetto, SVG) may watch
+both passes.
+"""
+
+from . import reader, schema
+from .reader import BadRecord, Fatal, EXIT_NO_EVENTS
+
+# Ordered operations: (key, seq, proc index, op, gen, ptr, size, dev, extra)
+OP_ALLOC, OP_FREE, OP_RESTORE, OP_PIN, OP_UNPIN, OP_FORK, OP_MARK = range(7)
+MAX_ITEMS = 1000        # untrusted/audit records kept for the report
+
+CTX_EVENTS = ("ctx_destroy", "ctx_reset", "ctx_release")
+POOL_EVENTS = ("pool_trim", "pool_destroy")
+CACHE_EVENTS = ("pin", "unpin", "reg", "dereg", "hit", "miss", "revoke")
+
+
+class Alloc:
+    __slots__ = ("ptr", "size", "dev", "gen", "api", "tid", "kind", "t",
+                 "inherited", "seq")
+
+    def __init__(self, ptr, size, dev, gen, api, tid, kind, t, seq,
+                 inherited=False):
+        self.ptr = ptr
+        self.size = size
+        self.dev = dev
+        self.gen = gen
+        self.api = api
+        self.tid = tid
+        self.kind = kind
+        self.t = t
+        self.seq = seq
+        self.inherited = inherited
+
+    def copy_inherited(self):
+        return Alloc(self.ptr, self.size, self.dev, self.gen, self.api,
+                     self.tid, self.kind, self.t, self.seq, True)
+
+
+class ApiStat:
+    __slots__ = ("api", "op", "calls", "failed", "bytes", "untracked",
+                 "dur_n", "dur_sum", "dur_max")
+
+    def __init__(self, api, op):
+        self.api = api
+        self.op = op
+        self.calls = 0
+        self.failed = 0
+        self.bytes = 0
+        self.untracked = 0
+        self.dur_n = 0
+        self.dur_sum = 0
+        self.dur_max = 0
+
+    def time(self, dur):
+        self.dur_n += 1
+        self.dur_sum += dur
+        if dur > self.dur_max:
+            self.dur_max = dur
+
+    def as_json(self):
+        d = {"api": self.api, "op": self.op, "calls": self.calls,
+             "failed": self.failed, "bytes": self.bytes}
+        if self.op == "free":
+            d["untracked"] = self.untracked
+        if self.dur_n:
+            d["time_ns"] = {"n": self.dur_n, "sum": self.dur_sum,
+                            "mean": self.dur_sum / self.dur_n,
+                            "max": self.dur_max}
+        return d
+
+
+class Series:
+    """Live or pinned bytes of one device: the value, its peak, and each
+    change handed to the observer (nothing is kept per change)."""
+
+    __slots__ = ("res", "kind", "dev", "value", "peak", "peak_t", "t_first",
+                 "t_last")
+
+    def __init__(self, res, kind, dev, t):
+        self.res = res
+        self.kind = kind
+        self.dev = dev
+        self.value = 0
+        self.peak = 0
+        self.peak_t = t
+        self.t_first = t
+        self.t_last = t
+        obs = res.obs
+        if obs is not None:
+            obs.counter(res, self, t, 0)
+
+    def set(self, t, v):
+        self.value = v
+        self.t_last = t
+        if v > self.peak:
+            self.peak = v
+            self.peak_t = t
+        obs = self.res.obs
+        if obs is not None:
+            obs.counter(self.res, self, t, v)
+
+
+class Result:
+    """Everything computed for one process image."""
+
+    def __init__(self, proc, obs):
+        self.proc = proc
+        self.obs = obs
+        self.apis = {}
+        self.live = {}          # key -> Alloc
+        self.by_ptr = {}        # ptr -> key of the newest live alloc there
+        self.pins = {}          # (gen, ptr) -> (size, dev)
+        self.live_s = {}        # dev -> Series
+        self.pin_s = {}         # dev -> Series
+        self.untrusted = []
+        self.untrusted_n = 0
+        self.audit = []
+        self.audit_n = 0
+        self.restores = 0
+        self.implicit_frees = 0
+        self.unknown_frees = 0
+        self.untracked_frees = 0
+        self.ctx_dropped = 0
+        self.ctx_dropped_bytes = 0
+        self.cache = {"pin": 0, "pin_bytes": 0, "unpin": 0,
+                      "unpin_implicit": 0, "reg": 0, "reg_hit": 0,
+                      "reg_miss": 0, "dereg": 0, "hit": 0, "miss": 0,
+                      "revoke": 0}
+        self.cache_seen = False
+        self.anon = 0
+        self.markers = 0
+
+    def stat(self, api, op):
+        k = (api, op)
+        s = self.apis.get(k)
+        if s is None:
+            s = self.apis[k] = ApiStat(api, op)
+        return s
+
+    # -- first pass: counts that do not depend on order ------------------
+
+    def account(self, r, key, seq, out):
+        """Count record `r`; append its ordered operation (if any) to
+        `out` as a tuple."""
+        ev = r["ev"]
+        api = r.get("api") or ev
+        dur = r.get("dur_ns")
+        rc = r.get("rc", 0)
+        pi = self.proc.index
+        if ev == "alloc":
+            st = self.stat(api, "alloc")
+            st.calls += 1
+            if dur is not None:
+                st.time(dur)
+            dev = r.get("dev", -1)
+            if rc != 0:
+                st.failed += 1
+                out((key, seq, pi, OP_MARK, None, None, 0, dev, "failed"))
+                return
+            size = r.get("size", 0)
+            st.bytes += size
+            out((key, seq, pi, OP_ALLOC, r.get("gen"), r.get("ptr"), size,
+                 dev, (api, r["tid"], r.get("kind", "?"))))
+        elif ev == "free":
+            if r.get("implicit", False):
+                st = self.stat(api, "implicit free")
+                self.implicit_frees += 1
+            else:
+                st = self.stat(api, "free")
+                if dur is not None:
+                    st.time(dur)
+            st.calls += 1
+            if rc != 0:
+                st.failed += 1
+                return      # still live; a restore record follows
+            if r.get("tracked", True) is False:
+                st.untracked += 1
+                self.untracked_frees += 1
+                return
+            st.bytes += r.get("size", 0)
+            out((key, seq, pi, OP_FREE, r.get("gen"), r.get("ptr"), 0, 0,
+                 None))
+        elif ev == "restore":
+            self.restores += 1
+            out((key, seq, pi, OP_RESTORE, r.get("gen"), r.get("ptr"),
+                 r.get("size"), r.get("dev"), (api, r["tid"], r.get("kind"))))
+        elif ev in CTX_EVENTS or ev in POOL_EVENTS:
+            st = self.stat(api, "ctx" if ev in CTX_EVENTS else "pool")
+            st.calls += 1
+            if rc != 0:
+                st.failed += 1
+            if dur is not None:
+                st.time(dur)
+            if ev in CTX_EVENTS:
+                self.ctx_dropped += r.get("dropped", 0)
+                self.ctx_dropped_bytes += r.get("dropped_bytes", 0)
+                st.bytes += r.get("dropped_bytes", 0)
+        elif ev == "untrusted":
+            self.untrusted_n += 1
+            if len(self.untrusted) < MAX_ITEMS:
+                self.untrusted.append({"t": r["t"], "api": api,
+                                       "why": r.get("why", ""),
+                                       "seq": seq})
+        elif ev == "audit":
+            self.audit_n += 1
+            if len(self.audit) < MAX_ITEMS:
+                self.audit.append({"t": r["t"], "api": api,
+                                   "ptr": r.get("ptr"),
+                                   "what": r.get("what", ""), "seq": seq})
+        elif ev in CACHE_EVENTS:
+            self.cache_event(r, ev, api, dur, rc, key, seq, out)
+        elif ev == "fork":
+            out((key, seq, pi, OP_FORK, None, None, 0, 0, None))
+        # start, exit: nothing to count
+
+    def cache_event(self, r, ev, api, dur, rc, key, seq, out):
+        self.cache_seen = True
+        if dur is not None or ev in ("pin", "unpin", "reg", "dereg"):
+            st = self.stat(api, ev)
+            st.calls += 1
+            if rc != 0:
+                st.failed += 1
+            if dur is not None:
+                st.time(dur)
+        if rc != 0:
+            return
+        c = self.cache
+        c[ev] += 1
+        pi = self.proc.index
+        if ev == "pin":
+            size = r.get("size", 0)
+            c["pin_bytes"] += size
+            self.stat(api, ev).bytes += size
+            out((key, seq, pi, OP_PIN, r.get("gen"), r.get("ptr"), size,
+                 r.get("dev"), None))
+        elif ev in ("unpin", "revoke"):
+            out((key, seq, pi, OP_UNPIN, r.get("gen"), r.get("ptr"), 0, 0,
+                 None))
+        elif ev == "reg":
+            if r.get("hit") is True:
+                c["reg_hit"] += 1
+            elif r.get("hit") is False:
+                c["reg_miss"] += 1
+        elif ev in ("hit", "miss"):
+            out((key, seq, pi, OP_MARK, None, None, 0, r.get("dev", -1), ev))
+
+    # -- second pass: the replay in time order ---------------------------
+
+    def _series(self, table, kind, dev, t):
+        s = table.get(dev)
+        if s is None:
+            s = table[dev] = Series(self, kind, dev, min(self.proc.t0, t))
+        return s
+
+    def add_live(self, key, a, t):
+        if key in self.live:
+            self.drop_live(key, t)
+        self.live[key] = a
+        if a.ptr is not None:
+            self.by_ptr[a.ptr] = key
+        s = self._series(self.live_s, "live", a.dev, t)
+        s.set(t, s.value + a.size)
+
+    def drop_live(self, key, t):
+        a = self.live.pop(key)
+        if a.ptr is not None and self.by_ptr.get(a.ptr) == key:
+            del self.by_ptr[a.ptr]
+        s = self._series(self.live_s, "live", a.dev, t)
+        s.set(t, max(0, s.value - a.size))
+        return a
+
+    def find_live(self, gen, ptr):
+        if gen is not None and gen in self.live:
+            return gen
+        if ptr is not None:
+            k = self.by_ptr.get(ptr)
+            if k is not None and k in self.live:
+                return k
+        return None
+
+    def new_key(self, gen):
+        if gen is not None:
+            return gen
+        self.anon += 1
+        return ("anon", self.anon)
+
+    def add_pin(self, key, size, dev, t):
+        if key in self.pins:
+            self.drop_pin(key, t)
+        self.pins[key] = (size, dev)
+        s = self._series(self.pin_s, "pinned", dev, t)
+        s.set(t, s.value + size)
+
+    def drop_pin(self, key, t):
+        size, dev = self.pins.pop(key)
+        s = self._series(self.pin_s, "pinned", dev, t)
+        s.set(t, max(0, s.value - size))
+
+    def find_pin(self, gen, ptr):
+        if (gen, ptr) in self.pins:
+            return (gen, ptr)
+        for k in self.pins:
+            if (gen is not None and k[0] == gen) or \
+                    (gen is None and ptr is not None and k[1] == ptr):
+                return k
+        return None
+
+    def replay(self, item, results):
+        t, seq, _, op, gen, ptr, size, dev, extra = item
+        obs = self.obs
+        if op == OP_ALLOC:
+            api, tid, kind = extra
+            self.add_live(self.new_key(gen), Alloc(
+                ptr, size, dev, gen, api, tid, kind, t, seq), t)
+            if obs is not None:
+                obs.marker(self, t, dev, "alloc")
+        elif op == OP_FREE:
+            key = self.find_live(gen, ptr)
+            if key is None:
+                self.unknown_frees += 1
+                return
+            a = self.drop_live(key, t)
+            if obs is not None:
+                obs.marker(self, t, a.dev, "free")
+            # Pins die with their allocation (the library unpins first).
+            if a.gen is not None and self.pins:
+                for pk in [k for k in self.pins if k[0] == a.gen]:
+                    self.drop_pin(pk, t)
+                    self.cache["unpin_implicit"] += 1
+        elif op == OP_RESTORE:
+            api, tid, kind = extra
+            key = self.find_live(gen, ptr)
+            old = None
+            if key is not None:
+                old = self.live[key]
+                self.drop_live(key, t)
+            a = Alloc(ptr, size if size is not None else
+                      (old.size if old else 0),
+                      dev if dev is not None else (old.dev if old else -1),
+                      gen, old.api if old else api,
+                      old.tid if old else tid,
+                      kind if kind is not None else (old.kind if old
+                                                     else "?"),
+                      old.t if old else t, seq,
+                      old.inherited if old else False)
+            self.add_live(self.new_key(gen), a, t)
+        elif op == OP_PIN:
+            if dev is None:
+                k = self.find_live(gen, ptr)
+                dev = self.live[k].dev if k is not None else -1
+            self.add_pin((gen, ptr), size, dev, t)
+        elif op == OP_UNPIN:
+            k = self.find_pin(gen, ptr)
+            if k is not None:
+                self.drop_pin(k, t)
+        elif op == OP_FORK:
+            parent = self.proc.parent
+            pres = results[parent.index] if parent is not None else None
+            if pres is not None:
+                for k, a in list(pres.live.items()):
+                    self.add_live(k, a.copy_inherited(), t)
+        elif obs is not None:
+            obs.marker(self, t, dev, extra)
+
+    def finish(self):
+        """Close every series at the end of the process."""
+        end = self.proc.t_end
+        for table in (self.live_s, self.pin_s):
+            for s in table.values():
+                if s.t_last < end:
+                    s.set(end, s.value)
+
+    # -- results --
+    def devices(self):
+        devs = set(self.live_s) | set(self.pin_s)
+        out = {}
+        live_end = {}
+        for a in self.live.values():
+            n, b = live_end.get(a.dev, (0, 0))
+            live_end[a.dev] = (n + 1, b + a.size)
+        for d in sorted(devs):
+            ls = self.live_s.get(d)
+            ps = self.pin_s.get(d)
+            n, b = live_end.get(d, (0, 0))
+            out[d] = {
+                "peak_live_bytes": ls.peak if ls else 0,
+                "peak_t_ns": (ls.peak_t - self.proc.t0) if ls else None,
+                "live_bytes_at_end": b,
+                "live_allocs_at_end": n,
+                "peak_pinned_bytes": ps.peak if ps else 0,
+                "pinned_bytes_at_end": ps.value if ps else 0,
+            }
+        return out
+
+
+class Run:
+    """One reading of the logs: processes, their results, input counts."""
+
+    def __init__(self, names, diag, rs, procs, results):
+        self.names = names
+        self.diag = diag
+        self.rs = rs
+        self.procs = procs
+        self.results = results
+
+
+def analyse(names, pids=None, quiet=False, obs=None, buffer=200000):
+    """Read every log in `names`, replay it; return a Run whose results
+    are the selected, non-empty process images in order of appearance."""
+    diag = reader.Diag(["<stdin>" if n == "-" else n for n in names], quiet)
+    rs = reader.ReadStats()
+    norm = reader.Normaliser(diag, rs)
+    table = reader.Procs(diag)
+    sorter = reader.Sorter(buffer)
+    sbuf = sorter.buf
+    out = sbuf.append       # the sort's buffer; spilled every 1024 lines
+    decode = reader.decoder()
+    bits = reader.LINE_BITS
+    tables = schema.SCHEMAS
+    at_end = schema.EFFECT_AT_END
+    special = ("start", "exit", "fork", "recovered")
+    want_records = obs is not None and getattr(obs, "record", None)
+    try:
+        for fidx, name in enumerate(names):
+            version = 1
+            tab = tables[version]
+            cur = table.cur.setdefault(fidx, {})
+            for lineno, raw, nl in reader.lines(name):
+                seq = (fidx << bits) | lineno
+                if not lineno & 1023 and len(sbuf) >= sorter.limit:
+                    sorter.spill()
+                rs.lines += 1
+                if raw is None:
+                    rs.bad_lines += 1
+                    diag.at(seq, "line longer than %d bytes; ignored"
+                            % reader.MAX_LINE)
+                    continue
+                text = raw.decode("utf-8", "replace").strip()
+                if not text:
+                    continue
+                try:
+                    obj = decode(text)
+                except ValueError:
+                    rs.bad_lines += 1
+                    if not nl:
+                        rs.truncated_last = True
+                        diag.at(seq, "truncated last line (the writer was "
+                                "interrupted?); ignored")
+                    else:
+                        diag.at(seq, "not valid JSON; line ignored")
+                    continue
+                if type(obj) is dict and obj.get("ev") == "start":
+                    version = start_version(obj, seq, diag, rs, version)
+                    tab = tables[version]
+                try:
+                    r = norm(obj, version, seq)
+                except BadRecord as e:
+                    rs.bad_lines += 1
+                    diag.at(seq, str(e))
+                    continue
+                if r is None:
+                    continue
+                ev = r["ev"]
+                e = tab[ev]
+                if e["time"] == "start":
+                    t = r["t"]
+                    key = t + (r.get("dur_ns") or 0) if ev in at_end else t
+                else:
+                    t, key = reader.times(r, e)
+                if ev in special:
+                    r["_seq"] = seq
+                    p = table.place(fidx, r, seq)
+                else:
+                    p = cur.get(r["pid"])
+                    if p is None:
+                        p = table.place(fidx, r, seq)
+                rs.records += 1
+                p.nrec += 1
+                p.tids.add(r["tid"])
+                if t < p.t_first:
+                    p.t_first = t
+                if key > p.t_last:
+                    p.t_last = key
+                res = p.res
+                if res is None:
+                    res = p.res = Result(p, obs)
+                res.account(r, key, seq, out)
+                if want_records:
+                    # The line itself is the record's JSON when it passed
+                    # the fast path (plain ints, strings and booleans).
+                    want_records(p, r, e, text if r is obj else None)
+        table.link()
+        procs = table.list
+        if pids is not None:
+            sel = [p for p in procs if p.pid in pids]
+        else:
+            sel = procs
+        sel = [p for p in sel if p.nrec]
+        if not sel:
+            diag.finish()
+            if pids is not None and rs.records:
+                raise Fatal("no records for pid %s in %s" % (
+                    ",".join(str(x) for x in pids), diag.logname),
+                    EXIT_NO_EVENTS)
+            raise Fatal("%s contains no usable events" % diag.logname,
+                        EXIT_NO_EVENTS)
+        # Replay the selected images and their ancestors (inheritance).
+        active = set()
+        for p in sel:
+            q = p
+            while q is not None and q.index not in active:
+                active.add(q.index)
+                q = q.parent
+        results = [p.res if p.index in active else None for p in procs]
+        shown = set(p.index for p in sel)
+        for p in procs:
+            if p.res is not None and p.index not in shown:
+                p.res.obs = None
+        if obs is not None:
+            obs.prepare([p.res for p in sel])
+        for item in sorter:
+            res = results[item[2]]
+            if res is not None:
+                res.replay(item, results)
+        for p in sel:
+            p.res.finish()
+            if p.exit is None and not p.recovered:
+                diag.general("pid %d has no exit record (still running, "
+                             "killed, or the log is cut short)" % p.pid)
+    finally:
+        sorter.close()
+    diag.finish()
+    return Run(names, diag, rs, procs, [p.res for p in sel])
+
+
+
+def start_version(obj, seq, diag, rs, version):
+    """The format version a start record announces (the file's version
+    from there on)."""
+    v = obj.get("v")
+    if v is None:
+        diag.at(seq, "start record has no version 'v'; assuming version 1")
+        return 1
+    if type(v) is not int or v < 1:
+        diag.at(seq, "start record has an invalid version %s; assuming "
+                "version 1" % str(v)[:20])
+        return 1
+    if v > schema.LATEST:
+        rs.newer_version = max(v, rs.newer_version or 0)
+        diag.at(seq, "log format version %d is newer than this tool "
+                "supports (%d); reading the parts it knows"
+                % (v, schema.LATEST))
+        return schema.LATEST
+    return v if v in schema.SCHEMAS else 1

@@ -1,0 +1,153 @@
+# SPDX-License-Identifier: MIT
+"""Chrome trace event JSON for ui.perfetto.dev, written while reading.
+
+Slices and instants are written in file order as records are read, and
+the live/pinned counters in time order during the replay (the format does
+not need events sorted).  Times are CLOCK_MONOTONIC microseconds, as the
+log's; Perfetto shows them from the trace's first event.
+"""
+
+import json
+import sys
+
+from . import schema
+from .reports import PROG, open_out
+
+ARG_KEYS = frozenset((
+    "ptr", "size", "dev", "gen", "kind", "ctx", "pool", "rc", "dropped",
+    "dropped_bytes", "backend", "mr", "pd", "access", "hit", "tracked",
+    "why", "what", "parent", "exe", "events", "live", "live_bytes", "v",
+    "lost"))
+NAMED_INSTANTS = frozenset(("start", "exit", "fork", "restore", "hit",
+                            "miss", "revoke"))
+FLUSH = 2048
+
+
+def us(ns):
+    """Nanoseconds as exact microseconds with three decimals."""
+    return "%d.%03d" % divmod(ns, 1000)
+
+
+def counter_name(kind, dev):
+    return "%s bytes %s" % (kind, "host" if dev < 0 else "dev %d" % dev)
+
+
+class Writer:
+    """An analysis observer that writes the trace as it goes."""
+
+    def __init__(self, path, pids):
+        self.path = path
+        self.pids = pids
+        self.f = None
+        self.parts = []
+        self.enc = json.JSONEncoder(separators=(",", ":"),
+                                    check_circular=False).encode
+        self.hex = schema.HEX_FIELDS
+        self.strs = {}
+
+    def _str(self, v):
+        """JSON text of a string (API and event names repeat)."""
+        j = self.strs.get(v)
+        if j is None:
+            j = self.enc(v)
+            if len(self.strs) < 10000:
+                self.strs[v] = j
+        return j
+
+    def _put(self, s):
+        parts = self.parts
+        parts.append(s)
+        if len(parts) >= FLUSH:
+            self._flush()
+
+    def _flush(self):
+        if self.f is None:
+            self.f = open_out(self.path)
+            self.f.write('{"displayTimeUnit":"ns","traceEvents":[\n')
+            self.first = True
+        if self.parts:
+            if not self.first:
+                self.f.write(",\n")
+            self.f.write(",\n".join(self.parts))
+            self.first = False
+            self.parts = []
+
+    # -- first pass --
+    def record(self, p, r, e, text=None):
+        """One record: a slice for a hooked call, else an instant; its
+        arguments are the record as logged (`text`), or its known fields."""
+        if self.pids is not None and p.pid not in self.pids:
+            return
+        ev = r["ev"]
+        if text is not None:
+            args = text
+        else:
+            hx = self.hex
+            args = self.enc({k: ("0x%x" % v if k in hx else v)
+                             for k, v in r.items() if k in ARG_KEYS})
+        name = r.get("api") or ev
+        if e["call"] and not r.get("implicit"):
+            rc = r.get("rc", 0)
+            if rc:
+                name = "%s (rc=%d)" % (name, rc)
+            self._put('{"ph":"X","name":%s,"cat":%s,"ts":%s,"dur":%s,'
+                      '"pid":%d,"tid":%d,"args":%s}' % (
+                          self._str(name), self._str(ev), us(r["t"]),
+                          us(r.get("dur_ns", 0)), p.trace_pid, r["tid"],
+                          args))
+            return
+        if ev == "free":
+            name = "implicit free (%s)" % name
+        elif ev in NAMED_INSTANTS:
+            name = ev
+        else:
+            name = "%s: %s" % (ev, name)
+        self._put('{"ph":"i","s":"t","name":%s,"cat":%s,"ts":%s,"pid":%d,'
+                  '"tid":%d,"args":%s}' % (
+                      self._str(name), self._str(ev), us(r["t"]),
+                      p.trace_pid, r["tid"], args))
+
+    # -- replay --
+    def prepare(self, results):
+        pass
+
+    def counter(self, res, s, t, v):
+        self._put('{"ph":"C","name":"%s","pid":%d,"tid":0,"ts":%s,'
+                  '"args":{"bytes":%d}}' % (
+                      counter_name(s.kind, s.dev), res.proc.trace_pid,
+                      us(t), max(0, v)))
+
+    def marker(self, res, t, dev, kind):
+        pass
+
+    def finish(self, run):
+        for sort_i, res in enumerate(run.results):
+            p = res.proc
+            P = p.trace_pid
+            pname = "%s [%d]" % (p.exe.rsplit("/", 1)[-1], p.pid)
+            if p.parent is not None:
+                pname += " (fork of %d)" % p.parent.pid
+            self._put(self.enc({"ph": "M", "name": "process_name", "pid": P,
+                                "tid": 0, "args": {"name": pname}}))
+            self._put(self.enc({"ph": "M", "name": "process_sort_index",
+                                "pid": P, "tid": 0,
+                                "args": {"sort_index": sort_i}}))
+            for tid in sorted(p.tids):
+                self._put(self.enc({
+                    "ph": "M", "name": "thread_name", "pid": P, "tid": tid,
+                    "args": {"name": ("main thread %d" % tid
+                                      if tid == p.pid else
+                                      "thread %d" % tid)}}))
+        self._flush()
+        other = {"tool": PROG, "exe": run.results[0].proc.exe,
+                 "clock": "CLOCK_MONOTONIC", "logs": run.diag.names}
+        try:
+            self.f.write('\n],"otherData":%s}\n' % self.enc(other))
+        finally:
+            self.close()
+
+    def close(self):
+        f, self.f = self.f, None
+        if f is not None and f is not sys.stdout:
+            f.close()
+

@@ -1,0 +1,21 @@
+# SPDX-License-Identifier: MIT
+# gdrhook-trace as one executable file: the gdrhook_trace package in a
+# Python zip application (stdlib zipapp), with the tree's version inside.
+# The generated event schema (events/events.schema.json), when the tree
+# has one, goes in too and replaces the built-in table of its version.
+
+TRACE_TOOL	:= $(BUILD)/gdrhook-trace
+TRACE_PKG	:= scripts/tools/gdrhook_trace
+TRACE_SRCS	:= $(sort $(wildcard $(TRACE_PKG)/*.py))
+TRACE_SCHEMA	:= $(wildcard events/events.schema.json)
+
+all: $(TRACE_TOOL)
+
+$(TRACE_TOOL): $(TRACE_SRCS) $(TRACE_SCHEMA) src/kmod/dkms.conf scripts/tools/rules.mk
+	@rm -rf $@.d && mkdir -p $@.d/gdrhook_trace
+	cp $(TRACE_SRCS) $(TRACE_SCHEMA) $@.d/gdrhook_trace/
+	cp $(TRACE_PKG)/__main__.py $@.d/__main__.py
+	echo 'VERSION = "$(GDRHOOK_VERSION)"' > $@.d/gdrhook_trace/_version.py
+	$(PYTHON) -m zipapp $@.d -o $@.tmp -p "/usr/bin/env python3" -c
+	@rm -rf $@.d
+	mv $@.tmp $@

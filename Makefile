@@ -54,6 +54,12 @@ $(BUILD)/obj/gen/gh_hooks.o: $(GEN_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(LIB_CFLAGS) -MMD -MP -c $(BUILD)/gen/gh_hooks.c -o $@
 
+# The release, for gdrhook_version() and gdrhook-info: the gdrpin DKMS
+# package's (src/kmod/dkms.conf), one version for the tree.
+GH_VERSION	:= $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' src/kmod/dkms.conf)
+$(BUILD)/obj/src/info.o: LIB_CFLAGS += -DGH_VERSION='"$(GH_VERSION)"'
+$(BUILD)/obj/src/info.o: src/kmod/dkms.conf
+
 $(BUILD)/obj/%.o: %.c $(GEN_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(LIB_CFLAGS) -MMD -MP -c $< -o $@
@@ -101,7 +107,8 @@ PRELOAD_ENV	:= LD_PRELOAD="$(SAN_RT)$(if $(SAN_RT), ,)$(abspath $(LIB))" \
 all: examples bench
 
 # Per-component fragments (test doubles, preload tests, benchmarks).
--include $(sort $(wildcard tests/*/rules.mk)) examples/rules.mk scripts/install.mk
+-include $(sort $(wildcard tests/*/rules.mk)) examples/rules.mk scripts/install.mk \
+	 scripts/tools/rules.mk
 -include $(wildcard $(BUILD)/obj/*/*.d $(BUILD)/obj/*/*/*.d)
 
 check: $(LIB)

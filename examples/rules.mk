@@ -19,9 +19,10 @@ EXAMPLES_DIR	:= $(BUILD)/examples
 EXAMPLES_ALL	:= driver_api runtime_api regcache_churn torch_train
 EXAMPLES_HDRS	:= include/gdrhook.h include/gdrhook_preload.h
 
-# Only worked out when asked for (one compile and link of a probe).
+# Only worked out when examples are built (one compile and link of a
+# probe): `make`, `make all`, `make examples`, `make run`.
 EX_HASH		:= \#
-ifneq ($(filter examples run,$(MAKECMDGOALS)),)
+ifneq ($(filter examples run all test-suite,$(or $(MAKECMDGOALS),all)),)
 ifndef EXAMPLES_VERBS
 EXAMPLES_VERBS	:= $(shell printf '$(EX_HASH)include <infiniband/verbs.h>\nint main(void) { return ibv_get_device_list(0) != 0; }\n' | \
 		   $(CC) -x c - -o /dev/null -libverbs >/dev/null 2>&1 && echo 1 || echo 0)

@@ -130,6 +130,7 @@ test-default:
 	$(MAKE) test-suite
 	tests/trace/run
 	tests/examples/run
+	tests/info/run
 
 test-asan:
 	$(MAKE) BUILD=build/asan SAN=address,undefined CFLAGS="-O1 -g" test-suite

@@ -586,6 +586,23 @@ struct route {
 	char detail[192];
 };
 
+/*
+ * What the program sees: the global scope, searched from the main
+ * program (RTLD_DEFAULT from here would also search gdrhook's own local
+ * scope when a program dlopen()ed it RTLD_LOCAL).
+ */
+static void *global(const char *name)
+{
+	void *self = dlopen(NULL, RTLD_LAZY);
+	void *p;
+
+	if (!self)
+		return NULL;
+	p = gh_real_dlsym(self, name);
+	dlclose(self);
+	return p;
+}
+
 static int ours(void *p)
 {
 	return p && gh_addr_is_ours(p);
@@ -610,7 +627,7 @@ static void route_elf(struct route *r)
 
 	r->name = "ELF symbol binding";
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		void *p = gh_real_dlsym(RTLD_DEFAULT, names[i]);
+		void *p = global(names[i]);
 
 		if (!ours(p)) {
 			r->state = 0;
@@ -629,8 +646,8 @@ typedef void *(*dlsym_fn)(void *, const char *);
 
 static void route_dlsym(struct route *r, void *cuda)
 {
-	void *ds = gh_real_dlsym(RTLD_DEFAULT, "dlsym");
-	void *dv = gh_real_dlsym(RTLD_DEFAULT, "dlvsym");
+	void *ds = global("dlsym");
+	void *dv = global("dlvsym");
 	void *p;
 
 	r->name = "dlsym/dlvsym";
@@ -658,7 +675,7 @@ typedef CUresult (*gpa_fn)(const char *, void **, int, cuuint64_t,
 
 static void route_gpa(struct route *r, void *cuda)
 {
-	void *g = gh_real_dlsym(RTLD_DEFAULT, "cuGetProcAddress_v2");
+	void *g = global("cuGetProcAddress_v2");
 	CUdriverProcAddressQueryResult st;
 	void *p = NULL;
 	CUresult rc;
@@ -696,7 +713,7 @@ typedef int (*dep_fn)(const char *, void **, unsigned int,
 
 static void route_dep(struct route *r)
 {
-	void *f = gh_real_dlsym(RTLD_DEFAULT, "cudaGetDriverEntryPointByVersion");
+	void *f = global("cudaGetDriverEntryPointByVersion");
 	void *rt;
 	void *p = NULL;
 	int st = 0, rc;

@@ -59,14 +59,21 @@ static void say(char *dst, const char *fmt, ...)
 
 static int dmabuf_possible(int dev, char *why)
 {
+	const char *lib = gh_cfg.libcuda ? gh_cfg.libcuda : "libcuda.so.1";
 	CUresult (*attr)(int *, CUdevice_attribute, CUdevice);
-	void *h = gh_libcuda_handle();
+	void *h = dlopen(lib, RTLD_LAZY | RTLD_NOLOAD);
 	CUresult rc;
 	int v = 0;
 
+	/* Never load the driver into a program that has not. */
 	if (!h) {
-		say(why, "no CUDA driver (%s)", gh_cfg.libcuda ?
-		    gh_cfg.libcuda : "libcuda.so.1");
+		say(why, "no CUDA driver in the process (%s)", lib);
+		return 0;
+	}
+	dlclose(h);
+	h = gh_libcuda_handle();
+	if (!h) {
+		say(why, "no CUDA driver (%s)", lib);
 		return 0;
 	}
 	if (!gh_real_dlsym(h, "cuMemGetHandleForAddressRange")) {

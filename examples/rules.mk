@@ -7,6 +7,10 @@
 #   make run [EXAMPLE=runtime_api]     driver_api (default), runtime_api,
 #                                      regcache_churn or torch_train
 #
+# regcache_churn with no RDMA device runs on the fake NIC
+# (tests/fakeverbs) and the CUDA test double, and says so: the cache is
+# seen working (hits, misses, stale registrations averted) anywhere.
+#
 # The programs link the doubles' libcuda.so.1 / libcudart.so.13 (the real
 # SONAMEs) with no RUNPATH: the same binary runs against the real driver
 # and runtime on a GPU machine, or against the doubles with
@@ -71,6 +75,11 @@ run: all $(if $(EX_IS_C),$(EXAMPLES_DIR)/$(EXAMPLE),)
 	else \
 		echo "== $(EXAMPLE): no GPU here: on the CUDA test doubles ($(BUILD)/fake)"; \
 		libpath=$$fake; \
+	fi; \
+	if [ "$(EXAMPLE)" = regcache_churn ] && \
+	   ! ls /sys/class/infiniband/* >/dev/null 2>&1; then \
+		echo "== no RDMA device here (/sys/class/infiniband): on the fake NIC ($(BUILD)/fakeverbs, device fakenic0) with the CUDA test double ($(BUILD)/fake)"; \
+		libpath=$$fake:$(abspath $(FAKEVERBS_DIR)); \
 	fi; \
 	LD_LIBRARY_PATH=$$libpath$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH} \
 		LD_PRELOAD=$(abspath $(LIB)) \

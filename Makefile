@@ -36,7 +36,7 @@ CORE_A		:= $(BUILD)/libgdrhook-core.a
 UNIT_SRCS	:= $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS	:= $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRCS))
 
-.PHONY: all lib test check clean kmod lab lab-regcache doc test-suite test-default test-asan test-tsan fake
+.PHONY: all lib test check clean kmod lab lab-regcache lab-info doc test-suite test-default test-asan test-tsan fake
 .DEFAULT_GOAL := all
 
 all: lib
@@ -153,6 +153,10 @@ lab:
 # The registration cache over real rdma-core: soft-RoCE in the lab kernel.
 lab-regcache: all
 	scripts/lab --run 'tests/lab/regcache/run'
+
+# gdrhook-info against rxe0 and gdrpin (fake nv-p2p provider) in the lab.
+lab-info: all
+	scripts/lab --run 'tests/lab/info/run'
 
 clean:
 	rm -rf $(BUILD)

@@ -23,15 +23,14 @@ EXAMPLES_DIR	:= $(BUILD)/examples
 EXAMPLES_ALL	:= driver_api runtime_api regcache_churn torch_train
 EXAMPLES_HDRS	:= include/gdrhook.h include/gdrhook_preload.h
 
-# Only worked out when examples are built (one compile and link of a
-# probe): `make`, `make all`, `make examples`, `make run`.
+# Worked out once (one compile and link of a probe) and handed to
+# recursive makes through the environment.
 EX_HASH		:= \#
-ifneq ($(filter examples run all test-suite,$(or $(MAKECMDGOALS),all)),)
 ifndef EXAMPLES_VERBS
 EXAMPLES_VERBS	:= $(shell printf '$(EX_HASH)include <infiniband/verbs.h>\nint main(void) { return ibv_get_device_list(0) != 0; }\n' | \
 		   $(CC) -x c - -o /dev/null -libverbs >/dev/null 2>&1 && echo 1 || echo 0)
 endif
-endif
+export EXAMPLES_VERBS
 
 EXAMPLES_BINS	:= $(EXAMPLES_DIR)/driver_api $(EXAMPLES_DIR)/runtime_api \
 		   $(if $(filter 1,$(EXAMPLES_VERBS)),$(EXAMPLES_DIR)/regcache_churn,)

@@ -108,7 +108,7 @@ all: examples bench
 
 # Per-component fragments (test doubles, preload tests, benchmarks).
 -include $(sort $(wildcard tests/*/rules.mk)) examples/rules.mk scripts/install.mk \
-	 scripts/tools/rules.mk
+	 scripts/tools/rules.mk packaging/rules.mk
 -include $(wildcard $(BUILD)/obj/*/*.d $(BUILD)/obj/*/*/*.d)
 
 check: $(LIB)
@@ -131,6 +131,7 @@ test-default:
 	tests/trace/run
 	tests/examples/run
 	tests/info/run
+	tests/deb/run
 
 test-asan:
 	$(MAKE) BUILD=build/asan SAN=address,undefined CFLAGS="-O1 -g" test-suite

@@ -120,7 +120,9 @@ doc: $(LIB)
 
 # The CPU test suite: unit tests, the shim against the driver test double
 # (every route, every hooked symbol), the trace tool; then again with
-# ASan+UBSan and with TSan builds.
+# ASan+UBSan and with TSan builds.  test-default also runs the examples,
+# gdrhook-info, the Debian packages and every shell block of README.md
+# (tests/*/run).
 test-suite: all $(UNIT_BINS) $(PRELOAD_BINS) $(BUILD)/fake/selftest
 	tests/run $(UNIT_BINS) $(BUILD)/fake/selftest
 	env $(PRELOAD_ENV) tests/run $(PRELOAD_BINS)
@@ -132,6 +134,7 @@ test-default:
 	tests/examples/run
 	tests/info/run
 	tests/deb/run
+	tests/readme/run
 
 test-asan:
 	$(MAKE) BUILD=build/asan SAN=address,undefined CFLAGS="-O1 -g" test-suite

@@ -152,6 +152,12 @@ void gh_config_report(void)
 		gh_warn("unknown variable ignored: %s", unknown[i]);
 }
 
+/* The i-th unknown GDRHOOK_* "NAME=value" of the environment, or NULL. */
+const char *gh_config_unknown(unsigned int i)
+{
+	return i < (unsigned int)n_unknown ? unknown[i] : NULL;
+}
+
 /*
  * Defaults first, then environ.  getenv-free walk of environ so unknown
  * GDRHOOK_* names (typos) can be reported.  Returns the number of bad

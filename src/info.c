@@ -271,6 +271,18 @@ static void configuration(struct out *o)
 			     *r.value ? r.value : "", src[r.source], r.doc);
 		}
 	}
+	if (o->json) {
+		j_close(o, ']');
+		j_open(o, "config_unknown", '[');
+	}
+	/* Typos: set, but not a variable gdrhook reads. */
+	for (unsigned int i = 0; gh_config_unknown(i); i++) {
+		if (o->json)
+			j_str(o, NULL, gh_config_unknown(i));
+		else
+			text(o, "  %s (not a gdrhook variable: ignored)\n",
+			     gh_config_unknown(i));
+	}
 	if (o->json)
 		j_close(o, ']');
 }
@@ -727,10 +739,13 @@ static void route_dep(struct route *r)
 	}
 	/* Global, so our wrapper finds the runtime after us (RTLD_NEXT). */
 	rt = dlopen("libcudart.so.13", RTLD_NOW | RTLD_GLOBAL);
+	if (!rt)	/* the toolkit's default place, often not on the path */
+		rt = dlopen("/usr/local/cuda/lib64/libcudart.so.13",
+			    RTLD_NOW | RTLD_GLOBAL);
 	if (!rt || !gh_real_dlsym(rt, "cudaGetDriverEntryPointByVersion")) {
 		r->state = -1;
 		say(r->detail, sizeof(r->detail),
-		    "not called: no CUDA 13 runtime (libcudart.so.13) on the library path");
+		    "not called: no CUDA 13 runtime (libcudart.so.13) found");
 		return;
 	}
 	rc = ((dep_fn)f)("cuMemFree", &p, CUDA_VERSION, 0, &st);

@@ -53,6 +53,7 @@ struct gh_config_row {
 	enum gh_cfg_source source;
 };
 int gh_config_row(unsigned int i, struct gh_config_row *r_p);	/* -ENOENT: past the end */
+const char *gh_config_unknown(unsigned int i);	/* "GDRHOOK_X=v" or NULL */
 
 /* gdrhook-info (info.c); the one-line banner at GDRHOOK_LOG_LEVEL=info,
  * printed once at the first CUDA or verbs call. */

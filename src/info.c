@@ -28,6 +28,7 @@
 #include "fmt.h"
 #include "log.h"
 #include "pin.h"
+#include "routes.h"
 
 #ifndef GH_VERSION
 #define GH_VERSION "unknown"
@@ -154,21 +155,6 @@ static void j_bool(struct out *o, const char *key, int v)
 		gh_buf_lit(&o->b, "false");
 }
 
-static void say(char *dst, size_t cap, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void say(char *dst, size_t cap, const char *fmt, ...)
-{
-	struct gh_buf b;
-	va_list ap;
-
-	gh_buf_init(&b, dst, cap);
-	va_start(ap, fmt);
-	gh_buf_vprintf(&b, fmt, ap);
-	va_end(ap);
-	gh_buf_cstr(&b);
-}
-
 /* ----------------------------------------------------------- versions */
 
 struct gdrpin_state {
@@ -185,21 +171,21 @@ static void gdrpin_probe(struct gdrpin_state *g)
 
 	memset(g, 0, sizeof(*g));
 	if (fd < 0) {
-		say(g->why, sizeof(g->why), "%s: %s", gh_gdrpin_dev,
+		gh_str_printf(g->why, sizeof(g->why), "%s: %s", gh_gdrpin_dev,
 		    strerror(errno));
 		return;
 	}
 	memset(&v, 0, sizeof(v));
 	v.size = sizeof(v);
 	if (ioctl(fd, GDRPIN_IOC_GET_VERSION, &v)) {
-		say(g->why, sizeof(g->why), "%s: GET_VERSION: %s",
+		gh_str_printf(g->why, sizeof(g->why), "%s: GET_VERSION: %s",
 		    gh_gdrpin_dev, strerror(errno));
 	} else {
 		g->present = 1;
 		g->major = v.abi_major;
 		g->minor = v.abi_minor;
 		g->caps = v.caps;
-		say(g->why, sizeof(g->why), "%s", gh_gdrpin_dev);
+		gh_str_printf(g->why, sizeof(g->why), "%s", gh_gdrpin_dev);
 	}
 	close(fd);
 }
@@ -255,7 +241,7 @@ static void configuration(struct out *o)
 	else
 		text(o, "\nconfiguration (source, then meaning):\n");
 	for (unsigned int i = 0; !gh_config_row(i, &r); i++) {
-		say(name, sizeof(name), "GDRHOOK_%s", r.name);
+		gh_str_printf(name, sizeof(name), "GDRHOOK_%s", r.name);
 		if (o->json) {
 			j_open(o, NULL, '{');
 			j_str(o, "name", name);
@@ -303,7 +289,7 @@ static uint64_t bar1_size(const char *pci)
 	ssize_t n;
 	int fd;
 
-	say(path, sizeof(path), "/sys/bus/pci/devices/%s/resource", pci);
+	gh_str_printf(path, sizeof(path), "/sys/bus/pci/devices/%s/resource", pci);
 	for (p = path; *p; p++)
 		if (*p >= 'A' && *p <= 'F')
 			*p = (char)(*p - 'A' + 'a');
@@ -342,14 +328,14 @@ static void gpus(struct out *o)
 	CUresult rc;
 
 	if (!h) {
-		say(why, sizeof(why), "%s cannot be loaded",
+		gh_str_printf(why, sizeof(why), "%s cannot be loaded",
 		    gh_cfg.libcuda ? gh_cfg.libcuda : "libcuda.so.1");
 	} else if (!init || !count || !name) {
-		say(why, sizeof(why), "the driver lacks cuInit/cuDeviceGetCount/cuDeviceGetName");
+		gh_str_printf(why, sizeof(why), "the driver lacks cuInit/cuDeviceGetCount/cuDeviceGetName");
 	} else if ((rc = init(0)) != CUDA_SUCCESS) {
-		say(why, sizeof(why), "cuInit failed: CUresult %d", (int)rc);
+		gh_str_printf(why, sizeof(why), "cuInit failed: CUresult %d", (int)rc);
 	} else if ((rc = count(&n)) != CUDA_SUCCESS) {
-		say(why, sizeof(why), "cuDeviceGetCount failed: CUresult %d", (int)rc);
+		gh_str_printf(why, sizeof(why), "cuDeviceGetCount failed: CUresult %d", (int)rc);
 		n = 0;
 	}
 	if (ver && ver(&v) != CUDA_SUCCESS)
@@ -373,7 +359,7 @@ static void gpus(struct out *o)
 		int d = 0;
 
 		if (name(g.name, sizeof(g.name), i) != CUDA_SUCCESS)
-			say(g.name, sizeof(g.name), "?");
+			gh_str_printf(g.name, sizeof(g.name), "?");
 		if (!pci || pci(g.pci, sizeof(g.pci), i) != CUDA_SUCCESS)
 			g.pci[0] = '\0';
 		if (attr && attr(&d, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED,
@@ -447,17 +433,17 @@ static int dmabuf_import(const struct verbs_api *v, struct ibv_device *dev,
 	int e, yes = 0;
 
 	if (!ctx) {
-		say(why, cap, "cannot open: %s", strerror(errno));
+		gh_str_printf(why, cap, "cannot open: %s", strerror(errno));
 		return -1;
 	}
 	pd = v->alloc_pd ? v->alloc_pd(ctx) : NULL;
 	if (!pd) {
-		say(why, cap, "ibv_alloc_pd: %s", strerror(errno));
+		gh_str_printf(why, cap, "ibv_alloc_pd: %s", strerror(errno));
 		v->close(ctx);
 		return -1;
 	}
 	if (!v->reg_dmabuf) {
-		say(why, cap, "libibverbs has no ibv_reg_dmabuf_mr");
+		gh_str_printf(why, cap, "libibverbs has no ibv_reg_dmabuf_mr");
 	} else {
 		errno = 0;
 		mr = v->reg_dmabuf(pd, 0, 65536, 0, -1, IBV_ACCESS_LOCAL_WRITE);
@@ -466,13 +452,13 @@ static int dmabuf_import(const struct verbs_api *v, struct ibv_device *dev,
 			if (v->dereg)
 				v->dereg(mr);
 			yes = 1;
-			say(why, cap, "ibv_reg_dmabuf_mr accepted a registration");
+			gh_str_printf(why, cap, "ibv_reg_dmabuf_mr accepted a registration");
 		} else if (e == EOPNOTSUPP || e == ENOSYS ||
 			   e == EPROTONOSUPPORT) {
-			say(why, cap, "ibv_reg_dmabuf_mr: %s", strerror(e));
+			gh_str_printf(why, cap, "ibv_reg_dmabuf_mr: %s", strerror(e));
 		} else {
 			yes = 1;
-			say(why, cap, "ibv_reg_dmabuf_mr implemented (a registration without a file fails with \"%s\")",
+			gh_str_printf(why, cap, "ibv_reg_dmabuf_mr implemented (a registration without a file fails with \"%s\")",
 			    strerror(e));
 		}
 	}
@@ -508,12 +494,12 @@ static void rdma(struct out *o)
 		v.dereg = (dereg_fn)gh_real_dlsym(h, "ibv_dereg_mr");
 	}
 	if (!verbs_handle)
-		say(why, sizeof(why), "no libibverbs.so.1");
+		gh_str_printf(why, sizeof(why), "no libibverbs.so.1");
 	else if (!v.get_list || !v.free_list || !v.dev_name || !v.open ||
 		 !v.close)
-		say(why, sizeof(why), "libibverbs.so.1 lacks the device calls");
+		gh_str_printf(why, sizeof(why), "libibverbs.so.1 lacks the device calls");
 	else if (!(list = v.get_list(&n)) || n <= 0)
-		say(why, sizeof(why), "no RDMA device (ibv_get_device_list: %s)",
+		gh_str_printf(why, sizeof(why), "no RDMA device (ibv_get_device_list: %s)",
 		    list ? "empty" : strerror(errno));
 	if (o->json) {
 		j_open(o, "rdma", '{');
@@ -592,191 +578,15 @@ static void backend(struct out *o)
 
 /* ------------------------------------------------------- interception */
 
-struct route {
-	const char *name;
-	int state;		/* 1 resolves to our wrapper, 0 not, -1 unchecked */
-	char detail[192];
-};
-
-/*
- * What the program sees: the global scope, searched from the main
- * program (RTLD_DEFAULT from here would also search gdrhook's own local
- * scope when a program dlopen()ed it RTLD_LOCAL).
- */
-static void *global(const char *name)
-{
-	void *self = dlopen(NULL, RTLD_LAZY);
-	void *p;
-
-	if (!self)
-		return NULL;
-	p = gh_real_dlsym(self, name);
-	dlclose(self);
-	return p;
-}
-
-static int ours(void *p)
-{
-	return p && gh_addr_is_ours(p);
-}
-
-static const char *owner(void *p)
-{
-	Dl_info di;
-
-	if (!p)
-		return "nothing";
-	if (dladdr(p, &di) && di.dli_fname)
-		return di.dli_fname;
-	return "an unknown object";
-}
-
-static void route_elf(struct route *r)
-{
-	static const char *const names[] = {
-		"cuMemAlloc_v2", "cuMemFree_v2", "cudaMalloc", "cudaFree",
-	};
-
-	r->name = "ELF symbol binding";
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		void *p = global(names[i]);
-
-		if (!ours(p)) {
-			r->state = 0;
-			say(r->detail, sizeof(r->detail),
-			    "%s binds to %s (gdrhook must be preloaded)",
-			    names[i], owner(p));
-			return;
-		}
-	}
-	r->state = 1;
-	say(r->detail, sizeof(r->detail),
-	    "cuMemAlloc_v2, cuMemFree_v2, cudaMalloc, cudaFree bind to gdrhook");
-}
-
-typedef void *(*dlsym_fn)(void *, const char *);
-
-static void route_dlsym(struct route *r, void *cuda)
-{
-	void *ds = global("dlsym");
-	void *dv = global("dlvsym");
-	void *p;
-
-	r->name = "dlsym/dlvsym";
-	if (!ours(ds) || !ours(dv)) {
-		r->state = 0;
-		say(r->detail, sizeof(r->detail), "%s comes from %s",
-		    ours(ds) ? "dlvsym" : "dlsym", owner(ours(ds) ? dv : ds));
-		return;
-	}
-	if (!cuda) {
-		r->state = 1;
-		say(r->detail, sizeof(r->detail),
-		    "dlsym and dlvsym are gdrhook's (no driver to look up in)");
-		return;
-	}
-	p = ((dlsym_fn)ds)(cuda, "cuMemFree_v2");
-	r->state = ours(p);
-	say(r->detail, sizeof(r->detail),
-	    "dlsym(libcuda, \"cuMemFree_v2\") gives %s",
-	    ours(p) ? "gdrhook's wrapper" : owner(p));
-}
-
-typedef CUresult (*gpa_fn)(const char *, void **, int, cuuint64_t,
-			   CUdriverProcAddressQueryResult *);
-
-static void route_gpa(struct route *r, void *cuda)
-{
-	void *g = global("cuGetProcAddress_v2");
-	CUdriverProcAddressQueryResult st;
-	void *p = NULL;
-	CUresult rc;
-
-	r->name = "cuGetProcAddress";
-	if (!ours(g)) {
-		r->state = 0;
-		say(r->detail, sizeof(r->detail),
-		    "cuGetProcAddress_v2 comes from %s", owner(g));
-		return;
-	}
-	if (!cuda || !gh_real_dlsym(cuda, "cuGetProcAddress_v2")) {
-		r->state = -1;
-		say(r->detail, sizeof(r->detail),
-		    "not called: no CUDA driver with cuGetProcAddress_v2");
-		return;
-	}
-	rc = ((gpa_fn)g)("cuMemFree", &p, CUDA_VERSION,
-			 CU_GET_PROC_ADDRESS_DEFAULT, &st);
-	if (rc != CUDA_SUCCESS) {
-		r->state = -1;
-		say(r->detail, sizeof(r->detail),
-		    "cuGetProcAddress_v2(\"cuMemFree\", %d) failed: CUresult %d",
-		    CUDA_VERSION, (int)rc);
-		return;
-	}
-	r->state = ours(p);
-	say(r->detail, sizeof(r->detail),
-	    "cuGetProcAddress_v2(\"cuMemFree\", %d) gives %s", CUDA_VERSION,
-	    ours(p) ? "gdrhook's wrapper" : owner(p));
-}
-
-typedef int (*dep_fn)(const char *, void **, unsigned int,
-		      unsigned long long, int *);
-
-static void route_dep(struct route *r)
-{
-	void *f = global("cudaGetDriverEntryPointByVersion");
-	void *rt;
-	void *p = NULL;
-	int st = 0, rc;
-
-	r->name = "cudaGetDriverEntryPoint";
-	if (!ours(f)) {
-		r->state = 0;
-		say(r->detail, sizeof(r->detail),
-		    "cudaGetDriverEntryPointByVersion comes from %s", owner(f));
-		return;
-	}
-	/* Global, so our wrapper finds the runtime after us (RTLD_NEXT). */
-	rt = dlopen("libcudart.so.13", RTLD_NOW | RTLD_GLOBAL);
-	if (!rt)	/* the toolkit's default place, often not on the path */
-		rt = dlopen("/usr/local/cuda/lib64/libcudart.so.13",
-			    RTLD_NOW | RTLD_GLOBAL);
-	if (!rt || !gh_real_dlsym(rt, "cudaGetDriverEntryPointByVersion")) {
-		r->state = -1;
-		say(r->detail, sizeof(r->detail),
-		    "not called: no CUDA 13 runtime (libcudart.so.13) found");
-		return;
-	}
-	rc = ((dep_fn)f)("cuMemFree", &p, CUDA_VERSION, 0, &st);
-	if (rc) {
-		/* No driver, no device: the runtime cannot start. */
-		r->state = -1;
-		say(r->detail, sizeof(r->detail),
-		    "cudaGetDriverEntryPointByVersion(\"cuMemFree\", %d) failed: cudaError %d",
-		    CUDA_VERSION, rc);
-		return;
-	}
-	r->state = ours(p);
-	say(r->detail, sizeof(r->detail),
-	    "cudaGetDriverEntryPointByVersion(\"cuMemFree\", %d) gives %s",
-	    CUDA_VERSION, ours(p) ? "gdrhook's wrapper" : owner(p));
-}
-
 static void interception(struct out *o)
 {
-	struct route r[4];
-	void *cuda = gh_libcuda_handle();
+	struct gh_route_check r[GH_ROUTES];
 	int complete;
 
-	memset(r, 0, sizeof(r));
-	route_elf(&r[0]);
-	route_dlsym(&r[1], cuda);
-	route_gpa(&r[2], cuda);
-	route_dep(&r[3]);
+	gh_routes_check(r);
 	complete = gh_state == GH_STATE_ACTIVE &&
 		   !__atomic_load_n(&gh_untrusted, __ATOMIC_RELAXED);
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < GH_ROUTES; i++)
 		complete &= r[i].state != 0;
 	if (o->json) {
 		j_open(o, "interception", '{');
@@ -784,7 +594,7 @@ static void interception(struct out *o)
 		j_bool(o, "untrusted", __atomic_load_n(&gh_untrusted,
 						       __ATOMIC_RELAXED));
 		j_open(o, "routes", '[');
-		for (int i = 0; i < 4; i++) {
+		for (int i = 0; i < GH_ROUTES; i++) {
 			j_open(o, NULL, '{');
 			j_str(o, "route", r[i].name);
 			if (r[i].state >= 0)
@@ -801,7 +611,7 @@ static void interception(struct out *o)
 	text(o, "\ninterception: the registry would be %s\n",
 	     complete ? "complete (every route resolves to gdrhook's wrappers)" :
 	     "INCOMPLETE (see below)");
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < GH_ROUTES; i++)
 		text(o, "  %s %s: %s\n", r[i].name,
 		     r[i].state < 0 ? "unchecked" : r[i].state ? "ok" : "MISSED",
 		     r[i].detail);

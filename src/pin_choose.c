@@ -19,7 +19,6 @@
 #include <cuda.h>
 #include <dlfcn.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -42,20 +41,8 @@ const struct gh_pin_ops *gh_pin_backend_ops(unsigned int b)
 	return b < GH_PIN_NBACKENDS ? backends[b] : &gh_pin_none;
 }
 
-static void say(char *dst, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static void say(char *dst, const char *fmt, ...)
-{
-	struct gh_buf b;
-	va_list ap;
-
-	gh_buf_init(&b, dst, GH_PIN_WHY_LEN);
-	va_start(ap, fmt);
-	gh_buf_vprintf(&b, fmt, ap);
-	va_end(ap);
-	gh_buf_cstr(&b);
-}
+/* Every verdict's reason is a GH_PIN_WHY_LEN buffer. */
+#define say(dst, ...) gh_str_printf((dst), GH_PIN_WHY_LEN, __VA_ARGS__)
 
 static int dmabuf_possible(int dev, char *why)
 {

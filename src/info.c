@@ -470,6 +470,8 @@ static int dmabuf_import(const struct verbs_api *v, struct ibv_device *dev,
 
 /* Kept open: the backend probe (gh_vreal_have) looks for this copy. */
 static void *verbs_handle;
+/* RDMA devices found, and those that import DMA-BUF (for backend()). */
+static int rdma_found, rdma_import;
 
 static void rdma(struct out *o)
 {
@@ -477,6 +479,8 @@ static void rdma(struct out *o)
 	struct ibv_device **list = NULL;
 	char why[160] = "";
 	int n = 0;
+
+	rdma_found = rdma_import = 0;
 
 	if (!verbs_handle)
 		verbs_handle = dlopen("libibverbs.so.1", RTLD_NOW);
@@ -513,6 +517,9 @@ static void rdma(struct out *o)
 		int yes = dmabuf_import(&v, list[i], dwhy, sizeof(dwhy));
 		const char *nm = v.dev_name(list[i]);
 
+		rdma_found++;
+		rdma_import += yes > 0;
+
 		if (o->json) {
 			j_open(o, NULL, '{');
 			j_str(o, "name", nm);
@@ -542,12 +549,19 @@ static void backend(struct out *o)
 	struct gh_pin_explanation x;
 	const struct gh_pin_ops *c = gh_pin_chosen();
 
+	const char *note = NULL;
+
 	gh_pin_explain(-1, 1, &x);
+	/* The dmabuf verdict is about the GPU and libibverbs; the NIC's
+	 * import is only known per device, above. */
+	if (x.chosen == GH_PIN_DMABUF && rdma_found && !rdma_import)
+		note = "no RDMA device found here imports DMA-BUF: dmabuf registrations would fail on them";
 	if (o->json) {
 		j_open(o, "backend", '{');
 		j_str(o, "requested", x.requested);
 		j_str(o, "choice", gh_pin_backend_ops(x.chosen)->name);
 		j_str(o, "reason", x.reason);
+		j_str(o, "note", note);
 		j_str(o, "chosen_in_process", c ? c->name : NULL);
 		j_open(o, "verdicts", '[');
 	} else {
@@ -555,6 +569,8 @@ static void backend(struct out *o)
 		     x.requested, x.bad_request ? " (not a backend: auto)" : "",
 		     gh_pin_backend_ops(x.chosen)->name);
 		text(o, "  because %s\n", x.reason);
+		if (note)
+			text(o, "  note: %s\n", note);
 	}
 	for (unsigned int b = 0; b < GH_PIN_NBACKENDS; b++) {
 		const char *nm = gh_pin_backend_ops(b)->name;

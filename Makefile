@@ -36,7 +36,7 @@ CORE_A		:= $(BUILD)/libgdrhook-core.a
 UNIT_SRCS	:= $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS	:= $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRCS))
 
-.PHONY: all lib test check clean kmod lab lab-regcache doc test-suite test-default test-asan test-tsan fake
+.PHONY: all lib test check clean kmod lab lab-regcache lab-info doc test-suite test-default test-asan test-tsan fake
 .DEFAULT_GOAL := all
 
 all: lib
@@ -53,6 +53,12 @@ $(GEN_OUT): $(GEN_STAMP)
 $(BUILD)/obj/gen/gh_hooks.o: $(GEN_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(LIB_CFLAGS) -MMD -MP -c $(BUILD)/gen/gh_hooks.c -o $@
+
+# The release, for gdrhook_version() and gdrhook-info: the gdrpin DKMS
+# package's (src/kmod/dkms.conf), one version for the tree.
+GH_VERSION	:= $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' src/kmod/dkms.conf)
+$(BUILD)/obj/src/info.o: LIB_CFLAGS += -DGH_VERSION='"$(GH_VERSION)"'
+$(BUILD)/obj/src/info.o: src/kmod/dkms.conf
 
 $(BUILD)/obj/%.o: %.c $(GEN_STAMP)
 	@mkdir -p $(dir $@)
@@ -101,8 +107,8 @@ PRELOAD_ENV	:= LD_PRELOAD="$(SAN_RT)$(if $(SAN_RT), ,)$(abspath $(LIB))" \
 all: examples bench
 
 # Per-component fragments (test doubles, preload tests, benchmarks).
--include $(sort $(wildcard tests/*/rules.mk)) examples/rules.mk scripts/tools/rules.mk \
-	scripts/install.mk
+-include $(sort $(wildcard tests/*/rules.mk)) examples/rules.mk scripts/install.mk \
+	scripts/tools/rules.mk packaging/rules.mk
 -include $(wildcard $(BUILD)/obj/*/*.d $(BUILD)/obj/*/*/*.d)
 
 check: $(LIB)
@@ -114,7 +120,9 @@ doc: $(LIB)
 
 # The CPU test suite: unit tests, the shim against the driver test double
 # (every route, every hooked symbol), the trace tool; then again with
-# ASan+UBSan and with TSan builds.
+# ASan+UBSan and with TSan builds.  test-default also runs the examples,
+# gdrhook-info, the Debian packages and every shell block of README.md
+# (tests/*/run).
 test-suite: all $(UNIT_BINS) $(PRELOAD_BINS) $(BUILD)/fake/selftest
 	tests/run $(UNIT_BINS) $(BUILD)/fake/selftest
 	env $(PRELOAD_ENV) tests/run $(PRELOAD_BINS)
@@ -124,6 +132,9 @@ test-default:
 	$(MAKE) test-suite
 	tests/trace/run
 	tests/examples/run
+	tests/info/run
+	tests/deb/run
+	tests/readme/run
 
 test-asan:
 	$(MAKE) BUILD=build/asan SAN=address,undefined CFLAGS="-O1 -g" test-suite
@@ -146,6 +157,10 @@ lab:
 # The registration cache over real rdma-core: soft-RoCE in the lab kernel.
 lab-regcache: all
 	scripts/lab --run 'tests/lab/regcache/run'
+
+# gdrhook-info against rxe0 and gdrpin (fake nv-p2p provider) in the lab.
+lab-info: all
+	scripts/lab --run 'tests/lab/info/run'
 
 clean:
 	rm -rf $(BUILD)

@@ -131,6 +131,23 @@ void gdrhook_flush_log(void);
 /* GDRHOOK_API_VERSION of the loaded library. */
 unsigned int gdrhook_api_version(void);
 
+/* The library's release, e.g. "1.0". */
+const char *gdrhook_version(void);
+
+#define GDRHOOK_INFO_JSON	0x1u	/* one JSON object instead of text */
+
+/*
+ * Write to fd what gdrhook would do in this process (the gdrhook-info
+ * command): versions, the configuration in effect with each variable's
+ * source and meaning, the GPUs and RDMA devices found, the pin backend
+ * auto would choose and why each other one was rejected, and whether the
+ * four routes to a driver entry point resolve to gdrhook's wrappers.
+ * It initializes the CUDA driver and opens RDMA devices: a tool's call,
+ * not one for a program's hot path.  Returns 0, -EINVAL for unknown
+ * flags, or -errno when writing failed.
+ */
+int gdrhook_info(int fd, unsigned int flags);
+
 #ifdef __cplusplus
 }
 #endif

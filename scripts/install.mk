@@ -3,9 +3,9 @@
 #
 #   $(LIBDIR)/libgdrhook.so
 #   $(INCLUDEDIR)/gdrhook.h, gdrhook_preload.h, gdrpin_ioctl.h
-#   $(BINDIR)/gdrhook-trace              (one file: scripts/tools/rules.mk)
+#   $(BINDIR)/gdrhook-trace, gdrhook-info (gdrhook-trace is one file: scripts/tools/rules.mk)
 #   $(PKGCONFIGDIR)/gdrhook.pc           (from scripts/gdrhook.pc.in)
-#   $(MANDIR)/man1/gdrhook-trace.1, man7/libgdrhook.7
+#   $(MANDIR)/man1/gdrhook-trace.1, gdrhook-info.1, man7/libgdrhook.7
 #   $(DKMSSRCDIR)                        gdrpin DKMS source tree
 #                                        (make -C src/kmod dkms-tree)
 #
@@ -30,7 +30,7 @@ GDRHOOK_VERSION	?= $(GDRPIN_VERSION)
 DKMSSRCDIR	?= $(PREFIX)/src/gdrpin-$(GDRPIN_VERSION)
 
 INSTALL_HDRS	:= include/gdrhook.h include/gdrhook_preload.h include/gdrpin_ioctl.h
-INSTALL_MAN1	:= scripts/man/gdrhook-trace.1
+INSTALL_MAN1	:= scripts/man/gdrhook-trace.1 scripts/man/gdrhook-info.1
 INSTALL_MAN7	:= scripts/man/libgdrhook.7
 INSTALL_PC	:= $(BUILD)/gdrhook.pc
 
@@ -38,11 +38,22 @@ INSTALL_PC	:= $(BUILD)/gdrhook.pc
 INSTALLED_FILES	= $(LIBDIR)/libgdrhook.so \
 		  $(addprefix $(INCLUDEDIR)/,$(notdir $(INSTALL_HDRS))) \
 		  $(BINDIR)/gdrhook-trace \
+		  $(BINDIR)/gdrhook-info \
 		  $(PKGCONFIGDIR)/gdrhook.pc \
 		  $(MANDIR)/man1/gdrhook-trace.1 \
+		  $(MANDIR)/man1/gdrhook-info.1 \
 		  $(MANDIR)/man7/libgdrhook.7
 
-.PHONY: install uninstall install-dkms $(INSTALL_PC)
+.PHONY: install uninstall install-dkms $(INSTALL_PC) $(INSTALL_INFO)
+
+# gdrhook-info linked again for its installed place: it finds the library
+# in $(LIBDIR) (the build tree's copy looks next to itself).
+INSTALL_INFO	:= $(BUILD)/install/gdrhook-info
+
+$(INSTALL_INFO): scripts/tools/gdrhook-info.c include/gdrhook.h $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD) -lgdrhook $(SANFLAGS) \
+		-Wl,--enable-new-dtags -Wl,-rpath,$(LIBDIR)
 
 # Rewritten on every install: it depends on PREFIX and the *DIR values
 # (written relative to $${prefix} where they lie under it).
@@ -55,12 +66,13 @@ $(INSTALL_PC): scripts/gdrhook.pc.in
 	    -e 's|@INCLUDEDIR@|$(call PC_REL,$(INCLUDEDIR))|g' \
 	    -e 's|@VERSION@|$(GDRHOOK_VERSION)|g' $< > $@
 
-install: $(LIB) $(TRACE_TOOL) $(INSTALL_PC) install-dkms
+install: $(LIB) $(TRACE_TOOL) $(INSTALL_PC) $(INSTALL_INFO) install-dkms
 	$(INSTALL) -D -m 0755 $(LIB) $(DESTDIR)$(LIBDIR)/libgdrhook.so
 	$(foreach h,$(INSTALL_HDRS),$(INSTALL) -D -m 0644 $(h) $(DESTDIR)$(INCLUDEDIR)/$(notdir $(h)) &&) :
 	$(INSTALL) -D -m 0755 $(TRACE_TOOL) $(DESTDIR)$(BINDIR)/gdrhook-trace
+	$(INSTALL) -D -m 0755 $(INSTALL_INFO) $(DESTDIR)$(BINDIR)/gdrhook-info
 	$(INSTALL) -D -m 0644 $(INSTALL_PC) $(DESTDIR)$(PKGCONFIGDIR)/gdrhook.pc
-	$(INSTALL) -D -m 0644 $(INSTALL_MAN1) $(DESTDIR)$(MANDIR)/man1/gdrhook-trace.1
+	$(foreach m,$(INSTALL_MAN1),$(INSTALL) -D -m 0644 $(m) $(DESTDIR)$(MANDIR)/man1/$(notdir $(m)) &&) :
 	$(INSTALL) -D -m 0644 $(INSTALL_MAN7) $(DESTDIR)$(MANDIR)/man7/libgdrhook.7
 
 # src/kmod's dkms-tree copies the module sources, Kbuild, Makefile,

@@ -152,6 +152,12 @@ void gh_config_report(void)
 		gh_warn("unknown variable ignored: %s", unknown[i]);
 }
 
+/* The i-th unknown GDRHOOK_* "NAME=value" of the environment, or NULL. */
+const char *gh_config_unknown(unsigned int i)
+{
+	return i < (unsigned int)n_unknown ? unknown[i] : NULL;
+}
+
 /*
  * Defaults first, then environ.  getenv-free walk of environ so unknown
  * GDRHOOK_* names (typos) can be reported.  Returns the number of bad
@@ -191,4 +197,54 @@ int gh_config_load(void)
 			gh_log_level = gh_cfg.log_level;
 	}
 	return bad;
+}
+
+static int valid(const struct gh_opt *o, const char *s)
+{
+	int i;
+	uint64_t u;
+
+	switch (o->type) {
+	case GH_OPT_BOOL:
+		return !parse_bool(s, &i);
+	case GH_OPT_LEVEL:
+		return !parse_level(s, &i);
+	case GH_OPT_SIZE:
+		return !parse_size(s, &u);
+	case GH_OPT_STR:
+		return 1;
+	}
+	return 0;
+}
+
+/* Row i of the table as it applies now (gdrhook-info, src/info.c). */
+int gh_config_row(unsigned int i, struct gh_config_row *r_p)
+{
+	extern char **environ;
+	const struct gh_opt *o;
+	size_t len;
+
+	if (i >= GH_NOPTS)
+		return -ENOENT;
+	o = &gh_opts[i];
+	len = strlen(o->name);
+	r_p->name = o->name;
+	r_p->def = o->def;
+	r_p->doc = o->doc;
+	r_p->value = o->def;
+	r_p->source = GH_CFG_DEFAULT;
+	for (char **e = environ; e && *e; e++) {
+		const char *v = *e + GH_PREFIX_LEN;
+
+		if (strncmp(*e, GH_PREFIX, GH_PREFIX_LEN) ||
+		    strncmp(v, o->name, len) || v[len] != '=')
+			continue;
+		if (valid(o, v + len + 1)) {
+			r_p->value = v + len + 1;
+			r_p->source = GH_CFG_ENV;
+		} else {
+			r_p->source = GH_CFG_BAD_ENV;
+		}
+	}
+	return 0;
 }

@@ -611,7 +611,9 @@ static void gh_ev_open_locked(void)
 	exe[n > 0 ? n : 0] = '\0';
 
 	b = gh_ev_line();
-	gh_buf_lit(b, "{\"ev\":\"start\",\"v\":1,\"t\":");
+	gh_buf_lit(b, "{\"ev\":\"start\",\"v\":");
+	gh_buf_u64(b, GH_EVLOG_FORMAT);
+	gh_buf_lit(b, ",\"t\":");
 	gh_buf_u64(b, gh_now_ns());
 	GH_KV_I(b, "pid", getpid());
 	GH_KV_I(b, "tid",

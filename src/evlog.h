@@ -9,6 +9,9 @@
 #ifndef GH_EVLOG_H
 #define GH_EVLOG_H
 
+/* "v" of the start record: the event log format version. */
+#define GH_EVLOG_FORMAT	1
+
 #include <stdint.h>
 #include "evrec.h"
 #include "clock.h"

@@ -411,3 +411,15 @@ const char *gh_buf_cstr(struct gh_buf *b)
 	b->p[b->len] = '\0';
 	return b->p;
 }
+
+void gh_str_printf(char *dst, size_t cap, const char *fmt, ...)
+{
+	struct gh_buf b;
+	va_list ap;
+
+	gh_buf_init(&b, dst, cap);
+	va_start(ap, fmt);
+	gh_buf_vprintf_p(&b, fmt, &ap);
+	va_end(ap);
+	gh_buf_cstr(&b);
+}

@@ -102,4 +102,8 @@ void gh_buf_printf(struct gh_buf *b, const char *fmt, ...)
  */
 const char *gh_buf_cstr(struct gh_buf *b);
 
+/* The printf subset above into dst[cap] (cap > 0), NUL-terminated. */
+void gh_str_printf(char *dst, size_t cap, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
 #endif

@@ -109,6 +109,7 @@ void gh_note_cuda_used(void)
 		return;
 	if (!__atomic_exchange_n(&armed, 1, __ATOMIC_ACQ_REL)) {
 		gh_config_report();
+		gh_info_banner();
 		atexit(at_exit);
 	}
 }

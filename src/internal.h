@@ -41,6 +41,24 @@ int gh_config_load(void);
 /* Warn about unknown GDRHOOK_* names (once, at the first CUDA call). */
 void gh_config_report(void);
 
+/* One configuration table row and the value in effect (config.c). */
+enum gh_cfg_source {
+	GH_CFG_DEFAULT,		/* not set */
+	GH_CFG_ENV,		/* from the environment */
+	GH_CFG_BAD_ENV,		/* set, but not valid: the default is used */
+};
+struct gh_config_row {
+	const char *name;	/* without the GDRHOOK_ prefix */
+	const char *def, *doc, *value;
+	enum gh_cfg_source source;
+};
+int gh_config_row(unsigned int i, struct gh_config_row *r_p);	/* -ENOENT: past the end */
+const char *gh_config_unknown(unsigned int i);	/* "GDRHOOK_X=v" or NULL */
+
+/* gdrhook-info (info.c); the one-line banner at GDRHOOK_LOG_LEVEL=info,
+ * printed once at the first CUDA or verbs call. */
+void gh_info_banner(void);
+
 /* Process-wide state (init.c). */
 enum gh_state {
 	GH_STATE_UNINIT = 0,

@@ -73,10 +73,39 @@ int gh_pin_gdrpin_open(const char **why);
 /*
  * The backend for this process: GDRHOOK_BACKEND, else probed (dmabuf when
  * the driver and libibverbs can do it, else peermem when nvidia-peermem
- * is loaded, else none).  Decided once, logged once with the reason.
- * dev: a device to probe (-1: device 0).
+ * is loaded, else gdrpin when /dev/gdrpin answers, else none).  Decided
+ * once, logged once with the reason.  dev: a device to probe (-1: device
+ * 0).  gh_pin_chosen(): the decision, or NULL before it was made.
  */
 const struct gh_pin_ops *gh_pin_choose(int dev);
+const struct gh_pin_ops *gh_pin_chosen(void);
+
+/*
+ * Why: one verdict per backend, in auto's order, and the choice with its
+ * reason.  gh_pin_choose() decides from it; the info banner and
+ * gdrhook-info (src/info.c) print it.  all: probe every backend (else
+ * only what the decision needs; see src/pin_choose.c).
+ */
+enum gh_pin_backend {
+	GH_PIN_DMABUF,
+	GH_PIN_PEERMEM,
+	GH_PIN_GDRPIN,
+	GH_PIN_NONE,
+	GH_PIN_NBACKENDS
+};
+#define GH_PIN_WHY_LEN	160
+
+struct gh_pin_explanation {
+	const char *requested;		/* GDRHOOK_BACKEND, or "auto" */
+	int bad_request;		/* not a backend name: auto used */
+	unsigned int chosen;		/* enum gh_pin_backend */
+	int probed[GH_PIN_NBACKENDS];
+	int usable[GH_PIN_NBACKENDS];	/* auto could take it */
+	char why[GH_PIN_NBACKENDS][GH_PIN_WHY_LEN];
+	char reason[4 * GH_PIN_WHY_LEN];	/* for the choice */
+};
+void gh_pin_explain(int dev, int all, struct gh_pin_explanation *x);
+const struct gh_pin_ops *gh_pin_backend_ops(unsigned int b);
 
 /* Real libibverbs entry points (src/verbs.c): never our wrappers. */
 struct ibv_mr *gh_vreal_reg_mr_iova2(struct ibv_pd *pd, void *addr,

@@ -276,6 +276,7 @@ static struct ibv_mr *vreg(const struct vreq *q)
 		errno = saved;
 		return call_real(q);
 	}
+	gh_info_banner();	/* a verbs program on host memory, too */
 	mr = vreg_guarded(q, saved);
 	e = errno;
 	gh_guard_leave(was);

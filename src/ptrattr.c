@@ -15,8 +15,8 @@
  *    the driver's value, width and return code;
  *  - a pointer in no tracked allocation, while the registry is trusted
  *    (every allocation route wrapped): what the driver answers for plain
- *    host memory (INVALID_VALUE; NOT_FOUND for the address range; zeros
- *    and DEVICE_ORDINAL -2 from cuPointerGetAttributes), once the driver
+ *    host memory (INVALID_VALUE; NOT_FOUND and zeros for the address
+ *    range; see negative_value() for cuPointerGetAttributes), once the driver
  *    has answered one query itself (so before cuInit the driver still
  *    says NOT_INITIALIZED);
  *  - anything else (another attribute, a kind not in the table, bad
@@ -66,33 +66,42 @@ typedef CUresult (*get_range_fn)(CUdeviceptr *, size_t *, CUdeviceptr);
 #define GH_ATTR_RANGE	(GH_A(RANGE_START_ADDR) | GH_A(RANGE_SIZE))
 
 /*
- * Per kind, the attributes the registry knows exactly.  A kind missing
- * here (a new one) answers nothing: append rows, never renumber kinds.
- * VMM: RANGE_* describe the whole cuMemAddressReserve range and CONTEXT
- * is not the mapping's, so both go to the driver.  Host kinds: the
- * driver's DEVICE_ORDINAL is the context's device, which the registry
- * does not record for host memory.
+ * Per kind, the attributes the registry knows exactly (values measured
+ * on an H100, driver 580).  A kind missing here (a new one) answers
+ * nothing: append rows, never renumber kinds.  VMM: RANGE_* describe the
+ * whole cuMemAddressReserve range, which the registry does not track.
+ * Host kinds: the driver's DEVICE_ORDINAL is the context's device, which
+ * the registry does not record for host memory.  Pool: MEMPOOL_HANDLE
+ * only when the call named the pool.  IPC: IS_LEGACY_CUDA_IPC_CAPABLE
+ * unmeasured.
  */
+#define GH_ATTR_KNOWN	(GH_ATTR_COMMON | GH_A(CONTEXT) | GH_A(MEMPOOL_HANDLE))
 static const uint32_t exact[] = {
-	[GDRHOOK_KIND_DEVICE] = GH_ATTR_COMMON | GH_ATTR_RANGE | GH_A(CONTEXT) |
-		GH_A(DEVICE_ORDINAL) | GH_A(MEMPOOL_HANDLE) |
+	[GDRHOOK_KIND_DEVICE] = GH_ATTR_KNOWN | GH_ATTR_RANGE |
+		GH_A(DEVICE_ORDINAL) | GH_A(IS_LEGACY_CUDA_IPC_CAPABLE),
+	[GDRHOOK_KIND_MANAGED] = GH_ATTR_KNOWN | GH_ATTR_RANGE |
+		GH_A(DEVICE_ORDINAL) | GH_A(IS_LEGACY_CUDA_IPC_CAPABLE),
+	[GDRHOOK_KIND_HOST] = GH_ATTR_KNOWN | GH_ATTR_RANGE |
 		GH_A(IS_LEGACY_CUDA_IPC_CAPABLE),
-	[GDRHOOK_KIND_MANAGED] = GH_ATTR_COMMON | GH_ATTR_RANGE | GH_A(CONTEXT) |
-		GH_A(DEVICE_ORDINAL) | GH_A(MEMPOOL_HANDLE),
-	[GDRHOOK_KIND_HOST] = GH_ATTR_COMMON | GH_ATTR_RANGE | GH_A(CONTEXT) |
-		GH_A(MEMPOOL_HANDLE),
-	[GDRHOOK_KIND_HOST_REGISTERED] = GH_ATTR_COMMON | GH_ATTR_RANGE |
-		GH_A(CONTEXT) | GH_A(MEMPOOL_HANDLE),
-	[GDRHOOK_KIND_POOL] = GH_ATTR_COMMON | GH_ATTR_RANGE |
-		GH_A(DEVICE_ORDINAL) | GH_A(MEMPOOL_HANDLE),
-	[GDRHOOK_KIND_VMM] = GH_ATTR_COMMON | GH_A(DEVICE_ORDINAL),
-	[GDRHOOK_KIND_IPC] = GH_ATTR_COMMON | GH_ATTR_RANGE | GH_A(CONTEXT) |
-		GH_A(DEVICE_ORDINAL) | GH_A(MEMPOOL_HANDLE),
+	[GDRHOOK_KIND_HOST_REGISTERED] = GH_ATTR_KNOWN | GH_ATTR_RANGE |
+		GH_A(IS_LEGACY_CUDA_IPC_CAPABLE),
+	[GDRHOOK_KIND_POOL] = GH_ATTR_KNOWN | GH_ATTR_RANGE |
+		GH_A(DEVICE_ORDINAL) | GH_A(IS_LEGACY_CUDA_IPC_CAPABLE),
+	[GDRHOOK_KIND_VMM] = GH_ATTR_KNOWN | GH_A(DEVICE_ORDINAL) |
+		GH_A(IS_LEGACY_CUDA_IPC_CAPABLE),
+	[GDRHOOK_KIND_IPC] = GH_ATTR_KNOWN | GH_ATTR_RANGE |
+		GH_A(DEVICE_ORDINAL),
 };
 
-/* What cuPointerGetAttributes answers for a pointer the driver does not
- * know (every value zero, DEVICE_ORDINAL -2). */
-#define GH_ATTR_NEGATIVE (GH_ATTR_COMMON | GH_ATTR_RANGE | GH_A(CONTEXT) | \
+/*
+ * Attributes of a pointer the driver does not know that
+ * cuPointerGetAttributes answers here (negative_value()); a single
+ * cuPointerGetAttribute refuses RANGE_* too.  Not RANGE_* here: the
+ * driver leaves them alone for host memory but describes the reservation
+ * for an unmapped address inside a cuMemAddressReserve range, which the
+ * registry does not track.
+ */
+#define GH_ATTR_NEGATIVE (GH_ATTR_COMMON | GH_A(CONTEXT) | \
 			  GH_A(DEVICE_ORDINAL) | GH_A(MEMPOOL_HANDLE) | \
 			  GH_A(IS_LEGACY_CUDA_IPC_CAPABLE) | GH_A(BUFFER_ID))
 
@@ -176,6 +185,12 @@ static enum where locate(CUdeviceptr ptr, struct gh_range *r)
 	return W_DRIVER;
 }
 
+/* Pool and VMM memory belong to no context: the driver says NULL. */
+static bool no_context(unsigned int kind)
+{
+	return kind == GDRHOOK_KIND_POOL || kind == GDRHOOK_KIND_VMM;
+}
+
 static bool kind_exact(const struct gh_range *r, CUpointer_attribute a)
 {
 	if (a == CU_POINTER_ATTRIBUTE_BUFFER_ID)
@@ -185,7 +200,7 @@ static bool kind_exact(const struct gh_range *r, CUpointer_attribute a)
 	    !(exact[r->kind] & (1u << a)))
 		return false;
 	if (a == CU_POINTER_ATTRIBUTE_CONTEXT)
-		return r->ctx != 0;
+		return r->ctx != 0 || no_context(r->kind);
 	if (a == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)
 		return r->dev >= 0;
 	if (a == CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE &&
@@ -216,7 +231,7 @@ static CUresult tracked_value(const struct gh_range *r, CUdeviceptr ptr,
 	*len = attr_width(a);
 	switch (a) {
 	case CU_POINTER_ATTRIBUTE_CONTEXT:
-		v64 = r->ctx;
+		v64 = no_context(r->kind) ? 0 : r->ctx;
 		break;
 	case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
 		v32 = is_host_kind(r->kind) ? CU_MEMORYTYPE_HOST :
@@ -265,15 +280,23 @@ static CUresult tracked_value(const struct gh_range *r, CUdeviceptr ptr,
 	return rc;
 }
 
-/* cuPointerGetAttributes' value for a pointer the driver does not know. */
-static void negative_value(CUpointer_attribute a, void *buf, size_t *len)
+/*
+ * cuPointerGetAttributes' value for a pointer the driver does not know
+ * (measured on an H100, driver 580): zero, except DEVICE_ORDINAL -2 and
+ * HOST_POINTER the pointer itself.
+ */
+static void negative_value(CUpointer_attribute a, CUdeviceptr ptr, void *buf,
+			   size_t *len)
 {
 	int32_t ord = -2;
+	uint64_t p = ptr;
 
 	*len = attr_width(a);
 	memset(buf, 0, *len);
 	if (a == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)
 		memcpy(buf, &ord, sizeof(ord));
+	else if (a == CU_POINTER_ATTRIBUTE_HOST_POINTER)
+		memcpy(buf, &p, sizeof(p));
 }
 
 static void report(const char *api, CUdeviceptr ptr, const char *what)
@@ -320,7 +343,7 @@ static CUresult answer_one(void *data, CUpointer_attribute a, CUdeviceptr ptr,
 	case W_NONE:
 		/* The driver refuses every attribute of such a pointer. */
 		if ((unsigned int)a >= GH_ATTR_MAX ||
-		    !(GH_ATTR_NEGATIVE & (1u << a)))
+		    !((GH_ATTR_NEGATIVE | GH_ATTR_RANGE) & (1u << a)))
 			return GH_ASK_DRIVER;
 		memset(ours, GH_POISON, sizeof(ours));
 		rc = CUDA_ERROR_INVALID_VALUE;
@@ -388,7 +411,7 @@ static int answer_all(unsigned int n, const CUpointer_attribute *at,
 		if (w == W_NONE) {
 			if (!(GH_ATTR_NEGATIVE & (1u << at[i])))
 				return -1;
-			negative_value(at[i], ours[i], &len[i]);
+			negative_value(at[i], ptr, ours[i], &len[i]);
 		} else if (kind_exact(&r, at[i])) {
 			/* A refused attribute reads as zero here. */
 			if (tracked_value(&r, ptr, at[i], ours[i], &len[i]))
@@ -474,6 +497,7 @@ static int answer_range(CUdeviceptr *pbase, size_t *psize, CUdeviceptr ptr,
 		rc = CUDA_SUCCESS;
 		break;
 	case W_NONE:
+		/* The driver zeroes both outputs of an unknown pointer. */
 		rc = CUDA_ERROR_NOT_FOUND;
 		break;
 	default:
@@ -489,12 +513,10 @@ static int answer_range(CUdeviceptr *pbase, size_t *psize, CUdeviceptr ptr,
 			return -1;
 		}
 	}
-	if (rc == CUDA_SUCCESS) {
-		if (pbase)
-			*pbase = base;
-		if (psize)
-			*psize = size;
-	}
+	if (pbase)
+		*pbase = base;
+	if (psize)
+		*psize = size;
 	*rc_p = rc;
 	return 0;
 }

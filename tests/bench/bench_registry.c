@@ -20,7 +20,11 @@
  *             their cache misses (cost per lookup in a loop: throughput);
  *   "chain":  each lookup's pointer depends on the previous result, so
  *             nothing overlaps (true latency of one lookup);
- *   "hot":    chained lookups of one pointer (all in L1).
+ *   "hot":    chained lookups of one pointer (all in L1);
+ *   "floor":  not a lookup: a pointer chase of one cache line per step
+ *             over one line per live allocation (the cost of one miss
+ *             over that working set), so chain/floor counts the misses
+ *             a lookup costs.
  * UCX's page table (ucs_pgtable_lookup, plus reading the region found, as
  * rcache does) runs on the same addresses in the same process when
  * libucs is available.  Multi-thread rows count all lookups done by N
@@ -36,6 +40,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/mman.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <x86intrin.h>
 #endif
@@ -266,6 +271,58 @@ static void lat_gdrhook(enum mode mode, double *p50, double *p99)
 	pct(p50, p99);
 }
 
+/*
+ * The floor: a pointer chase of one cache line per step (each line holds
+ * the index of the next, a random cycle) over one line per live
+ * allocation, in huge pages like the registry's, timed like the chained
+ * lookups.  A lookup can do no better than one such miss.
+ */
+struct chase_line {
+	uint64_t next;
+	uint64_t pad[7];
+};
+
+static void lat_floor(size_t n, double *p50, double *p99)
+{
+	size_t bytes = (n * sizeof(struct chase_line) + 2 * MiB - 1) &
+		       ~(2 * MiB - 1);
+	struct chase_line *l;
+	uint64_t *perm, seed = 99, cur = 0, base;
+
+	if (posix_memalign((void **)&l, 2 * MiB, bytes))
+		abort();
+#ifdef MADV_HUGEPAGE
+	madvise(l, bytes, MADV_HUGEPAGE);
+#endif
+	perm = malloc(n * sizeof(*perm));
+	if (!perm)
+		abort();
+	for (size_t i = 0; i < n; i++)
+		perm[i] = i;
+	for (size_t i = n - 1; i > 0; i--) {
+		size_t j = rng_next(&seed) % (i + 1);
+		uint64_t t = perm[i];
+
+		perm[i] = perm[j];
+		perm[j] = t;
+	}
+	for (size_t i = 0; i < n; i++)
+		l[perm[i]].next = perm[(i + 1) % n];
+	free(perm);
+	base = empty_batch();
+	for (int b = 0; b < NBATCH; b++) {
+		uint64_t t0 = ticks(), t1;
+
+		for (int i = 0; i < BATCH; i++)
+			cur = l[cur].next;
+		t1 = ticks();
+		samples[b] = t1 - t0 > base ? t1 - t0 - base : 0;
+	}
+	sink = cur;
+	free(l);
+	pct(p50, p99);
+}
+
 #ifdef GH_BENCH_HAVE_UCX
 static void lat_ucx(enum mode mode, double *p50, double *p99)
 {
@@ -486,8 +543,11 @@ int main(int argc, char **argv)
 	       "random live allocation)\n");
 	printf("  %-8s %-6s %12s %12s %12s %12s\n", "live", "mode",
 	       "gdrhook p50", "gdrhook p99", "ucx p50", "ucx p99");
+	printf("  (floor: a chase of one cache line per step over one line "
+	       "per live allocation; chain/floor is the lookup's latency in "
+	       "misses)\n");
 	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
-		double t0 = now_ns();
+		double t0 = now_ns(), chain50 = 0;
 
 		build(sizes[s], 42 + s);
 		printf("  (built %zu allocations in %.0f ms, span %.1f GiB, "
@@ -508,6 +568,15 @@ int main(int argc, char **argv)
 			else
 				printf("  %-8zu %-6s %12.1f %12.1f %12s %12s\n",
 				       sizes[s], mname[m], g50, g99, "-", "-");
+			if (m == M_CHAIN)
+				chain50 = g50;
+		}
+		{
+			double f50, f99;
+
+			lat_floor(sizes[s], &f50, &f99);
+			printf("  %-8zu %-6s %12.1f %12.1f   chain/floor %.2fx\n",
+			       sizes[s], "floor", f50, f99, chain50 / f50);
 		}
 	}
 

@@ -14,11 +14,11 @@
  *    checked attribute by attribute against the driver on an H100), with
  *    the driver's value, width and return code;
  *  - a pointer in no tracked allocation, while the registry is trusted
- *    (every allocation route wrapped): what the driver answers for plain
- *    host memory (INVALID_VALUE; NOT_FOUND and zeros for the address
- *    range; see negative_value() for cuPointerGetAttributes), once the driver
- *    has answered one query itself (so before cuInit the driver still
- *    says NOT_INITIALIZED);
+ *    and every route to a GPU address is wrapped (routes_complete()):
+ *    what the driver answers for plain host memory (INVALID_VALUE;
+ *    NOT_FOUND and zeros for the address range; negative_value() for
+ *    cuPointerGetAttributes), once the driver has answered one query
+ *    itself (so before cuInit the driver still says NOT_INITIALIZED);
  *  - anything else (another attribute, a kind not in the table, bad
  *    arguments, an untrusted registry, a call made from gdrhook's own
  *    code) goes to the driver unchanged.
@@ -166,6 +166,37 @@ static void note_driver_rc(CUresult rc)
 		__atomic_store_n(&drv_ready, 1, __ATOMIC_RELAXED);
 }
 
+/*
+ * Entry points that hand out GPU addresses besides the allocation calls
+ * (module and library globals, graph memory).  "Not CUDA memory" is only
+ * exact when each of them is wrapped (has a row in the hook lists) or is
+ * absent from the driver: until then untracked pointers go to the driver.
+ */
+static const char *const addr_routes[] = {
+	"cuModuleGetGlobal_v2", "cuModuleGetGlobal", "cuLibraryGetGlobal",
+	"cuLibraryGetManaged", "cuGraphAddMemAllocNode",
+};
+
+/* 1 when every route in addr_routes is covered; decided once. */
+static int routes_complete(void)
+{
+	static int done = -1;
+	int d = __atomic_load_n(&done, __ATOMIC_RELAXED);
+	void *h;
+
+	if (GH_LIKELY(d >= 0))
+		return d;
+	d = 1;
+	h = gh_libcuda_handle();
+	for (size_t i = 0; i < sizeof(addr_routes) / sizeof(addr_routes[0]);
+	     i++)
+		if (gh_sym_find(addr_routes[i]) < 0 &&
+		    (!h || gh_real_dlsym(h, addr_routes[i])))
+			d = 0;
+	__atomic_store_n(&done, d, __ATOMIC_RELAXED);
+	return d;
+}
+
 /* What the registry knows about ptr. */
 enum where {
 	W_DRIVER,	/* nothing usable: ask the driver */
@@ -180,7 +211,7 @@ static enum where locate(CUdeviceptr ptr, struct gh_range *r)
 	if (!gh_registry_lookup((uint64_t)ptr, 1, r))
 		return W_TRACKED;
 	if (queries_mode() == MODE_REGISTRY &&
-	    __atomic_load_n(&drv_ready, __ATOMIC_RELAXED))
+	    __atomic_load_n(&drv_ready, __ATOMIC_RELAXED) && routes_complete())
 		return W_NONE;
 	return W_DRIVER;
 }

@@ -148,15 +148,22 @@ static void ucx_remove(struct alloc *a)
 /* ------------------------------------------------------------------ */
 /* Workload                                                            */
 
+/* 1: small buffers (256 B..2 KiB at 512-byte steps, as cudaMalloc packs
+ * them, so dozens share a 64 KiB granule) instead of 4 KiB..4 MiB. */
+static int layout_small;
+static int ucx_built;		/* the live set is in UCX's page table */
+
 static void build(size_t n, uint64_t seed)
 {
 	uint64_t cur = 0x7f0000000000ull;	/* where CUDA puts device VA */
 
 	gh_registry_reset();
 #ifdef GH_BENCH_HAVE_UCX
-	for (size_t i = 0; i < nallocs; i++)
+	for (size_t i = 0; i < nallocs && ucx_built; i++)
 		if (allocs[i].live)
 			ucx_remove(&allocs[i]);
+	/* UCX's page table takes only page-aligned regions. */
+	ucx_built = !layout_small;
 #endif
 	free(allocs);
 	allocs = calloc(n, sizeof(*allocs));
@@ -169,7 +176,12 @@ static void build(size_t n, uint64_t seed)
 		uint64_t align = size < 2 * MiB ? size : 2 * MiB;
 		struct gh_range r;
 
-		if (rng_next(&seed) % 20 == 0)
+		if (layout_small) {
+			size = 256 + rng_next(&seed) % 1793;
+			align = 512;
+		}
+
+		if (rng_next(&seed) % (layout_small ? 2000 : 20) == 0)
 			cur += (1 + rng_next(&seed) % 16) * 2 * MiB;
 		cur = (cur + align - 1) & ~(align - 1);
 		a->base = cur;
@@ -182,7 +194,7 @@ static void build(size_t n, uint64_t seed)
 		if (gh_registry_insert(&r, &a->gen))
 			abort();
 #ifdef GH_BENCH_HAVE_UCX
-		if (ucx_insert(a))
+		if (ucx_built && ucx_insert(a))
 			abort();
 #endif
 		a->live = 1;
@@ -546,12 +558,19 @@ int main(int argc, char **argv)
 	printf("  (floor: a chase of one cache line per step over one line "
 	       "per live allocation; chain/floor is the lookup's latency in "
 	       "misses)\n");
-	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+	for (size_t s = 0; s < 2 * sizeof(sizes) / sizeof(sizes[0]); s++) {
 		double t0 = now_ns(), chain50 = 0;
+		size_t ns = sizeof(sizes) / sizeof(sizes[0]), si;
 
-		build(sizes[s], 42 + s);
+		layout_small = s >= ns;
+		if (s == ns)
+			printf("  small buffers: 256 B..2 KiB at 512-byte steps "
+			       "(cudaMalloc-like packing)\n");
+		si = s % ns;
+
+		build(sizes[si], 42 + s);
 		printf("  (built %zu allocations in %.0f ms, span %.1f GiB, "
-		       "RSS %.0f MiB)\n", sizes[s], (now_ns() - t0) / 1e6,
+		       "RSS %.0f MiB)\n", sizes[si], (now_ns() - t0) / 1e6,
 		       (allocs[nallocs - 1].base + allocs[nallocs - 1].size -
 			allocs[0].base) / (double)GiB, rss_mib());
 		for (int m = 0; m < 3; m++) {
@@ -559,27 +578,28 @@ int main(int argc, char **argv)
 
 			lat_gdrhook((enum mode)m, &g50, &g99);
 #ifdef GH_BENCH_HAVE_UCX
-			if (have_ucx)
+			if (have_ucx && !layout_small)
 				lat_ucx((enum mode)m, &u50, &u99);
 #endif
-			if (have_ucx)
+			if (have_ucx && !layout_small)
 				printf("  %-8zu %-6s %12.1f %12.1f %12.1f %12.1f\n",
-				       sizes[s], mname[m], g50, g99, u50, u99);
+				       sizes[si], mname[m], g50, g99, u50, u99);
 			else
 				printf("  %-8zu %-6s %12.1f %12.1f %12s %12s\n",
-				       sizes[s], mname[m], g50, g99, "-", "-");
+				       sizes[si], mname[m], g50, g99, "-", "-");
 			if (m == M_CHAIN)
 				chain50 = g50;
 		}
 		{
 			double f50, f99;
 
-			lat_floor(sizes[s], &f50, &f99);
+			lat_floor(sizes[si], &f50, &f99);
 			printf("  %-8zu %-6s %12.1f %12.1f   chain/floor %.2fx\n",
-			       sizes[s], "floor", f50, f99, chain50 / f50);
+			       sizes[si], "floor", f50, f99, chain50 / f50);
 		}
 	}
 
+	layout_small = 0;
 	build(100000, 7);
 	printf("\nAggregate lookups, 100 k live, M ops/s (%.2f s per run; "
 	       "%ld CPUs here, so rows above %ld threads oversubscribe)\n",

@@ -68,5 +68,5 @@ bench-queries: $(BENCH_QUERIES)
 
 $(BENCH_QUERIES): tests/bench/bench_queries.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $< $(BENCH_DRIVER_LIBS)
+	$(CC) $(ALL_CFLAGS) -o $@ $< -Wl,--no-as-needed $(BENCH_DRIVER_LIBS)
 # ---- end bench_queries ----

@@ -151,7 +151,9 @@ static void ucx_remove(struct alloc *a)
 /* 1: small buffers (256 B..2 KiB at 512-byte steps, as cudaMalloc packs
  * them, so dozens share a 64 KiB granule) instead of 4 KiB..4 MiB. */
 static int layout_small;
+#ifdef GH_BENCH_HAVE_UCX
 static int ucx_built;		/* the live set is in UCX's page table */
+#endif
 
 static void build(size_t n, uint64_t seed)
 {

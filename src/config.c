@@ -51,6 +51,8 @@ static const struct gh_opt gh_opts[] = {
 	       "Most registrations the cache keeps (`0`: its capacity, 262144). Idle ones are evicted, least recently used first."),
 	GH_OPT("BUFFER_ID", "registry", GH_OPT_STR, buffer_id,
 	       "`registry`: `cuPointerGetAttribute(s)` answers `CU_POINTER_ATTRIBUTE_BUFFER_ID` of a tracked allocation from the registry (its generation with bit 63 set; no driver call). `driver`: always ask the driver."),
+	GH_OPT("POINTER_QUERIES", "registry", GH_OPT_STR, pointer_queries,
+	       "`registry`: `cuPointerGetAttribute(s)`, `cudaPointerGetAttributes` and `cuMemGetAddressRange` are answered from the registry for every attribute it knows exactly, and for pointers in no tracked allocation while it is trusted (what the driver says for host memory); the rest goes to the driver. `driver`: ask the driver (`BUFFER_ID` keeps following `GDRHOOK_BUFFER_ID`)."),
 };
 
 #define GH_NOPTS (sizeof(gh_opts) / sizeof(gh_opts[0]))

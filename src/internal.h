@@ -34,6 +34,7 @@ struct gh_config {
 	uint64_t cache_max_size;	/* GDRHOOK_CACHE_MAX_SIZE (src/rcache.c) */
 	uint64_t cache_max_count;	/* GDRHOOK_CACHE_MAX_COUNT */
 	const char *buffer_id;		/* GDRHOOK_BUFFER_ID (src/ptrattr.c) */
+	const char *pointer_queries;	/* GDRHOOK_POINTER_QUERIES (ptrattr.c) */
 };
 extern struct gh_config gh_cfg;
 

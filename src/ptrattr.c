@@ -1,21 +1,41 @@
 // SPDX-License-Identifier: MIT
 /*
- * cuPointerGetAttribute(s): the per-use tag check of libfabric and Open
- * MPI (CU_POINTER_ATTRIBUTE_BUFFER_ID) answered from the registry.
+ * Pointer queries answered from the registry: cuPointerGetAttribute,
+ * cuPointerGetAttributes (and with it the runtime's
+ * cudaPointerGetAttributes, which reaches the driver through our
+ * cuGetProcAddress) and cuMemGetAddressRange_v2.  Communication libraries
+ * classify every message buffer this way; the driver takes 0.2-2.3 us a
+ * call and serializes threads, a registry lookup takes one cache miss.
  *
- * For a pointer inside a tracked allocation, while the registry is
- * trusted, BUFFER_ID is the allocation's generation with bit 63 set: it
- * changes on every free and reallocation at the same address, is never
- * reused in the process, and cannot collide with an ID the driver hands
- * out (small counters), so a cache that stored one of ours and later gets
- * the driver's (GDRHOOK_BUFFER_ID=driver, or the registry became
- * untrusted) sees a mismatch and re-registers: it never mistakes one for
- * the other.  Every other attribute, untracked pointer or error goes to
- * the driver unchanged.  cuPointerGetAttributes asks the driver for the
- * other attributes (one call) and then fills in BUFFER_ID; when every
- * attribute asked is BUFFER_ID the driver is not called at all.
+ * What is answered (GDRHOOK_POINTER_QUERIES=registry, the default):
+ *
+ *  - a pointer inside a tracked allocation: every attribute the registry
+ *    determines exactly for that kind of memory (the table exact[] below,
+ *    checked attribute by attribute against the driver on an H100), with
+ *    the driver's value, width and return code;
+ *  - a pointer in no tracked allocation, while the registry is trusted
+ *    and every route to a GPU address is wrapped (routes_complete()):
+ *    what the driver answers for plain host memory (INVALID_VALUE;
+ *    NOT_FOUND and zeros for the address range; negative_value() for
+ *    cuPointerGetAttributes), once the driver has answered one query
+ *    itself (so before cuInit the driver still says NOT_INITIALIZED);
+ *  - anything else (another attribute, a kind not in the table, bad
+ *    arguments, an untrusted registry, a call made from gdrhook's own
+ *    code) goes to the driver unchanged.
+ *
+ * BUFFER_ID of a tracked pointer is the allocation's generation with bit
+ * 63 set (GDRHOOK_BUFFER_ID=registry): it changes on every free and
+ * reallocation at the same address, is never reused in the process, and
+ * cannot collide with an ID the driver hands out (small counters), so a
+ * cache that stored one of ours and later gets the driver's sees a
+ * mismatch and re-registers: it never mistakes one for the other.
+ *
+ * GDRHOOK_VALIDATE=1 asks the driver as well for every query answered
+ * here, reports any difference as an audit event and returns the
+ * driver's answer.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "internal.h"
@@ -23,35 +43,355 @@
 
 #undef cuPointerGetAttribute
 #undef cuPointerGetAttributes
+#undef cuMemGetAddressRange
 
 #define GH_BUFFER_ID_TAG	(1ULL << 63)
+#define GH_ATTR_MAX		32	/* bit per attribute in exact[] */
+#define GH_ATTR_BYTES		16	/* widest value we write (8) + slack */
+#define GH_POISON		0xa5
 
 typedef CUresult (*get_attr_fn)(void *, CUpointer_attribute, CUdeviceptr);
 typedef CUresult (*get_attrs_fn)(unsigned int, CUpointer_attribute *,
 				 void **, CUdeviceptr);
+typedef CUresult (*get_range_fn)(CUdeviceptr *, size_t *, CUdeviceptr);
 
-static int from_registry(void)
+/* An answer that the registry cannot give exactly: ask the driver. */
+#define GH_ASK_DRIVER	(-1)
+
+#define GH_A(x)	(1u << CU_POINTER_ATTRIBUTE_##x)
+/* Attributes every tracked kind answers alike (CONTEXT and
+ * DEVICE_ORDINAL only when the registry recorded them). */
+#define GH_ATTR_COMMON	(GH_A(MEMORY_TYPE) | GH_A(DEVICE_POINTER) | \
+			 GH_A(HOST_POINTER) | GH_A(IS_MANAGED) | GH_A(MAPPED))
+#define GH_ATTR_RANGE	(GH_A(RANGE_START_ADDR) | GH_A(RANGE_SIZE))
+
+/*
+ * Per kind, the attributes the registry knows exactly (values measured
+ * on an H100, driver 580).  A kind missing here (a new one) answers
+ * nothing: append rows, never renumber kinds.  VMM: RANGE_* describe the
+ * whole cuMemAddressReserve range, which the registry does not track.
+ * Host kinds: the driver's DEVICE_ORDINAL is the context's device, which
+ * the registry does not record for host memory.  Pool: MEMPOOL_HANDLE
+ * only when the call named the pool.  IPC: IS_LEGACY_CUDA_IPC_CAPABLE
+ * unmeasured.
+ */
+#define GH_ATTR_KNOWN	(GH_ATTR_COMMON | GH_A(CONTEXT) | GH_A(MEMPOOL_HANDLE))
+static const uint32_t exact[] = {
+	[GDRHOOK_KIND_DEVICE] = GH_ATTR_KNOWN | GH_ATTR_RANGE |
+		GH_A(DEVICE_ORDINAL) | GH_A(IS_LEGACY_CUDA_IPC_CAPABLE),
+	[GDRHOOK_KIND_MANAGED] = GH_ATTR_KNOWN | GH_ATTR_RANGE |
+		GH_A(DEVICE_ORDINAL) | GH_A(IS_LEGACY_CUDA_IPC_CAPABLE),
+	[GDRHOOK_KIND_HOST] = GH_ATTR_KNOWN | GH_ATTR_RANGE |
+		GH_A(IS_LEGACY_CUDA_IPC_CAPABLE),
+	[GDRHOOK_KIND_HOST_REGISTERED] = GH_ATTR_KNOWN | GH_ATTR_RANGE |
+		GH_A(IS_LEGACY_CUDA_IPC_CAPABLE),
+	[GDRHOOK_KIND_POOL] = GH_ATTR_KNOWN | GH_ATTR_RANGE |
+		GH_A(DEVICE_ORDINAL) | GH_A(IS_LEGACY_CUDA_IPC_CAPABLE),
+	[GDRHOOK_KIND_VMM] = GH_ATTR_KNOWN | GH_A(DEVICE_ORDINAL) |
+		GH_A(IS_LEGACY_CUDA_IPC_CAPABLE),
+	[GDRHOOK_KIND_IPC] = GH_ATTR_KNOWN | GH_ATTR_RANGE |
+		GH_A(DEVICE_ORDINAL),
+};
+
+/*
+ * Attributes of a pointer the driver does not know that
+ * cuPointerGetAttributes answers here (negative_value()); a single
+ * cuPointerGetAttribute refuses RANGE_* too.  Not RANGE_* here: the
+ * driver leaves them alone for host memory but describes the reservation
+ * for an unmapped address inside a cuMemAddressReserve range, which the
+ * registry does not track.
+ */
+#define GH_ATTR_NEGATIVE (GH_ATTR_COMMON | GH_A(CONTEXT) | \
+			  GH_A(DEVICE_ORDINAL) | GH_A(MEMPOOL_HANDLE) | \
+			  GH_A(IS_LEGACY_CUDA_IPC_CAPABLE) | GH_A(BUFFER_ID))
+
+/* Bytes the driver writes for an attribute we answer. */
+static size_t attr_width(CUpointer_attribute a)
 {
-	static int mode = -1;	/* 1 registry, 0 driver */
-	int m = __atomic_load_n(&mode, __ATOMIC_RELAXED);
-
-	if (GH_UNLIKELY(m < 0)) {
-		m = !(gh_cfg.buffer_id && !strcmp(gh_cfg.buffer_id, "driver"));
-		__atomic_store_n(&mode, m, __ATOMIC_RELAXED);
+	switch (a) {
+	case CU_POINTER_ATTRIBUTE_CONTEXT:
+	case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+	case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+	case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+	case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+	case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+	case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+		return 8;
+	default:
+		return 4;
 	}
-	return m && !__atomic_load_n(&gh_untrusted, __ATOMIC_RELAXED);
 }
 
-/* The registry's buffer ID for ptr; 0 and *id_p, or -1: ask the driver. */
-static int registry_id(CUdeviceptr ptr, unsigned long long *id_p)
-{
-	struct gh_range r;
+enum { MODE_UNSET = -1, MODE_DRIVER = 0, MODE_REGISTRY = 1 };
 
-	if (!gh_active() || !from_registry() ||
-	    gh_registry_lookup((uint64_t)ptr, 1, &r))
-		return -1;
-	*id_p = (unsigned long long)(r.gen | GH_BUFFER_ID_TAG);
-	return 0;
+static int mode_of(const char *v)
+{
+	return v && !strcmp(v, "driver") ? MODE_DRIVER : MODE_REGISTRY;
+}
+
+/* GDRHOOK_POINTER_QUERIES, read once. */
+static int queries_mode(void)
+{
+	static int mode = MODE_UNSET;
+	int m = __atomic_load_n(&mode, __ATOMIC_RELAXED);
+
+	if (GH_UNLIKELY(m == MODE_UNSET)) {
+		m = mode_of(gh_cfg.pointer_queries);
+		__atomic_store_n(&mode, m, __ATOMIC_RELAXED);
+	}
+	return m;
+}
+
+/* GDRHOOK_BUFFER_ID, read once. */
+static int buffer_id_mode(void)
+{
+	static int mode = MODE_UNSET;
+	int m = __atomic_load_n(&mode, __ATOMIC_RELAXED);
+
+	if (GH_UNLIKELY(m == MODE_UNSET)) {
+		m = mode_of(gh_cfg.buffer_id);
+		__atomic_store_n(&mode, m, __ATOMIC_RELAXED);
+	}
+	return m;
+}
+
+/* Set once the driver has answered a query itself: it is initialized,
+ * so "not CUDA memory" is what it would say for an unknown pointer. */
+static int drv_ready;
+
+static void note_driver_rc(CUresult rc)
+{
+	if (rc != CUDA_ERROR_NOT_INITIALIZED && rc != CUDA_ERROR_DEINITIALIZED &&
+	    !__atomic_load_n(&drv_ready, __ATOMIC_RELAXED))
+		__atomic_store_n(&drv_ready, 1, __ATOMIC_RELAXED);
+}
+
+/*
+ * Entry points that hand out GPU addresses besides the allocation calls
+ * (module and library globals, graph memory).  "Not CUDA memory" is only
+ * exact when each of them is wrapped (has a row in the hook lists) or is
+ * absent from the driver: until then untracked pointers go to the driver.
+ */
+static const char *const addr_routes[] = {
+	"cuModuleGetGlobal_v2", "cuModuleGetGlobal", "cuLibraryGetGlobal",
+	"cuLibraryGetManaged", "cuGraphAddMemAllocNode",
+};
+
+/* 1 when every route in addr_routes is covered; decided once. */
+static int routes_complete(void)
+{
+	static int done = -1;
+	int d = __atomic_load_n(&done, __ATOMIC_RELAXED);
+	void *h;
+
+	if (GH_LIKELY(d >= 0))
+		return d;
+	d = 1;
+	h = gh_libcuda_handle();
+	for (size_t i = 0; i < sizeof(addr_routes) / sizeof(addr_routes[0]);
+	     i++)
+		if (gh_sym_find(addr_routes[i]) < 0 &&
+		    (!h || gh_real_dlsym(h, addr_routes[i])))
+			d = 0;
+	__atomic_store_n(&done, d, __ATOMIC_RELAXED);
+	return d;
+}
+
+/* What the registry knows about ptr. */
+enum where {
+	W_DRIVER,	/* nothing usable: ask the driver */
+	W_TRACKED,	/* *r holds the allocation containing ptr */
+	W_NONE,		/* trusted: ptr is no CUDA memory */
+};
+
+static enum where locate(CUdeviceptr ptr, struct gh_range *r)
+{
+	if (!gh_active() || __atomic_load_n(&gh_untrusted, __ATOMIC_RELAXED))
+		return W_DRIVER;
+	if (!gh_registry_lookup((uint64_t)ptr, 1, r))
+		return W_TRACKED;
+	if (queries_mode() == MODE_REGISTRY &&
+	    __atomic_load_n(&drv_ready, __ATOMIC_RELAXED) && routes_complete())
+		return W_NONE;
+	return W_DRIVER;
+}
+
+/* Pool and VMM memory belong to no context: the driver says NULL. */
+static bool no_context(unsigned int kind)
+{
+	return kind == GDRHOOK_KIND_POOL || kind == GDRHOOK_KIND_VMM;
+}
+
+static bool kind_exact(const struct gh_range *r, CUpointer_attribute a)
+{
+	if (a == CU_POINTER_ATTRIBUTE_BUFFER_ID)
+		return buffer_id_mode() == MODE_REGISTRY;
+	if (queries_mode() != MODE_REGISTRY || (unsigned int)a >= GH_ATTR_MAX ||
+	    r->kind >= sizeof(exact) / sizeof(exact[0]) ||
+	    !(exact[r->kind] & (1u << a)))
+		return false;
+	if (a == CU_POINTER_ATTRIBUTE_CONTEXT)
+		return r->ctx != 0 || no_context(r->kind);
+	if (a == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)
+		return r->dev >= 0;
+	if (a == CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE &&
+	    r->kind == GDRHOOK_KIND_POOL)
+		return r->pool != 0;
+	return true;
+}
+
+static bool is_host_kind(unsigned int kind)
+{
+	return kind == GDRHOOK_KIND_HOST ||
+	       kind == GDRHOOK_KIND_HOST_REGISTERED;
+}
+
+/*
+ * The driver's answer for attribute a of ptr inside tracked range r
+ * (kind_exact() said yes): the value into buf, its width into *len, and
+ * the return code.  The driver writes NULL and refuses HOST_POINTER of
+ * memory that has no host mapping.
+ */
+static CUresult tracked_value(const struct gh_range *r, CUdeviceptr ptr,
+			      CUpointer_attribute a, void *buf, size_t *len)
+{
+	uint64_t v64 = 0;
+	uint32_t v32 = 0;
+	CUresult rc = CUDA_SUCCESS;
+
+	*len = attr_width(a);
+	switch (a) {
+	case CU_POINTER_ATTRIBUTE_CONTEXT:
+		v64 = no_context(r->kind) ? 0 : r->ctx;
+		break;
+	case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+		v32 = is_host_kind(r->kind) ? CU_MEMORYTYPE_HOST :
+					      CU_MEMORYTYPE_DEVICE;
+		break;
+	case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+		v64 = ptr;
+		break;
+	case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+		if (is_host_kind(r->kind) || r->kind == GDRHOOK_KIND_MANAGED)
+			v64 = ptr;
+		else
+			rc = CUDA_ERROR_INVALID_VALUE;
+		break;
+	case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+		v64 = r->gen | GH_BUFFER_ID_TAG;
+		break;
+	case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+		v32 = r->kind == GDRHOOK_KIND_MANAGED;
+		break;
+	case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+		v32 = (uint32_t)r->dev;
+		break;
+	case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+		v32 = r->kind == GDRHOOK_KIND_DEVICE;
+		break;
+	case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+		v64 = r->base;
+		break;
+	case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+		v64 = r->size;
+		break;
+	case CU_POINTER_ATTRIBUTE_MAPPED:
+		v32 = 1;
+		break;
+	case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+		v64 = r->kind == GDRHOOK_KIND_POOL ? r->pool : 0;
+		break;
+	default:
+		return GH_ASK_DRIVER;
+	}
+	if (*len == 8)
+		memcpy(buf, &v64, 8);
+	else
+		memcpy(buf, &v32, 4);
+	return rc;
+}
+
+/*
+ * cuPointerGetAttributes' value for a pointer the driver does not know
+ * (measured on an H100, driver 580): zero, except DEVICE_ORDINAL -2 and
+ * HOST_POINTER the pointer itself.
+ */
+static void negative_value(CUpointer_attribute a, CUdeviceptr ptr, void *buf,
+			   size_t *len)
+{
+	int32_t ord = -2;
+	uint64_t p = ptr;
+
+	*len = attr_width(a);
+	memset(buf, 0, *len);
+	if (a == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)
+		memcpy(buf, &ord, sizeof(ord));
+	else if (a == CU_POINTER_ATTRIBUTE_HOST_POINTER)
+		memcpy(buf, &p, sizeof(p));
+}
+
+static void report(const char *api, CUdeviceptr ptr, const char *what)
+{
+	gh_audit_report(api, (uint64_t)ptr, 0, 0, what);
+}
+
+/*
+ * Audit: does the driver give the same answer?  ours/theirs are
+ * GH_ATTR_BYTES buffers poisoned alike before each side wrote.
+ */
+static bool agrees(const char *api, CUdeviceptr ptr, CUresult our_rc,
+		   CUresult drv_rc, const void *ours, const void *theirs)
+{
+	GH_COUNT(audit_checks, 1);
+	if (our_rc == drv_rc && !memcmp(ours, theirs, GH_ATTR_BYTES))
+		return true;
+	report(api, ptr, our_rc != drv_rc ?
+	       "pointer query: the driver returns a different code" :
+	       "pointer query: the driver returns a different value");
+	return false;
+}
+
+/* ------------------------------------------------------------------ */
+
+/* Answer one attribute; GH_ASK_DRIVER when the registry cannot. */
+static CUresult answer_one(void *data, CUpointer_attribute a, CUdeviceptr ptr,
+			   get_attr_fn real)
+{
+	unsigned char ours[GH_ATTR_BYTES], theirs[GH_ATTR_BYTES];
+	struct gh_range r;
+	CUresult rc, drc;
+	size_t len = 0;
+
+	switch (locate(ptr, &r)) {
+	case W_TRACKED:
+		if (!kind_exact(&r, a))
+			return GH_ASK_DRIVER;
+		memset(ours, GH_POISON, sizeof(ours));
+		rc = tracked_value(&r, ptr, a, ours, &len);
+		if (rc == (CUresult)GH_ASK_DRIVER)
+			return rc;
+		break;
+	case W_NONE:
+		/* The driver refuses every attribute of such a pointer. */
+		if ((unsigned int)a >= GH_ATTR_MAX ||
+		    !((GH_ATTR_NEGATIVE | GH_ATTR_RANGE) & (1u << a)))
+			return GH_ASK_DRIVER;
+		memset(ours, GH_POISON, sizeof(ours));
+		rc = CUDA_ERROR_INVALID_VALUE;
+		break;
+	default:
+		return GH_ASK_DRIVER;
+	}
+	if (GH_UNLIKELY(gh_cfg.validate) && a != CU_POINTER_ATTRIBUTE_BUFFER_ID &&
+	    real) {
+		memset(theirs, GH_POISON, sizeof(theirs));
+		drc = real(theirs, a, ptr);
+		if (!agrees("cuPointerGetAttribute", ptr, rc, drc, ours, theirs))
+			return GH_ASK_DRIVER;
+	}
+	if (len)
+		memcpy(data, ours, len);
+	return rc;
 }
 
 CUresult gh_manual_cuPointerGetAttribute(void *data,
@@ -59,19 +399,80 @@ CUresult gh_manual_cuPointerGetAttribute(void *data,
 					 CUdeviceptr ptr)
 {
 	get_attr_fn real = (get_attr_fn)gh_real_get(GH_SYM_cuPointerGetAttribute);
-	unsigned long long id;
-	int saved = errno;
+	int saved = errno, was = gh_guard_enter();
+	CUresult rc = (CUresult)GH_ASK_DRIVER;
 
-	if (attribute == CU_POINTER_ATTRIBUTE_BUFFER_ID && data &&
-	    !registry_id(ptr, &id)) {
-		memcpy(data, &id, sizeof(id));
-		errno = saved;
-		return CUDA_SUCCESS;
-	}
+	if (!was && data)
+		rc = answer_one(data, attribute, ptr, real);
+	gh_guard_leave(was);
 	errno = saved;
+	if (rc != (CUresult)GH_ASK_DRIVER)
+		return rc;
 	if (!real)
 		return CUDA_ERROR_NOT_INITIALIZED;
-	return real(data, attribute, ptr);
+	rc = real(data, attribute, ptr);
+	note_driver_rc(rc);
+	return rc;
+}
+
+/*
+ * Answer every attribute or none: 0 when data[] is filled, -1 to ask the
+ * driver.  *patch_p is set when only BUFFER_ID can be answered, to patch
+ * into the driver's answer (its value in *id_p).
+ */
+static int answer_all(unsigned int n, const CUpointer_attribute *at,
+		      void **data, CUdeviceptr ptr, get_attrs_fn real,
+		      int *patch_p, unsigned long long *id_p)
+{
+	unsigned char ours[GH_ATTR_MAX][GH_ATTR_BYTES];
+	unsigned char theirs[GH_ATTR_MAX][GH_ATTR_BYTES];
+	void *tp[GH_ATTR_MAX];
+	size_t len[GH_ATTR_MAX];
+	struct gh_range r;
+	enum where w = locate(ptr, &r);
+	unsigned int i;
+	CUresult drc;
+
+	if (w == W_DRIVER)
+		return -1;
+	for (i = 0; i < n; i++) {
+		if (!data[i] || (unsigned int)at[i] >= GH_ATTR_MAX)
+			return -1;
+		memset(ours[i], GH_POISON, GH_ATTR_BYTES);
+		if (w == W_NONE) {
+			if (!(GH_ATTR_NEGATIVE & (1u << at[i])))
+				return -1;
+			negative_value(at[i], ptr, ours[i], &len[i]);
+		} else if (kind_exact(&r, at[i])) {
+			/* A refused attribute reads as zero here. */
+			if (tracked_value(&r, ptr, at[i], ours[i], &len[i]))
+				memset(ours[i], 0, len[i]);
+		} else {
+			if (at[i] == CU_POINTER_ATTRIBUTE_BUFFER_ID)
+				return -1;
+			*patch_p = buffer_id_mode() == MODE_REGISTRY;
+			*id_p = r.gen | GH_BUFFER_ID_TAG;
+			return -1;
+		}
+	}
+	if (GH_UNLIKELY(gh_cfg.validate) && real) {
+		for (i = 0; i < n; i++) {
+			memset(theirs[i], GH_POISON, GH_ATTR_BYTES);
+			tp[i] = theirs[i];
+		}
+		drc = real(n, (CUpointer_attribute *)at, tp, ptr);
+		for (i = 0; i < n; i++) {
+			if (at[i] == CU_POINTER_ATTRIBUTE_BUFFER_ID &&
+			    w == W_TRACKED)
+				memcpy(theirs[i], ours[i], GH_ATTR_BYTES);
+			if (!agrees("cuPointerGetAttributes", ptr, CUDA_SUCCESS,
+				    drc, ours[i], theirs[i]))
+				return -1;
+		}
+	}
+	for (i = 0; i < n; i++)
+		memcpy(data[i], ours[i], len[i]);
+	return 0;
 }
 
 CUresult gh_manual_cuPointerGetAttributes(unsigned int numAttributes,
@@ -80,29 +481,25 @@ CUresult gh_manual_cuPointerGetAttributes(unsigned int numAttributes,
 {
 	get_attrs_fn real =
 		(get_attrs_fn)gh_real_get(GH_SYM_cuPointerGetAttributes);
-	unsigned long long id;
-	unsigned int i, n_id = 0;
-	int saved = errno, have = 0;
+	unsigned long long id = 0;
+	int saved = errno, was = gh_guard_enter(), patch = 0, done = -1;
+	unsigned int i;
 	CUresult rc;
 
-	if (numAttributes && attributes && data) {
-		for (i = 0; i < numAttributes; i++)
-			n_id += attributes[i] == CU_POINTER_ATTRIBUTE_BUFFER_ID;
-		if (n_id)
-			have = !registry_id(ptr, &id);
-	}
-	if (have && n_id == numAttributes) {
-		for (i = 0; i < numAttributes; i++)
-			if (data[i])
-				memcpy(data[i], &id, sizeof(id));
-		errno = saved;
-		return CUDA_SUCCESS;
-	}
+	/* Bounded: the answer is built on the stack. */
+	if (!was && numAttributes && numAttributes <= GH_ATTR_MAX &&
+	    attributes && data)
+		done = answer_all(numAttributes, attributes, data, ptr, real,
+				  &patch, &id);
+	gh_guard_leave(was);
 	errno = saved;
+	if (!done)
+		return CUDA_SUCCESS;
 	if (!real)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	rc = real(numAttributes, attributes, data, ptr);
-	if (rc == CUDA_SUCCESS && have) {
+	note_driver_rc(rc);
+	if (rc == CUDA_SUCCESS && patch) {
 		saved = errno;
 		for (i = 0; i < numAttributes; i++)
 			if (attributes[i] == CU_POINTER_ATTRIBUTE_BUFFER_ID &&
@@ -110,6 +507,69 @@ CUresult gh_manual_cuPointerGetAttributes(unsigned int numAttributes,
 				memcpy(data[i], &id, sizeof(id));
 		errno = saved;
 	}
+	return rc;
+}
+
+/* 0 and the answer, or -1: ask the driver. */
+static int answer_range(CUdeviceptr *pbase, size_t *psize, CUdeviceptr ptr,
+			get_range_fn real, CUresult *rc_p)
+{
+	CUdeviceptr base = 0, dbase = 0;
+	size_t size = 0, dsize = 0;
+	struct gh_range r;
+	CUresult rc, drc;
+
+	switch (locate(ptr, &r)) {
+	case W_TRACKED:
+		if (!kind_exact(&r, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR))
+			return -1;
+		base = r.base;
+		size = r.size;
+		rc = CUDA_SUCCESS;
+		break;
+	case W_NONE:
+		/* The driver zeroes both outputs of an unknown pointer. */
+		rc = CUDA_ERROR_NOT_FOUND;
+		break;
+	default:
+		return -1;
+	}
+	if (GH_UNLIKELY(gh_cfg.validate) && real) {
+		drc = real(&dbase, &dsize, ptr);
+		GH_COUNT(audit_checks, 1);
+		if (drc != rc || dbase != base || dsize != size) {
+			report("cuMemGetAddressRange_v2", ptr, drc != rc ?
+			       "pointer query: the driver returns a different code" :
+			       "pointer query: the driver returns a different range");
+			return -1;
+		}
+	}
+	if (pbase)
+		*pbase = base;
+	if (psize)
+		*psize = size;
+	*rc_p = rc;
+	return 0;
+}
+
+CUresult gh_manual_cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize,
+					   CUdeviceptr dptr)
+{
+	get_range_fn real =
+		(get_range_fn)gh_real_get(GH_SYM_cuMemGetAddressRange_v2);
+	int saved = errno, was = gh_guard_enter(), done = -1;
+	CUresult rc = CUDA_SUCCESS;
+
+	if (!was)
+		done = answer_range(pbase, psize, dptr, real, &rc);
+	gh_guard_leave(was);
+	errno = saved;
+	if (!done)
+		return rc;
+	if (!real)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	rc = real(pbase, psize, dptr);
+	note_driver_rc(rc);
 	return rc;
 }
 
@@ -121,3 +581,6 @@ GH_EXPORT CUresult cuPointerGetAttributes(unsigned int numAttributes,
 					  CUpointer_attribute *attributes,
 					  void **data, CUdeviceptr ptr)
 	__attribute__((alias("gh_manual_cuPointerGetAttributes")));
+GH_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize,
+					   CUdeviceptr dptr)
+	__attribute__((alias("gh_manual_cuMemGetAddressRange_v2")));

@@ -20,7 +20,11 @@
  *             their cache misses (cost per lookup in a loop: throughput);
  *   "chain":  each lookup's pointer depends on the previous result, so
  *             nothing overlaps (true latency of one lookup);
- *   "hot":    chained lookups of one pointer (all in L1).
+ *   "hot":    chained lookups of one pointer (all in L1);
+ *   "floor":  not a lookup: a pointer chase of one cache line per step
+ *             over one line per live allocation (the cost of one miss
+ *             over that working set), so chain/floor counts the misses
+ *             a lookup costs.
  * UCX's page table (ucs_pgtable_lookup, plus reading the region found, as
  * rcache does) runs on the same addresses in the same process when
  * libucs is available.  Multi-thread rows count all lookups done by N
@@ -36,6 +40,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/mman.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <x86intrin.h>
 #endif
@@ -143,15 +148,24 @@ static void ucx_remove(struct alloc *a)
 /* ------------------------------------------------------------------ */
 /* Workload                                                            */
 
+/* 1: small buffers (256 B..2 KiB at 512-byte steps, as cudaMalloc packs
+ * them, so dozens share a 64 KiB granule) instead of 4 KiB..4 MiB. */
+static int layout_small;
+#ifdef GH_BENCH_HAVE_UCX
+static int ucx_built;		/* the live set is in UCX's page table */
+#endif
+
 static void build(size_t n, uint64_t seed)
 {
 	uint64_t cur = 0x7f0000000000ull;	/* where CUDA puts device VA */
 
 	gh_registry_reset();
 #ifdef GH_BENCH_HAVE_UCX
-	for (size_t i = 0; i < nallocs; i++)
+	for (size_t i = 0; i < nallocs && ucx_built; i++)
 		if (allocs[i].live)
 			ucx_remove(&allocs[i]);
+	/* UCX's page table takes only page-aligned regions. */
+	ucx_built = !layout_small;
 #endif
 	free(allocs);
 	allocs = calloc(n, sizeof(*allocs));
@@ -164,7 +178,12 @@ static void build(size_t n, uint64_t seed)
 		uint64_t align = size < 2 * MiB ? size : 2 * MiB;
 		struct gh_range r;
 
-		if (rng_next(&seed) % 20 == 0)
+		if (layout_small) {
+			size = 256 + rng_next(&seed) % 1793;
+			align = 512;
+		}
+
+		if (rng_next(&seed) % (layout_small ? 2000 : 20) == 0)
 			cur += (1 + rng_next(&seed) % 16) * 2 * MiB;
 		cur = (cur + align - 1) & ~(align - 1);
 		a->base = cur;
@@ -177,7 +196,7 @@ static void build(size_t n, uint64_t seed)
 		if (gh_registry_insert(&r, &a->gen))
 			abort();
 #ifdef GH_BENCH_HAVE_UCX
-		if (ucx_insert(a))
+		if (ucx_built && ucx_insert(a))
 			abort();
 #endif
 		a->live = 1;
@@ -263,6 +282,58 @@ static void lat_gdrhook(enum mode mode, double *p50, double *p99)
 			abort();
 		v = r.gen + r.size;
 	});
+	pct(p50, p99);
+}
+
+/*
+ * The floor: a pointer chase of one cache line per step (each line holds
+ * the index of the next, a random cycle) over one line per live
+ * allocation, in huge pages like the registry's, timed like the chained
+ * lookups.  A lookup can do no better than one such miss.
+ */
+struct chase_line {
+	uint64_t next;
+	uint64_t pad[7];
+};
+
+static void lat_floor(size_t n, double *p50, double *p99)
+{
+	size_t bytes = (n * sizeof(struct chase_line) + 2 * MiB - 1) &
+		       ~(2 * MiB - 1);
+	struct chase_line *l;
+	uint64_t *perm, seed = 99, cur = 0, base;
+
+	if (posix_memalign((void **)&l, 2 * MiB, bytes))
+		abort();
+#ifdef MADV_HUGEPAGE
+	madvise(l, bytes, MADV_HUGEPAGE);
+#endif
+	perm = malloc(n * sizeof(*perm));
+	if (!perm)
+		abort();
+	for (size_t i = 0; i < n; i++)
+		perm[i] = i;
+	for (size_t i = n - 1; i > 0; i--) {
+		size_t j = rng_next(&seed) % (i + 1);
+		uint64_t t = perm[i];
+
+		perm[i] = perm[j];
+		perm[j] = t;
+	}
+	for (size_t i = 0; i < n; i++)
+		l[perm[i]].next = perm[(i + 1) % n];
+	free(perm);
+	base = empty_batch();
+	for (int b = 0; b < NBATCH; b++) {
+		uint64_t t0 = ticks(), t1;
+
+		for (int i = 0; i < BATCH; i++)
+			cur = l[cur].next;
+		t1 = ticks();
+		samples[b] = t1 - t0 > base ? t1 - t0 - base : 0;
+	}
+	sink = cur;
+	free(l);
 	pct(p50, p99);
 }
 
@@ -486,12 +557,22 @@ int main(int argc, char **argv)
 	       "random live allocation)\n");
 	printf("  %-8s %-6s %12s %12s %12s %12s\n", "live", "mode",
 	       "gdrhook p50", "gdrhook p99", "ucx p50", "ucx p99");
-	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
-		double t0 = now_ns();
+	printf("  (floor: a chase of one cache line per step over one line "
+	       "per live allocation; chain/floor is the lookup's latency in "
+	       "misses)\n");
+	for (size_t s = 0; s < 2 * sizeof(sizes) / sizeof(sizes[0]); s++) {
+		double t0 = now_ns(), chain50 = 0;
+		size_t ns = sizeof(sizes) / sizeof(sizes[0]), si;
 
-		build(sizes[s], 42 + s);
+		layout_small = s >= ns;
+		if (s == ns)
+			printf("  small buffers: 256 B..2 KiB at 512-byte steps "
+			       "(cudaMalloc-like packing)\n");
+		si = s % ns;
+
+		build(sizes[si], 42 + s);
 		printf("  (built %zu allocations in %.0f ms, span %.1f GiB, "
-		       "RSS %.0f MiB)\n", sizes[s], (now_ns() - t0) / 1e6,
+		       "RSS %.0f MiB)\n", sizes[si], (now_ns() - t0) / 1e6,
 		       (allocs[nallocs - 1].base + allocs[nallocs - 1].size -
 			allocs[0].base) / (double)GiB, rss_mib());
 		for (int m = 0; m < 3; m++) {
@@ -499,18 +580,28 @@ int main(int argc, char **argv)
 
 			lat_gdrhook((enum mode)m, &g50, &g99);
 #ifdef GH_BENCH_HAVE_UCX
-			if (have_ucx)
+			if (have_ucx && !layout_small)
 				lat_ucx((enum mode)m, &u50, &u99);
 #endif
-			if (have_ucx)
+			if (have_ucx && !layout_small)
 				printf("  %-8zu %-6s %12.1f %12.1f %12.1f %12.1f\n",
-				       sizes[s], mname[m], g50, g99, u50, u99);
+				       sizes[si], mname[m], g50, g99, u50, u99);
 			else
 				printf("  %-8zu %-6s %12.1f %12.1f %12s %12s\n",
-				       sizes[s], mname[m], g50, g99, "-", "-");
+				       sizes[si], mname[m], g50, g99, "-", "-");
+			if (m == M_CHAIN)
+				chain50 = g50;
+		}
+		{
+			double f50, f99;
+
+			lat_floor(sizes[si], &f50, &f99);
+			printf("  %-8zu %-6s %12.1f %12.1f   chain/floor %.2fx\n",
+			       sizes[si], "floor", f50, f99, chain50 / f50);
 		}
 	}
 
+	layout_small = 0;
 	build(100000, 7);
 	printf("\nAggregate lookups, 100 k live, M ops/s (%.2f s per run; "
 	       "%ld CPUs here, so rows above %ld threads oversubscribe)\n",

@@ -56,3 +56,17 @@ $(BENCH_REGCACHE): tests/bench/bench_regcache.c $(BUILD)/fake/libcuda.so
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD)/fake -lcuda -libverbs $(LDLIBS)
 # ---- end bench_regcache ----
+# ---- bench_queries: pointer queries, gdrhook vs the driver ----
+# Linked like bench_driver (the toolkit's runtime and driver stub); run it
+# under LD_PRELOAD=libgdrhook.so on the GPU: it starts itself again
+# without the preload for the driver's figures and prints both.
+BENCH_QUERIES	:= $(BUILD)/tests/bench/bench_queries
+
+.PHONY: bench-queries
+bench: $(BENCH_QUERIES)
+bench-queries: $(BENCH_QUERIES)
+
+$(BENCH_QUERIES): tests/bench/bench_queries.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< -Wl,--no-as-needed $(BENCH_DRIVER_LIBS)
+# ---- end bench_queries ----

@@ -27,7 +27,12 @@ FC_API CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *pbase,
 	fc_lock();
 	a = fc_find(dptr);
 	if (!a) {
+		/* 580 zeroes both outputs of an unknown pointer. */
 		rc = CUDA_ERROR_NOT_FOUND;
+		if (pbase)
+			*pbase = 0;
+		if (psize)
+			*psize = 0;
 	} else {
 		if (pbase)
 			*pbase = a->base;
@@ -88,7 +93,8 @@ static CUresult attr_get(const struct fc_alloc *a, CUpointer_attribute attr,
 	}
 	switch (attr) {
 	case CU_POINTER_ATTRIBUTE_CONTEXT:
-		*(CUcontext *)data = a->ctx;
+		/* 580: pool memory belongs to no context. */
+		*(CUcontext *)data = a->kind == FC_K_POOL ? NULL : a->ctx;
 		break;
 	case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
 		*(unsigned int *)data = is_host_kind(a) ? CU_MEMORYTYPE_HOST :
@@ -188,7 +194,9 @@ FC_API CUresult CUDAAPI cuPointerGetAttribute(void *data,
 
 /*
  * Unknown pointers are not an error here: every value reads as zero
- * (NULL, 0), except DEVICE_ORDINAL, which the real driver sets to -2.
+ * (NULL, 0), except DEVICE_ORDINAL, which the real driver sets to -2,
+ * HOST_POINTER, which it sets to the pointer, and RANGE_START_ADDR and
+ * RANGE_SIZE, which it leaves alone (580 on an H100).
  */
 FC_API CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttributes,
 					       CUpointer_attribute *attributes,
@@ -210,9 +218,14 @@ FC_API CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttributes,
 			continue;
 		if (a && !attr_get(a, attributes[i], data[i], ptr))
 			continue;
+		if (!a && (attributes[i] == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR ||
+			   attributes[i] == CU_POINTER_ATTRIBUTE_RANGE_SIZE))
+			continue;
 		memset(data[i], 0, attr_size(attributes[i]));
 		if (!a && attributes[i] == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)
 			*(int *)data[i] = -2;
+		if (!a && attributes[i] == CU_POINTER_ATTRIBUTE_HOST_POINTER)
+			*(CUdeviceptr *)data[i] = ptr;
 	}
 	fc_unlock();
 	return CUDA_SUCCESS;

@@ -394,6 +394,60 @@ TEST(many_small_in_one_granule)
 	}
 }
 
+/*
+ * Shared granules of 8 items and more answer through a 512-byte slot
+ * index while no slot holds two items, and binary-search otherwise:
+ * check every 64 bytes of the granule across both modes and back.
+ */
+static void expect_granule(uint64_t g, const uint64_t *base,
+			   const uint64_t *size, const uint64_t *gen, int n)
+{
+	for (uint64_t p = g; p < g + 65536; p += 64) {
+		int hit = -1;
+
+		for (int i = 0; i < n; i++)
+			if (gen[i] && p - base[i] < size[i])
+				hit = i;
+		if (hit >= 0)
+			expect_in(p, base[hit], size[hit], gen[hit]);
+		else
+			expect_none(p);
+	}
+}
+
+TEST(slot_index_and_fallback)
+{
+	enum { N = 20 };
+	uint64_t g = 0x7fac00000000ull + 3 * 65536;
+	uint64_t base[N + 1], size[N + 1], gen[N + 1] = { 0 };
+
+	for (int i = 0; i < N; i++) {
+		base[i] = g + 1024 * i;	/* a free slot between neighbours */
+		size[i] = 300 + 17 * i;
+		gen[i] = ins(base[i], size[i]);
+		expect_granule(g, base, size, gen, N);
+	}
+	/* One item that shares a slot with item 3: the index gives up. */
+	base[N] = base[3] + 400;
+	size[N] = 100;
+	gen[N] = ins(base[N], size[N]);
+	expect_granule(g, base, size, gen, N + 1);
+	CHECK_EQ(gh_registry_remove(base[N], NULL), 0);
+	gen[N] = 0;
+	expect_granule(g, base, size, gen, N + 1);
+	for (int i = 0; i < N; i += 2) {
+		CHECK_EQ(gh_registry_remove(base[i], NULL), 0);
+		gen[i] = 0;
+		expect_granule(g, base, size, gen, N + 1);
+	}
+	for (int i = 1; i < N; i += 2) {
+		CHECK_EQ(gh_registry_remove(base[i], NULL), 0);
+		gen[i] = 0;
+		expect_granule(g, base, size, gen, N + 1);
+	}
+	CHECK_EQ(gh_registry_count(), 0);
+}
+
 TEST(shared_edges_of_big_ranges)
 {
 	/* Two big ranges meeting mid-granule, small ones in their edges. */

@@ -1,0 +1,267 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Pointer queries answered from the registry (src/ptrattr.c), under
+ * LD_PRELOAD against the CUDA driver double:
+ *  - registry mode answers tracked and untracked pointers without calling
+ *    the driver, with the driver's values;
+ *  - GDRHOOK_VALIDATE=1 checks every answer against the driver: no
+ *    disagreement over every attribute of every kind;
+ *  - GDRHOOK_POINTER_QUERIES=driver sends them all to the driver.
+ * (tests/gpu/ptrattr-check compares the whole table with the real driver.)
+ */
+#include <errno.h>
+
+/* Not every helper is used here. */
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "preload_util.h"
+
+#define KiB 1024ull
+
+static const CUpointer_attribute all_attrs[] = {
+	CU_POINTER_ATTRIBUTE_CONTEXT, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+	CU_POINTER_ATTRIBUTE_DEVICE_POINTER, CU_POINTER_ATTRIBUTE_HOST_POINTER,
+	CU_POINTER_ATTRIBUTE_BUFFER_ID, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+	CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+	CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
+	CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+	CU_POINTER_ATTRIBUTE_MAPPED, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
+};
+#define NATTRS (sizeof(all_attrs) / sizeof(all_attrs[0]))
+
+static unsigned long driver_queries(void)
+{
+	return fake_calls("cuPointerGetAttribute") +
+	       fake_calls("cuPointerGetAttributes") +
+	       fake_calls("cuMemGetAddressRange_v2");
+}
+
+/* Every query kind on ptr but those in skip (attribute bits); returns
+ * how many calls were made. */
+static int query_all(CUdeviceptr ptr, unsigned int skip)
+{
+	unsigned char buf[NATTRS][16];
+	void *data[NATTRS];
+	CUdeviceptr base;
+	size_t size;
+	size_t i;
+
+	CUpointer_attribute at[NATTRS];
+	unsigned int n = 0;
+
+	for (i = 0; i < NATTRS; i++) {
+		if (skip & (1u << all_attrs[i]))
+			continue;
+		cuPointerGetAttribute(buf[n], all_attrs[i], ptr);
+		data[n] = buf[n];
+		at[n++] = all_attrs[i];
+	}
+	cuPointerGetAttributes(n, at, data, ptr);
+	cuMemGetAddressRange(&base, &size, ptr);
+	return n + 2;
+}
+
+struct mem {
+	CUdeviceptr dev, managed, pool;
+	void *host, *reg;
+};
+
+static void alloc_all(struct mem *m)
+{
+	CU_OK(cuMemAlloc(&m->dev, 100));
+	CU_OK(cuMemAllocManaged(&m->managed, 4 * KiB, CU_MEM_ATTACH_GLOBAL));
+	CU_OK(cuMemAllocAsync(&m->pool, 1000, 0));
+	CU_OK(cuMemAllocHost(&m->host, 100));
+	m->reg = aligned_alloc(64 * KiB, 64 * KiB);
+	CU_OK(cuMemHostRegister(m->reg, 64 * KiB, 0));
+}
+
+static CUdeviceptr ptrs(const struct mem *m, int i)
+{
+	static int stackv;
+	const CUdeviceptr p[] = {
+		m->dev, m->dev + 8, m->managed + 8, m->pool + 8,
+		(CUdeviceptr)(uintptr_t)m->host + 8,
+		(CUdeviceptr)(uintptr_t)m->reg + 8,
+		(CUdeviceptr)(uintptr_t)&stackv, 0,
+	};
+
+	return i < (int)(sizeof(p) / sizeof(p[0])) ? p[i] : (CUdeviceptr)-1;
+}
+
+/* Registry mode: no driver call once the driver has answered one. */
+static int scenario_registry(void)
+{
+	struct mem m;
+	unsigned long before;
+	unsigned int mt = 7;
+	CUcontext c = NULL;
+	int ord = 5, stackv = 0;
+	CUdeviceptr base = 1;
+	size_t size = 1;
+
+	primary_ctx(0);
+	alloc_all(&m);
+	/* The first query of an untracked pointer goes to the driver. */
+	CHECK_EQ(cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+				       (CUdeviceptr)(uintptr_t)&stackv),
+		 CUDA_ERROR_INVALID_VALUE);
+	before = driver_queries();
+	/*
+	 * All but what the registry does not record: the device of host
+	 * memory, the pool of a cuMemAllocAsync (the current one), and the
+	 * range of an untracked pointer (which could be an unmapped part of
+	 * a VMM reservation).
+	 */
+	for (int i = 0; ptrs(&m, i) != (CUdeviceptr)-1; i++) {
+		CUdeviceptr p = ptrs(&m, i);
+		unsigned int skip = 0;
+
+		if (p == (CUdeviceptr)(uintptr_t)m.host + 8 ||
+		    p == (CUdeviceptr)(uintptr_t)m.reg + 8)
+			skip = 1u << CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL;
+		if (p == m.pool + 8)
+			skip = 1u << CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE;
+		if (tracked(p, NULL))
+			skip = 1u << CU_POINTER_ATTRIBUTE_RANGE_START_ADDR |
+			       1u << CU_POINTER_ATTRIBUTE_RANGE_SIZE;
+		query_all(p, skip);
+	}
+	CHECK_EQ(driver_queries(), before);
+	CU_OK(cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+				    m.dev + 8));
+	CHECK_EQ(mt, CU_MEMORYTYPE_DEVICE);
+	CU_OK(cuPointerGetAttribute(&c, CU_POINTER_ATTRIBUTE_CONTEXT, m.dev));
+	CHECK(c != NULL);
+	CU_OK(cuPointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+				    m.pool));
+	CHECK_EQ(ord, 0);
+	CU_OK(cuMemGetAddressRange(&base, &size, m.dev + 50));
+	CHECK_EQ(base, m.dev);
+	CHECK_EQ(size, 100);
+	/* Untracked: the driver's answers for host memory. */
+	CHECK_EQ(cuMemGetAddressRange(&base, &size,
+				      (CUdeviceptr)(uintptr_t)&stackv),
+		 CUDA_ERROR_NOT_FOUND);
+	CHECK_EQ(base, 0);
+	CHECK_EQ(size, 0);
+	mt = 7;
+	CHECK_EQ(cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+				       m.dev + 100), CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ(mt, 7);
+	/* A freed pointer is unknown at once. */
+	CU_OK(cuMemFree(m.dev));
+	CHECK_EQ(cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+				       m.dev), CUDA_ERROR_INVALID_VALUE);
+	{
+		CUpointer_attribute at[2] = { CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+					      CU_POINTER_ATTRIBUTE_HOST_POINTER };
+		void *hp = NULL;
+		void *data[2] = { &ord, &hp };
+
+		CU_OK(cuPointerGetAttributes(2, at, data, m.dev));
+		CHECK_EQ(ord, -2);
+		CHECK(hp == (void *)(uintptr_t)m.dev);
+	}
+	CHECK_EQ(driver_queries(), before);
+	/* Not answered here: a RANGE_* of an untracked pointer. */
+	{
+		CUpointer_attribute at = CU_POINTER_ATTRIBUTE_RANGE_SIZE;
+		void *data = &size;
+
+		CU_OK(cuPointerGetAttributes(1, &at, &data, m.dev));
+		CHECK_EQ(driver_queries(), before + 1);
+	}
+	return 0;
+}
+
+/* Audit mode: every answer checked against the driver, all agree. */
+static int scenario_validate(void)
+{
+	struct gdrhook_stats st = { .size = sizeof(st) };
+	struct mem m;
+	int calls = 0;
+
+	primary_ctx(0);
+	alloc_all(&m);
+	for (int round = 0; round < 2; round++)
+		for (int i = 0; ptrs(&m, i) != (CUdeviceptr)-1; i++)
+			calls += query_all(ptrs(&m, i), 0);
+	CU_OK(cuMemFree(m.dev));
+	calls += query_all(m.dev, 0);
+	CHECK_EQ(gdrhook_get_stats(&st), 0);
+	CHECK_EQ(st.audit_disagreements, 0);
+	/* Most queries are answered, hence checked (BUFFER_ID is ours). */
+	CHECK(st.audit_checks >= (uint64_t)calls / 2);
+	return 0;
+}
+
+/* GDRHOOK_POINTER_QUERIES=driver: every query but BUFFER_ID goes there. */
+static int scenario_driver(void)
+{
+	struct mem m;
+	unsigned long before;
+	unsigned int mt = 0;
+
+	primary_ctx(0);
+	alloc_all(&m);
+	before = fake_calls("cuPointerGetAttribute");
+	CU_OK(cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+				    m.dev));
+	CHECK_EQ(fake_calls("cuPointerGetAttribute"), before + 1);
+	CHECK(cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+				    (CUdeviceptr)(uintptr_t)&mt) ==
+	      CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ(fake_calls("cuPointerGetAttribute"), before + 2);
+	before = fake_calls("cuMemGetAddressRange_v2");
+	{
+		CUdeviceptr base;
+		size_t size;
+
+		CU_OK(cuMemGetAddressRange(&base, &size, m.dev));
+	}
+	CHECK_EQ(fake_calls("cuMemGetAddressRange_v2"), before + 1);
+	return 0;
+}
+
+static const struct {
+	const char *name;
+	int (*fn)(void);
+} scenarios[] = {
+	{ "registry", scenario_registry },
+	{ "validate", scenario_validate },
+	{ "driver", scenario_driver },
+};
+
+TEST(queries_from_registry_without_driver)
+{
+	const char *env[] = { "GDRHOOK_POINTER_QUERIES=registry", NULL };
+
+	CHECK_EQ(run_scenario("registry", env), 0);
+}
+
+TEST(queries_agree_with_driver_under_validate)
+{
+	const char *env[] = { "GDRHOOK_VALIDATE=1", "GDRHOOK_LOG_LEVEL=error",
+			      NULL };
+
+	CHECK_EQ(run_scenario("validate", env), 0);
+}
+
+TEST(queries_driver_mode_asks_driver)
+{
+	const char *env[] = { "GDRHOOK_POINTER_QUERIES=driver", NULL };
+
+	CHECK_EQ(run_scenario("driver", env), 0);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 3 && !strcmp(argv[1], "--scenario")) {
+		for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]);
+		     i++)
+			if (!strcmp(argv[2], scenarios[i].name))
+				return scenarios[i].fn();
+		return 2;
+	}
+	return th_run(argc, argv);
+}

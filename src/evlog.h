@@ -15,12 +15,22 @@
 
 /*
  * Configure the log; called once at init when GDRHOOK_LOG is set.  path is
- * a file path or "stderr"; "%p" in it is replaced by the pid.  Opens
- * nothing and starts no thread yet: that happens at the first event, so
- * processes that never touch CUDA leave no trace.  ring_bytes: per-thread
+ * a file path or "stderr"; "%p" in it is replaced by the pid, "%h" by the
+ * host name; a relative path is resolved now, against the starting
+ * directory.  The "start" record is stamped now.  Spools of dead
+ * processes are recovered into their logs now (see evlog.c).  Opens no
+ * log and starts no thread yet: that happens at the first event, so
+ * processes that never touch CUDA leave no log.  ring_bytes: per-thread
  * ring size (0 = default).  Returns 0 or -errno (bad path pattern).
  */
+/* Bytes one event takes in a ring (GDRHOOK_LOG_BUFFER / this = records). */
+#define GH_EVLOG_REC_BYTES	192
+
 int gh_evlog_configure(const char *path, uint64_t ring_bytes);
+
+/* GDRHOOK_LOG_MODE: 0 drop (a full ring drops, counted), 1 block (a hook
+ * waits for ring space).  Before the first event. */
+void gh_evlog_set_block(int block);
 
 /* True when a log is configured (cheap; the hook path tests it first). */
 int gh_evlog_enabled(void);
@@ -33,9 +43,9 @@ static inline uint64_t gh_evlog_clock(void)
 }
 
 /*
- * Hook path: record one event.  Never blocks, never allocates with malloc,
- * never formats.  If this thread's ring is full the event is counted as
- * dropped.  Preserves errno.
+ * Hook path: record one event.  Never allocates with malloc, never
+ * formats.  If this thread's ring is full the event is counted as dropped
+ * (or, in block mode, the call waits for the writer).  Preserves errno.
  */
 void gh_evlog_put(const struct gh_evrec *r);
 

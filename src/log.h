@@ -7,6 +7,8 @@
 #ifndef GH_LOG_H
 #define GH_LOG_H
 
+#include <stddef.h>
+
 enum gh_log_level {
 	GH_LOG_NONE = 0,
 	GH_LOG_ERR,
@@ -23,6 +25,15 @@ extern int gh_log_level;	/* set from GDRHOOK_LOG_LEVEL at init */
  */
 void gh_log_emit(int level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+
+/*
+ * Write all of p to fd without ever raising SIGPIPE in the program.  A
+ * non-blocking fd that accepts nothing for stall_ms gives -ETIMEDOUT.
+ * Returns 0 or -errno; *done_p (may be NULL) gets the bytes written.
+ * Preserves nothing: callers save errno.
+ */
+int gh_write_nosig(int fd, const char *p, size_t n, int stall_ms,
+		   size_t *done_p);
 
 #define gh_log(lvl, ...)					\
 	do {							\

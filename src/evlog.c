@@ -114,7 +114,8 @@ struct gh_spool_hdr {
 	uint64_t data_off;		/* offset of ring 0 */
 	int32_t pid;
 	int32_t pad_;
-	uint64_t pad2_[2];
+	uint64_t start_t;		/* the dead process's "start" t */
+	uint64_t start_wall;
 	char log[PATH_MAX];		/* expanded log path */
 };
 
@@ -396,6 +397,8 @@ static void gh_spool_open(void)
 	h->ring_stride = stride;
 	h->data_off = hdr_len;
 	h->pid = getpid();
+	h->start_t = gh_ev.start_t;
+	h->start_wall = gh_ev.start_wall;
 	gh_ev_expand(gh_ev.path, getpid(), h->log, sizeof(h->log));
 	__atomic_store_n(&h->magic, GH_SPOOL_MAGIC, __ATOMIC_RELEASE);
 	gh_ev.spool = h;
@@ -1080,7 +1083,7 @@ static void gh_spool_recover(const char *spool)
 {
 	struct gh_spool_hdr *h;
 	struct stat st;
-	uint64_t n = 0, last_t = 0;
+	uint64_t n = 0;
 	int sfd, lfd, saved_fd = gh_ev.fd, saved_dead = gh_ev.dead;
 	uint64_t saved_written = gh_evlog_written();
 	uint64_t saved_dropped = gh_evlog_dropped();
@@ -1110,41 +1113,47 @@ static void gh_spool_recover(const char *spool)
 	gh_ev.dead = 0;
 	gh_buf_reset(&gh_ev.out);
 	gh_ev.out_recs = 0;
-	for (uint32_t i = 0; i < h->nrings && i < GH_SPOOL_MAX_RINGS; i++) {
-		off_t off = (off_t)(h->data_off + (uint64_t)i * h->ring_stride);
-		struct gh_ring *g;
+	/* two passes: the "recovered" record goes first, with the count */
+	for (int pass = 0; pass < 2 && gh_ev.fd >= 0; pass++) {
+		for (uint32_t i = 0; i < h->nrings && i < GH_SPOOL_MAX_RINGS;
+		     i++) {
+			off_t off = (off_t)(h->data_off +
+					    (uint64_t)i * h->ring_stride);
+			struct gh_ring *g;
 
-		if ((uint64_t)off + h->ring_stride > (uint64_t)st.st_size)
-			break;
-		/* private: our tail updates stay ours */
-		g = mmap(NULL, h->ring_stride, PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE, sfd, off);
-		if (g == MAP_FAILED)
-			continue;
-		if (g->state != GH_RING_FREE && g->mask == h->ring_recs - 1 &&
-		    g->head >= g->tail && g->head - g->tail <= g->mask + 1) {
-			if (g->head != g->tail) {
-				struct gh_evslot *s =
-					&g->rec[(g->head - 1) & g->mask];
-
-				if (s->t_ns > last_t)
-					last_t = s->t_ns;
+			if ((uint64_t)off + h->ring_stride >
+			    (uint64_t)st.st_size)
+				break;
+			/* private: our tail updates stay ours */
+			g = mmap(NULL, h->ring_stride, PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE, sfd, off);
+			if (g == MAP_FAILED)
+				continue;
+			if (g->state != GH_RING_FREE &&
+			    g->mask == h->ring_recs - 1 &&
+			    g->head >= g->tail &&
+			    g->head - g->tail <= g->mask + 1) {
+				if (pass == 0)
+					n += g->head - g->tail;
+				else
+					gh_ev_drain_ring(g, h->pid);
 			}
-			n += gh_ev_drain_ring(g, h->pid);
+			munmap(g, h->ring_stride);
 		}
-		munmap(g, h->ring_stride);
-	}
-	if (gh_ev.fd >= 0) {
+		if (pass)
+			break;
 		b = gh_ev_meta_line();
 		gh_buf_lit(b, "{\"ev\":\"recovered\",\"t\":");
-		gh_buf_u64(b, last_t);
+		gh_buf_u64(b, h->start_t);
 		GH_KV_I(b, "pid", h->pid);
+		GH_KV_U(b, "wall_ns", h->start_wall);
 		GH_KV_U(b, "events", n);
 		GH_KV_I(b, "by", getpid());
 		gh_buf_lit(b, "}\n");
 		gh_ev_meta_done();
-		close(gh_ev.fd);
 	}
+	if (gh_ev.fd >= 0)
+		close(gh_ev.fd);
 	gh_ev.fd = saved_fd;
 	gh_ev.dead = saved_dead;
 	/* the recovered events are not this process's */

@@ -10,6 +10,7 @@
  */
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -55,9 +56,13 @@ static void do_init(void)
 		gh_warn("cannot set up the registry: running as a pass-through");
 		goto out;
 	}
-	if (gh_cfg.log_path &&
-	    gh_evlog_configure(gh_cfg.log_path, gh_cfg.log_ring_bytes))
-		gh_warn("bad GDRHOOK_LOG \"%s\": no event log", gh_cfg.log_path);
+	if (gh_cfg.log_path) {
+		gh_evlog_set_block(gh_cfg.log_mode &&
+				   !strcmp(gh_cfg.log_mode, "block"));
+		if (gh_evlog_configure(gh_cfg.log_path, gh_cfg.log_ring_bytes))
+			gh_config_defer_warning("no event log: bad GDRHOOK_LOG",
+						gh_cfg.log_path);
+	}
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 	state = GH_STATE_ACTIVE;
 out:

@@ -34,12 +34,17 @@ struct gh_config {
 	uint64_t cache_max_size;	/* GDRHOOK_CACHE_MAX_SIZE (src/rcache.c) */
 	uint64_t cache_max_count;	/* GDRHOOK_CACHE_MAX_COUNT */
 	const char *buffer_id;		/* GDRHOOK_BUFFER_ID (src/ptrattr.c) */
+	const char *log_mode;		/* GDRHOOK_LOG_MODE: "drop", "block" */
 };
 extern struct gh_config gh_cfg;
 
 int gh_config_load(void);
-/* Warn about unknown GDRHOOK_* names (once, at the first CUDA call). */
+/* Warn about unknown GDRHOOK_* names and bad values (once, at the first
+ * CUDA or verbs call: processes that merely inherit the environment stay
+ * silent). */
 void gh_config_report(void);
+/* Keep one warning ("msg \"arg\"") for gh_config_report(). */
+void gh_config_defer_warning(const char *msg, const char *arg);
 
 /* Process-wide state (init.c). */
 enum gh_state {

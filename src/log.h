@@ -46,6 +46,16 @@ int gh_write_nosig(int fd, const char *p, size_t n, int stall_ms,
 #define gh_info(...)	gh_log(GH_LOG_INFO, __VA_ARGS__)
 #define gh_dbg(...)	gh_log(GH_LOG_DEBUG, __VA_ARGS__)
 
+/* Log at lvl (shown at the default level for GH_LOG_WARN) only the first
+ * time this call site fires. */
+#define gh_log_once(lvl, ...)					\
+	do {							\
+		static int gh_once_;				\
+		if (!__atomic_exchange_n(&gh_once_, 1,		\
+					 __ATOMIC_RELAXED))	\
+			gh_log((lvl), __VA_ARGS__);		\
+	} while (0)
+
 /* Warn only the first time this call site fires. */
 #define gh_warn_once(...)					\
 	do {							\

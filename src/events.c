@@ -46,8 +46,17 @@ static int rec_init(struct gh_evrec *e, const struct gh_call *c,
 		return 0;
 	memset(e, 0, sizeof(*e));
 	e->ev = (uint16_t)ev;
-	e->t_ns = c->t0 ? c->t0 : gh_now_ns();
 	e->dur_ns = c->t1 > c->t0 ? c->t1 - c->t0 : 0;
+	/*
+	 * t is when the event took effect: memory exists from the end of
+	 * the allocating call, and stops existing for us at the start of
+	 * the freeing one (we unregister before the real free).  Sorting
+	 * by t then never shows an address allocated twice.
+	 */
+	if ((ev == GH_EV_ALLOC || ev == GH_EV_RESTORE) && c->t1)
+		e->t_ns = c->t1;
+	else
+		e->t_ns = c->t0 ? c->t0 : gh_now_ns();
 	e->api = c->api;
 	e->tid = gh_gettid();
 	e->rc = c->rc;

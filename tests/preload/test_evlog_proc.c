@@ -69,6 +69,30 @@ static int scenario_pairs(void)
 	return s.log_dropped ? 9 : 0;
 }
 
+static void *pairs_thread(void *arg)
+{
+	CUdeviceptr p;
+
+	cuCtxSetCurrent((CUcontext)arg);
+	for (int i = 0; i < 20000; i++) {
+		if (!cuMemAlloc(&p, 4096))
+			cuMemFree(p);
+	}
+	return NULL;
+}
+
+static int scenario_threads(void)
+{
+	CUcontext ctx = primary_ctx(0);
+	pthread_t th[4];
+
+	for (int i = 0; i < 4; i++)
+		pthread_create(&th[i], NULL, pairs_thread, ctx);
+	for (int i = 0; i < 4; i++)
+		pthread_join(th[i], NULL);
+	return 0;
+}
+
 static volatile int churn_stop;
 
 static void *churn(void *arg)
@@ -111,6 +135,7 @@ static const struct {
 	{ "exit_early", scenario_exit_early },
 	{ "pairs", scenario_pairs },
 	{ "exec_churn", scenario_exec_churn },
+	{ "threads", scenario_threads },
 };
 
 /* ---- helpers ---- */
@@ -354,6 +379,34 @@ TEST_TIMEOUT(block_mode_200k_pairs_lose_nothing, 300)
 			NULL), 0);
 	CHECK_EQ(LOG_COUNT(path, "\"ev\":\"alloc\""), 200000);
 	CHECK_EQ(LOG_COUNT(path, "\"ev\":\"exit\"", "\"dropped\":0,"), 1);
+	unlink(path);
+}
+
+/* ---- seen 10: ordering a threaded log by t is consistent ---- */
+
+TEST_TIMEOUT(ordering_by_t_shows_no_double_allocation, 300)
+{
+	char path[256], var[300], cmd[1200];
+
+	snprintf(var, sizeof(var), "GDRHOOK_LOG=%s",
+		 tmp(path, sizeof(path), "threads"));
+	CHECK_EQ(run_io("threads", ENV(var, "GDRHOOK_LOG_MODE=block"), NULL,
+			NULL), 0);
+	snprintf(cmd, sizeof(cmd),
+		 "python3 -c 'import json,sys\n"
+		 "ev=[json.loads(l) for l in open(sys.argv[1])]\n"
+		 "ev=[e for e in ev if e[\"ev\"] in (\"alloc\",\"free\")]\n"
+		 "ev.sort(key=lambda e: (e[\"t\"], e[\"ev\"]!=\"free\"))\n"
+		 "live=set(); bad=0; seen=set(); reused=0\n"
+		 "for e in ev:\n"
+		 "  p=e[\"ptr\"]\n"
+		 "  if e[\"ev\"]==\"alloc\":\n"
+		 "    bad+=p in live; reused+=p in seen; live.add(p); seen.add(p)\n"
+		 "  else: live.discard(p)\n"
+		 "print(\"  %%d records, %%d reallocations at a used address, %%d double\" %% (len(ev), reused, bad))\n"
+		 "sys.exit(1 if bad or not reused or len(ev)!=160000 else 0)' '%s'",
+		 path);
+	CHECK_EQ(system(cmd), 0);
 	unlink(path);
 }
 

@@ -14,11 +14,15 @@ BEGIN, END = "<!-- config:begin -->", "<!-- config:end -->"
 
 def rows(src):
     text = open(src).read()
-    pat = re.compile(r'GH_OPT\("(\w+)",\s*"([^"]*)",\s*\w+,\s*\w+,\s*((?:"(?:[^"\\]|\\.)*"\s*)+)\)')
+    # GH_OPT(name, default, type, field, doc) and
+    # GH_OPT_WORDS(name, default, field, doc, word, ...)
+    pat = re.compile(r'GH_OPT(?:\("(\w+)",\s*"([^"]*)",\s*\w+,|_WORDS\("(\w+)",\s*"([^"]*)",)\s*\w+,\s*((?:"(?:[^"\\]|\\.)*"\s*)+)[,)]')
     out = []
     for m in pat.finditer(text):
-        doc = "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', m.group(3)))
-        out.append((m.group(1), m.group(2), doc.replace('\\"', '"')))
+        name = m.group(1) or m.group(3)
+        default = m.group(2) if m.group(1) else m.group(4)
+        doc = "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', m.group(5)))
+        out.append((name, default, doc.replace('\\"', '"')))
     if not out:
         sys.exit("gen-doc: no GH_OPT rows in " + src)
     return out

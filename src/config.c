@@ -41,7 +41,7 @@ static const struct gh_opt gh_opts[] = {
 	GH_OPT("ENABLE", "1", GH_OPT_BOOL, enable,
 	       "`0` makes gdrhook a pure pass-through: no registry, no log, no caching."),
 	GH_OPT("LOG", "", GH_OPT_STR, log_path,
-	       "Write the event log (JSON Lines) to this path, or `stderr`; `%p` expands to the pid. Unset: no log, and no formatting on any hook path."),
+	       "Write the event log (JSON Lines) to this path, or `stderr`; `%p` expands to the pid, `%h` to the host name; a relative path is relative to where the program started. Created `0600`, never through a symlink, never waited for (a FIFO needs its reader first). Unset: no log, and no formatting on any hook path."),
 	GH_OPT("LOG_LEVEL", "warn", GH_OPT_LEVEL, log_level,
 	       "Diagnostics on stderr: `none`, `error`, `warn`, `info` or `debug` (also `0`-`4`, `warning`, and `trace` as NCCL spells debug)."),
 	GH_OPT("LOG_BUFFER", "12m", GH_OPT_SIZE, log_ring_bytes,

@@ -5,7 +5,7 @@
  * Each thread that records an event owns one ring: a single-producer
  * (the owning thread), single-consumer (whoever holds gh_ev.lock: the
  * writer thread, a flush, fork or shutdown) queue of self-contained
- * records (struct gh_evslot: strings copied in, no pointers).  Rings are
+ * records (struct gh_evrec: strings copied in, no pointers).  Rings are
  * mapped on a thread's first event, pushed onto a lock-free, push-only
  * list, and never unmapped: when a thread exits, a pthread key destructor
  * marks its ring orphaned; the consumer drains it and marks it free, and
@@ -64,7 +64,6 @@
 #define GH_EV_OUTBUF		(256u << 10)
 #define GH_EV_LINE_MAX		4096	/* longest line we ever format */
 #define GH_EV_STR_MAX		256	/* input bytes of one string field */
-#define GH_EV_FORMAT_VERSION	2
 #define GH_SPOOL_DIR		"/dev/shm"
 #define GH_SPOOL_PREFIX		"gdrhook-spool."
 #define GH_SPOOL_MAGIC		0x314c4f4f50534847ull	/* "GHSPOOL1" */
@@ -74,20 +73,6 @@
 _Static_assert(2 * (6 * GH_EV_STR_MAX + 2) + 512 <= GH_EV_LINE_MAX,
 	       "an event line may not fit GH_EV_LINE_MAX");
 _Static_assert(6 * PATH_MAX + 512 <= GH_EV_OUTBUF, "start line too long");
-
-/* One record as a ring holds it: plain data, readable after a crash. */
-#define GH_SLOT_API	0x80000000u	/* api[] is set (else null) */
-#define GH_SLOT_WHAT	0x40000000u	/* what[] is set */
-
-struct gh_evslot {
-	uint64_t t_ns, dur_ns, ptr, size, gen, ctx, aux, aux2;
-	int32_t tid, rc, dev;
-	uint16_t ev, kind;
-	uint32_t flags;		/* GH_EVF_* | GH_SLOT_* */
-	char api[40];
-	char what[68];
-};
-_Static_assert(sizeof(struct gh_evslot) == GH_EVLOG_REC_BYTES, "slot layout");
 
 enum gh_ring_state { GH_RING_FREE, GH_RING_OWNED, GH_RING_ORPHANED };
 
@@ -100,7 +85,7 @@ struct gh_ring {
 	size_t map_len;
 	uint64_t head __attribute__((aligned(64)));	/* producer */
 	uint64_t tail __attribute__((aligned(64)));	/* consumer */
-	struct gh_evslot rec[] __attribute__((aligned(64)));
+	struct gh_evrec rec[] __attribute__((aligned(64)));
 };
 
 /* The spool's first page(s): what a recoverer needs to know. */
@@ -149,6 +134,7 @@ static struct {
 	int fd;			/* -1: not open yet; -2: open failed */
 	int is_stderr;
 	int is_fork_child;	/* write a "fork" record after "start" */
+	int after_exec;		/* a former image of ours died writing */
 	pid_t parent;		/* pid that forked us / is forking */
 	int32_t first_tid;	/* thread of the first event: start record */
 	uint64_t out_recs;	/* event lines in the output buffer */
@@ -174,31 +160,6 @@ static __thread struct gh_ring *gh_ev_tl_ring
 static __thread int gh_ev_fork_held
 	__attribute__((tls_model("initial-exec")));
 
-static const char *const gh_ev_names[GH_EV_COUNT_] = {
-	[GH_EV_ALLOC] = "alloc",
-	[GH_EV_FREE] = "free",
-	[GH_EV_RESTORE] = "restore",
-	[GH_EV_CTX_DESTROY] = "ctx_destroy",
-	[GH_EV_CTX_RESET] = "ctx_reset",
-	[GH_EV_CTX_RELEASE] = "ctx_release",
-	[GH_EV_POOL_TRIM] = "pool_trim",
-	[GH_EV_POOL_DESTROY] = "pool_destroy",
-	[GH_EV_UNTRUSTED] = "untrusted",
-	[GH_EV_AUDIT] = "audit",
-	[GH_EV_PIN] = "pin",
-	[GH_EV_UNPIN] = "unpin",
-	[GH_EV_REG] = "reg",
-	[GH_EV_DEREG] = "dereg",
-	[GH_EV_REVOKE] = "revoke",
-	[GH_EV_HIT] = "hit",
-	[GH_EV_MISS] = "miss",
-};
-
-const char *gh_ev_name(unsigned int ev)
-{
-	return ev < GH_EV_COUNT_ ? gh_ev_names[ev] : NULL;
-}
-
 static const char *const gh_kind_names[GDRHOOK_KIND_COUNT_] = {
 	[GDRHOOK_KIND_NONE] = "none",
 	[GDRHOOK_KIND_DEVICE] = "device",
@@ -209,6 +170,14 @@ static const char *const gh_kind_names[GDRHOOK_KIND_COUNT_] = {
 	[GDRHOOK_KIND_VMM] = "vmm",
 	[GDRHOOK_KIND_IPC] = "ipc",
 };
+
+void gh_ev_put_kind(struct gh_buf *b, unsigned int kind)
+{
+	if (kind < GDRHOOK_KIND_COUNT_)
+		gh_buf_json_str(b, gh_kind_names[kind], GH_EV_STR_MAX);
+	else
+		gh_buf_u64(b, kind);	/* unknown: keep the number */
+}
 
 /* ---------------------------------------------------------------- */
 /* configuration                                                     */
@@ -253,7 +222,7 @@ int gh_evlog_configure(const char *path, uint64_t ring_bytes)
 
 	if (!ring_bytes)
 		ring_bytes = GH_EV_DEFAULT_RING;
-	recs = ring_bytes / sizeof(struct gh_evslot);
+	recs = ring_bytes / sizeof(struct gh_evrec);
 	if (recs < GH_EV_MIN_RECS)
 		recs = GH_EV_MIN_RECS;
 	if (recs > GH_EV_MAX_RECS)
@@ -346,7 +315,7 @@ static size_t gh_ring_bytes(uint32_t recs)
 {
 	size_t pg = gh_pagesize();
 	size_t len = sizeof(struct gh_ring) +
-		     (size_t)recs * sizeof(struct gh_evslot);
+		     (size_t)recs * sizeof(struct gh_evrec);
 
 	return (len + pg - 1) & ~(pg - 1);
 }
@@ -392,7 +361,7 @@ static void gh_spool_open(void)
 		goto out;
 	}
 	h->version = GH_EV_FORMAT_VERSION;
-	h->slot_size = sizeof(struct gh_evslot);
+	h->slot_size = sizeof(struct gh_evrec);
 	h->ring_recs = gh_ev.ring_recs;
 	h->ring_stride = stride;
 	h->data_off = hdr_len;
@@ -563,14 +532,6 @@ static void gh_ev_start(void)
 /* ---------------------------------------------------------------- */
 /* hook path                                                         */
 
-static void gh_slot_str(char *dst, size_t cap, const char *s)
-{
-	size_t n = strnlen(s, cap - 1);
-
-	memcpy(dst, s, n);
-	dst[n] = '\0';
-}
-
 /*
  * GDRHOOK_LOG_MODE=block and the ring is full: wait for the writer.
  * Returns 0 when there is room, -1 when the event must be dropped (no
@@ -601,7 +562,7 @@ void gh_evlog_put(const struct gh_evrec *r)
 {
 	uint32_t s = __atomic_load_n(&gh_ev.state, __ATOMIC_ACQUIRE);
 	struct gh_ring *g;
-	struct gh_evslot *slot;
+	struct gh_evrec *slot;
 	uint64_t h, t;
 	int saved;
 
@@ -637,28 +598,11 @@ void gh_evlog_put(const struct gh_evrec *r)
 		t = __atomic_load_n(&g->tail, __ATOMIC_ACQUIRE);
 	}
 	slot = &g->rec[h & g->mask];
-	slot->t_ns = r->t_ns ? r->t_ns : gh_now_ns();
-	slot->dur_ns = r->dur_ns;
-	slot->ptr = r->ptr;
-	slot->size = r->size;
-	slot->gen = r->gen;
-	slot->ctx = r->ctx;
-	slot->aux = r->aux;
-	slot->aux2 = r->aux2;
-	slot->tid = r->tid ? r->tid : gh_gettid();
-	slot->rc = r->rc;
-	slot->dev = r->dev;
-	slot->ev = r->ev;
-	slot->kind = r->kind;
-	slot->flags = r->flags & ~(GH_SLOT_API | GH_SLOT_WHAT);
-	if (r->api) {
-		gh_slot_str(slot->api, sizeof(slot->api), r->api);
-		slot->flags |= GH_SLOT_API;
-	}
-	if (r->what) {
-		gh_slot_str(slot->what, sizeof(slot->what), r->what);
-		slot->flags |= GH_SLOT_WHAT;
-	}
+	*slot = *r;
+	if (!slot->tid)
+		slot->tid = gh_gettid();
+	if (!slot->t_ns)
+		slot->t_ns = gh_now_ns();
 	__atomic_store_n(&g->head, h + 1, __ATOMIC_RELEASE);
 	/* fill level rises by one per put, so it meets wake_at exactly */
 	if (__builtin_expect(h + 1 - t == g->wake_at, 0))
@@ -667,9 +611,6 @@ void gh_evlog_put(const struct gh_evrec *r)
 
 /* ---------------------------------------------------------------- */
 /* formatting                                                        */
-
-#define GH_API(r)	((r)->flags & GH_SLOT_API ? (r)->api : NULL)
-#define GH_WHAT(r)	((r)->flags & GH_SLOT_WHAT ? (r)->what : NULL)
 
 /* ,"key": then the value; lit must be a string literal */
 #define GH_KEY(b, lit)		gh_buf_lit((b), ",\"" lit "\":")
@@ -708,112 +649,6 @@ static void gh_ev_kv_u64(struct gh_buf *b, const char *key, size_t klen,
 		else							\
 			gh_buf_lit((b), "false");			\
 	} while (0)
-
-static void gh_ev_format(struct gh_buf *b, const struct gh_evslot *r,
-			 pid_t pid)
-{
-	const char *name = gh_ev_name(r->ev);
-
-	gh_buf_lit(b, "{\"t\":");
-	gh_buf_u64(b, r->t_ns);
-	GH_KV_I(b, "pid", pid);
-	GH_KV_I(b, "tid", r->tid);
-	GH_KEY(b, "ev");
-	if (name) {
-		gh_buf_putc(b, '"');
-		gh_buf_puts(b, name);
-		gh_buf_putc(b, '"');
-	} else {
-		gh_buf_u64(b, r->ev);	/* unknown: keep the number */
-	}
-
-	switch (r->ev) {
-	case GH_EV_ALLOC:
-	case GH_EV_FREE:
-	case GH_EV_RESTORE:
-		GH_KV_STR(b, "api", GH_API(r));
-		GH_KV_HEX(b, "ptr", r->ptr);
-		GH_KV_U(b, "size", r->size);
-		GH_KV_I(b, "dev", r->dev);
-		GH_KV_U(b, "gen", r->gen);
-		GH_KEY(b, "kind");
-		if (r->kind < GDRHOOK_KIND_COUNT_)
-			gh_buf_json_str(b, gh_kind_names[r->kind],
-					GH_EV_STR_MAX);
-		else
-			gh_buf_u64(b, r->kind);
-		GH_KV_HEX(b, "ctx", r->ctx);
-		GH_KV_I(b, "rc", r->rc);
-		GH_KV_U(b, "dur_ns", r->dur_ns);
-		if (r->ev == GH_EV_FREE && (r->flags & GH_EVF_UNTRACKED))
-			gh_buf_lit(b, ",\"tracked\":false");
-		if (r->ev == GH_EV_FREE && (r->flags & GH_EVF_IMPLICIT))
-			gh_buf_lit(b, ",\"implicit\":true");
-		break;
-	case GH_EV_CTX_DESTROY:
-	case GH_EV_CTX_RESET:
-	case GH_EV_CTX_RELEASE:
-		GH_KV_STR(b, "api", GH_API(r));
-		GH_KV_HEX(b, "ctx", r->ctx);
-		GH_KV_I(b, "dev", r->dev);
-		GH_KV_I(b, "rc", r->rc);
-		GH_KV_U(b, "dur_ns", r->dur_ns);
-		GH_KV_U(b, "dropped", r->aux2);
-		GH_KV_U(b, "dropped_bytes", r->aux);
-		break;
-	case GH_EV_POOL_TRIM:
-	case GH_EV_POOL_DESTROY:
-		GH_KV_STR(b, "api", GH_API(r));
-		GH_KV_HEX(b, "pool", r->ctx);
-		GH_KV_I(b, "rc", r->rc);
-		GH_KV_U(b, "dur_ns", r->dur_ns);
-		break;
-	case GH_EV_UNTRUSTED:
-		GH_KV_STR(b, "api", GH_API(r));
-		GH_KV_STR(b, "why", GH_WHAT(r));
-		break;
-	case GH_EV_AUDIT:
-		GH_KV_STR(b, "api", GH_API(r));
-		GH_KV_HEX(b, "ptr", r->ptr);
-		GH_KV_U(b, "size", r->size);
-		GH_KV_U(b, "gen", r->gen);
-		GH_KV_STR(b, "what", GH_WHAT(r));
-		break;
-	case GH_EV_PIN:
-	case GH_EV_UNPIN:
-		GH_KV_HEX(b, "ptr", r->ptr);
-		GH_KV_U(b, "size", r->size);
-		GH_KV_U(b, "gen", r->gen);
-		GH_KV_I(b, "dev", r->dev);
-		GH_KV_STR(b, "backend", GH_WHAT(r));
-		GH_KV_I(b, "rc", r->rc);
-		GH_KV_U(b, "dur_ns", r->dur_ns);
-		break;
-	case GH_EV_REG:
-	case GH_EV_DEREG:
-		GH_KV_HEX(b, "ptr", r->ptr);
-		GH_KV_U(b, "size", r->size);
-		GH_KV_U(b, "gen", r->gen);
-		GH_KV_HEX(b, "mr", r->aux);
-		GH_KV_HEX(b, "pd", r->aux2);
-		GH_KV_U(b, "access", r->kind);
-		GH_KV_BOOL(b, "hit", r->flags & GH_EVF_HIT);
-		GH_KV_I(b, "rc", r->rc);
-		GH_KV_U(b, "dur_ns", r->dur_ns);
-		break;
-	case GH_EV_REVOKE:
-	case GH_EV_HIT:
-	case GH_EV_MISS:
-		GH_KV_HEX(b, "ptr", r->ptr);
-		GH_KV_U(b, "size", r->size);
-		GH_KV_U(b, "gen", r->gen);
-		break;
-	default:
-		break;
-	}
-	gh_buf_lit(b, "}\n");
-}
-
 
 /* ---------------------------------------------------------------- */
 /* output (all under gh_ev.lock)                                     */
@@ -915,7 +750,7 @@ static void gh_ev_end_torn_line(int fd, const char *path)
  * FIFO with no reader is refused at once), private to the user.
  * Returns the fd or -errno.
  */
-static int gh_ev_open_sink(const char *path)
+static int gh_ev_open_sink(const char *path, int end_torn)
 {
 	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC |
 				    O_NOFOLLOW | O_NONBLOCK, 0600);
@@ -926,7 +761,9 @@ static int gh_ev_open_sink(const char *path)
 	/* files and devices block as usual; pipes stay non-blocking */
 	if (!fstat(fd, &st) && !S_ISFIFO(st.st_mode) && !S_ISSOCK(st.st_mode))
 		fcntl(fd, F_SETFL, O_WRONLY | O_APPEND);
-	gh_ev_end_torn_line(fd, path);
+	/* only after a death: a live writer's line may just be half done */
+	if (end_torn)
+		gh_ev_end_torn_line(fd, path);
 	return fd;
 }
 
@@ -945,7 +782,7 @@ static void gh_ev_open_locked(void)
 	} else {
 		gh_ev_expand(gh_ev.path, getpid(), gh_ev.opened,
 			     sizeof(gh_ev.opened));
-		fd = gh_ev_open_sink(gh_ev.opened);
+		fd = gh_ev_open_sink(gh_ev.opened, gh_ev.after_exec);
 		if (fd < 0) {
 			gh_ev_abandon(fd == -ENXIO ?
 				      "cannot open: a FIFO with no reader" :
@@ -1002,7 +839,7 @@ static uint64_t gh_ev_drain_ring(struct gh_ring *g, pid_t pid)
 			__atomic_store_n(&g->tail, t, __ATOMIC_RELEASE);
 		}
 		if (gh_ev.fd >= 0) {
-			gh_ev_format(&gh_ev.out, &g->rec[t & g->mask], pid);
+			gh_ev_format_record(&gh_ev.out, &g->rec[t & g->mask], pid);
 			gh_ev.out_recs++;
 		} else {
 			gh_ev_drop(1);
@@ -1101,14 +938,22 @@ static void gh_spool_recover(const char *spool)
 	if (h == MAP_FAILED)
 		goto out_close;
 	if (h->magic != GH_SPOOL_MAGIC || h->version != GH_EV_FORMAT_VERSION ||
-	    h->slot_size != sizeof(struct gh_evslot) || !h->ring_recs ||
+	    h->slot_size != sizeof(struct gh_evrec) || !h->ring_recs ||
 	    (h->ring_recs & (h->ring_recs - 1)) ||
 	    h->ring_stride != gh_ring_bytes(h->ring_recs) ||
-	    h->data_off != hdr_len || !memchr(h->log, 0, sizeof(h->log)))
+	    h->data_off != hdr_len || !memchr(h->log, 0, sizeof(h->log))) {
+		gh_info("event log: %s is not a spool of this version: removed",
+			spool);
 		goto out_unmap;
-	lfd = gh_ev_open_sink(h->log);
-	if (lfd < 0)
+	}
+	if (h->pid == getpid())
+		gh_ev.after_exec = 1;	/* our former image: it may have torn */
+	lfd = gh_ev_open_sink(h->log, 1);
+	if (lfd < 0) {
+		gh_warn("event log: cannot recover %s into %s (errno %d)",
+			spool, h->log, -lfd);
 		goto out_unmap;
+	}
 	gh_ev.fd = lfd;
 	gh_ev.dead = 0;
 	gh_buf_reset(&gh_ev.out);

@@ -58,6 +58,10 @@ void gh_evlog_shutdown(uint64_t live, uint64_t live_bytes);
 uint64_t gh_evlog_written(void);
 uint64_t gh_evlog_dropped(void);
 
+/* A memory kind's name as a JSON string (the generated formatter's). */
+struct gh_buf;
+void gh_ev_put_kind(struct gh_buf *b, unsigned int kind);
+
 /* fork: prepare drains and quiesces; child restarts with fresh state. */
 void gh_evlog_atfork_prepare(void);
 void gh_evlog_atfork_parent(void);

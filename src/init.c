@@ -125,7 +125,6 @@ __attribute__((destructor)) static void gh_destructor(void)
 
 void gh_mark_untrusted(const char *api, const char *why)
 {
-	struct gh_evrec e;
 	struct gh_range none = { 0 };
 	int first = !__atomic_exchange_n(&gh_untrusted, 1, __ATOMIC_ACQ_REL);
 
@@ -135,10 +134,7 @@ void gh_mark_untrusted(const char *api, const char *why)
 		       api, why);
 		gh_subscribers_notify(GDRHOOK_EVENT_UNTRUSTED, &none, api);
 	}
-	gh_evrec_init(&e, GH_EV_UNTRUSTED, 0);
-	e.api = api;
-	e.what = why;
-	gh_emit(&e);
+	gh_ev_emit_untrusted(GH_EV_UNTRUSTED, 0, api, why);
 	if (gh_cfg.strict) {
 		gh_err("GDRHOOK_STRICT=1: aborting");
 		abort();

@@ -130,10 +130,8 @@ void gh_audit_report(const char *api, uint64_t ptr, uint64_t size,
 int gh_guard_enter(void);
 void gh_guard_leave(int was);
 
-/* Start a record of ev for an operation that began at t0 (0: now):
- * t, dur_ns (up to now), tid; dev -1; everything else zero. */
-void gh_evrec_init(struct gh_evrec *e, unsigned int ev, uint64_t t0);
-/* Emit one event to the log (when configured). */
+/* Emit one event to the log (when configured).  Records are started with
+ * gh_evrec_start(); most callers use a family's gh_ev_emit_*() (evrec.h). */
 void gh_emit(const struct gh_evrec *r);
 
 #endif

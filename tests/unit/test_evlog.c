@@ -237,10 +237,10 @@ static struct gh_evrec mkrec(unsigned int ev, uint64_t ptr)
 	memset(&r, 0, sizeof(r));
 	r.t_ns = gh_now_ns();
 	r.ev = (uint16_t)ev;
-	r.ptr = ptr;
-	r.size = 1 << 20;
-	r.api = "cuMemAlloc_v2";
-	r.kind = GDRHOOK_KIND_DEVICE;
+	r.u.mem.ptr = ptr;
+	r.u.mem.size = 1 << 20;
+	gh_evrec_str(r.u.mem.api, "cuMemAlloc_v2");
+	r.u.mem.kind = GDRHOOK_KIND_DEVICE;
 	return r;
 }
 
@@ -372,12 +372,17 @@ static const char *const k_pin[] = { "t", "pid", "tid", "ev", "ptr", "size",
 				     "gen", "dev", "backend", "rc", "dur_ns",
 				     NULL };
 static const char *const k_reg[] = { "t", "pid", "tid", "ev", "ptr", "size",
-				     "gen", "mr", "pd", "access", "hit", "rc",
+				     "gen", "mr", "pd", "access", "rc",
 				     "dur_ns", NULL };
-static const char *const k_small[] = { "t", "pid", "tid", "ev", "ptr",
-				       "size", "gen", NULL };
+static const char *const k_lookup[] = { "t", "pid", "tid", "ev", "api",
+					"ptr", "size", "gen", "dev", "mr",
+					"pd", "access", "dur_ns", NULL };
+static const char *const k_revoke[] = { "t", "pid", "tid", "ev", "ptr",
+					"size", "gen", "dev", NULL };
 static const char *const k_exit[] = { "ev", "t", "pid", "tid", "events",
 				      "dropped", "live", "live_bytes", NULL };
+
+#define HI "say \"hi\"\n"
 
 static struct gh_evrec full_rec(unsigned int ev)
 {
@@ -386,19 +391,80 @@ static struct gh_evrec full_rec(unsigned int ev)
 	memset(&r, 0, sizeof(r));
 	r.t_ns = 1000 + ev;
 	r.dur_ns = 77;
-	r.ptr = 0x7f0000001000ull;
-	r.size = 123456789012ull;
-	r.gen = 42;
-	r.ctx = 0xabcdef;
-	r.aux = 0x5555;
-	r.aux2 = 0x6666;
-	r.api = "cuFoo_v2";
-	r.what = "say \"hi\"\n";
 	r.tid = 4242;
-	r.rc = -3;
-	r.dev = 1;
 	r.ev = (uint16_t)ev;
-	r.kind = GDRHOOK_KIND_HOST_REGISTERED;
+	switch (ev) {
+	case GH_EV_ALLOC:
+	case GH_EV_FREE:
+	case GH_EV_RESTORE:
+		gh_evrec_str(r.u.mem.api, "cuFoo_v2");
+		r.u.mem.ptr = 0x7f0000001000ull;
+		r.u.mem.size = 123456789012ull;
+		r.u.mem.dev = 1;
+		r.u.mem.gen = 42;
+		r.u.mem.kind = GDRHOOK_KIND_HOST_REGISTERED;
+		r.u.mem.ctx = 0xabcdef;
+		r.u.mem.rc = -3;
+		break;
+	case GH_EV_CTX_DESTROY:
+	case GH_EV_CTX_RESET:
+	case GH_EV_CTX_RELEASE:
+		gh_evrec_str(r.u.ctx.api, "cuFoo_v2");
+		r.u.ctx.ctx = 0xabcdef;
+		r.u.ctx.dev = 1;
+		r.u.ctx.rc = -3;
+		r.u.ctx.dropped = 0x6666;
+		r.u.ctx.dropped_bytes = 0x5555;
+		break;
+	case GH_EV_POOL_TRIM:
+	case GH_EV_POOL_DESTROY:
+		gh_evrec_str(r.u.pool.api, "cuFoo_v2");
+		r.u.pool.pool = 0xabcdef;
+		r.u.pool.rc = -3;
+		break;
+	case GH_EV_UNTRUSTED:
+		gh_evrec_str(r.u.untrusted.api, "cuFoo_v2");
+		gh_evrec_str(r.u.untrusted.why, HI);
+		break;
+	case GH_EV_AUDIT:
+		gh_evrec_str(r.u.audit.api, "cuFoo_v2");
+		r.u.audit.ptr = 0x7f0000001000ull;
+		r.u.audit.gen = 42;
+		gh_evrec_str(r.u.audit.what, HI);
+		break;
+	case GH_EV_PIN:
+	case GH_EV_UNPIN:
+		r.u.pin.ptr = 0x7f0000001000ull;
+		r.u.pin.gen = 42;
+		r.u.pin.dev = 1;
+		gh_evrec_str(r.u.pin.backend, HI);
+		r.u.pin.rc = -3;
+		break;
+	case GH_EV_REG:
+	case GH_EV_DEREG:
+		r.u.reg.ptr = 0x7f0000001000ull;
+		r.u.reg.gen = 42;
+		r.u.reg.mr = 0x5555;
+		r.u.reg.pd = 0x6666;
+		r.u.reg.access = 7;
+		r.u.reg.rc = -3;
+		break;
+	case GH_EV_HIT:
+	case GH_EV_MISS:
+		gh_evrec_str(r.u.lookup.api, "ibv_reg_mr");
+		r.u.lookup.ptr = 0x7f0000001000ull;
+		r.u.lookup.gen = 42;
+		r.u.lookup.dev = 1;
+		r.u.lookup.mr = 0x5555;
+		r.u.lookup.pd = 0x6666;
+		r.u.lookup.access = 7;
+		break;
+	case GH_EV_REVOKE:
+		r.u.revoke.ptr = 0x7f0000001000ull;
+		r.u.revoke.gen = 42;
+		r.u.revoke.dev = 1;
+		break;
+	}
 	return r;
 }
 
@@ -419,18 +485,17 @@ TEST(record_fields_exact)
 	}
 	/* flag variants */
 	r = full_rec(GH_EV_FREE);
-	r.flags = GH_EVF_UNTRACKED | GH_EVF_IMPLICIT;
-	r.kind = 0;
+	r.flags = GH_EVF_NOT_TRACKED | GH_EVF_IMPLICIT;
+	r.u.mem.kind = 0;
 	gh_evlog_put(&r);
 	r = full_rec(GH_EV_REG);
-	r.flags = GH_EVF_HIT;
-	r.api = NULL;
+	r.flags = GH_EVF_IMPLICIT;	/* not a reg flag: no key */
 	gh_evlog_put(&r);
 	r = full_rec(GH_EV_UNTRUSTED);
-	r.what = NULL;
+	gh_evrec_str(r.u.untrusted.why, NULL);
 	gh_evlog_put(&r);
 	r = full_rec(GH_EV_ALLOC);
-	r.kind = 200;		/* out of range: written as a number */
+	r.u.mem.kind = 200;	/* out of range: written as a number */
 	r.tid = 0;		/* filled in by put */
 	gh_evlog_put(&r);
 	gh_evlog_shutdown(3, 4096);
@@ -494,7 +559,7 @@ TEST(record_fields_exact)
 			break;
 		case GH_EV_UNTRUSTED:
 			check_keys(o, k_untr);
-			CHECK_STR(get(o, "why"), "say \"hi\"\n");
+			CHECK_STR(get(o, "why"), HI);
 			break;
 		case GH_EV_AUDIT:
 			check_keys(o, k_audit);
@@ -511,15 +576,27 @@ TEST(record_fields_exact)
 			check_keys(o, k_reg);
 			CHECK_STR(get(o, "mr"), "0x5555");
 			CHECK_STR(get(o, "pd"), "0x6666");
-			CHECK_EQ(geti(o, "access"),
-				 GDRHOOK_KIND_HOST_REGISTERED);
-			CHECK_STR(get(o, "hit"), "false");
+			CHECK_EQ(geti(o, "access"), 7);
+			CHECK_EQ(geti(o, "rc"), -3);
 			break;
-		default:
-			check_keys(o, k_small);
+		case GH_EV_HIT:
+		case GH_EV_MISS:
+			check_keys(o, k_lookup);
+			CHECK_STR(get(o, "api"), "ibv_reg_mr");
+			CHECK_STR(get(o, "mr"), "0x5555");
+			CHECK_STR(get(o, "pd"), "0x6666");
+			CHECK_EQ(geti(o, "dev"), 1);
+			CHECK_EQ(geti(o, "access"), 7);
+			CHECK_EQ(geti(o, "dur_ns"), 77);
+			break;
+		case GH_EV_REVOKE:
+			check_keys(o, k_revoke);
 			CHECK_STR(get(o, "ptr"), "0x7f0000001000");
 			CHECK_EQ(geti(o, "gen"), 42);
+			CHECK_EQ(geti(o, "dev"), 1);
 			break;
+		default:
+			TH_FAIL("event %u has no expectation", ev);
 		}
 	}
 	o = parse_line(l.v[i++]);
@@ -529,11 +606,10 @@ TEST(record_fields_exact)
 	CHECK_STR(get(o, "kind"), "none");
 	o = parse_line(l.v[i++]);
 	check_keys(o, k_reg);
-	CHECK_STR(get(o, "hit"), "true");
 	o = parse_line(l.v[i++]);
 	check_keys(o, k_untr);
-	CHECK_STR(get(o, "why"), "null");
-	CHECK(!is_str(o, "why"));
+	CHECK_STR(get(o, "why"), "");
+	CHECK(is_str(o, "why"));
 	o = parse_line(l.v[i++]);
 	CHECK_EQ(geti(o, "kind"), 200);
 	CHECK_EQ(geti(o, "tid"), gh_gettid());
@@ -985,7 +1061,7 @@ TEST(bench_put_and_writer)
 
 		t0 = gh_now_ns();
 		for (int i = 0; i < N; i++) {
-			r.ptr = (uint64_t)i << 12;
+			r.u.mem.ptr = (uint64_t)i << 12;
 			gh_evlog_put(&r);
 		}
 		t1 = gh_now_ns();
@@ -1004,7 +1080,7 @@ TEST(bench_put_and_writer)
 
 		t0 = gh_now_ns();
 		for (int i = 0; i < N; i++) {
-			r.ptr = (uint64_t)i << 12;
+			r.u.mem.ptr = (uint64_t)i << 12;
 			gh_evlog_put(&r);
 		}
 		t1 = gh_now_ns();
@@ -1214,23 +1290,35 @@ TEST(host_and_pid_in_name)
 	rm_tdir();
 }
 
-/* A torn last line left by a killed writer is ended before our start. */
-TEST(torn_line_ended_before_start)
+/* A torn last line left by a process that died writing is ended before
+ * anything is appended after it. */
+TEST(torn_line_ended_after_a_death)
 {
 	struct lines l;
+	pid_t pid;
 	FILE *f;
+	int st;
 
 	mk_tdir();
-	f = fopen(tpath("log"), "w");
-	CHECK(f != NULL);
-	fputs("{\"t\":1,\"ev\":\"alloc\",\"api\":\"cuMemAl", f);
-	fclose(f);
-	CHECK_EQ(gh_evlog_configure(tpath("log"), 0), 0);
-	put(GH_EV_ALLOC, 1);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		if (gh_evlog_configure(tpath("log"), 0))
+			_exit(99);
+		gh_evlog_atfork_prepare();	/* the writer cannot drain */
+		put(GH_EV_ALLOC, 1);
+		f = fopen(tpath("log"), "w");
+		fputs("{\"t\":1,\"ev\":\"alloc\",\"api\":\"cuMemAl", f);
+		fclose(f);
+		_exit(0);
+	}
+	CHECK_EQ(waitpid(pid, &st, 0), pid);
+	CHECK_EQ(gh_evlog_configure(tpath("next"), 0), 0);
 	gh_evlog_shutdown(0, 0);
 	l = read_lines(tpath("log"));
-	CHECK_EQ(l.n, 4);
-	CHECK(!strncmp(l.v[1], "{\"ev\":\"start\"", 13));
+	CHECK_EQ(l.n, 3);
+	CHECK(!strncmp(l.v[1], "{\"ev\":\"recovered\"", 17));
+	CHECK(!strncmp(l.v[2], "{\"t\":", 5));
 	rm_tdir();
 }
 

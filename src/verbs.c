@@ -246,6 +246,7 @@ static struct ibv_mr *vreg_guarded(const struct vreq *q, int saved_errno)
 	errno = e;
 	return mr;
 pass:
+	GH_COUNT(regs_passed, 1);
 	errno = saved_errno;
 	return call_real(q);
 }
@@ -265,6 +266,7 @@ static struct ibv_mr *vreg(const struct vreq *q)
 		errno = saved;
 		return call_real(q);
 	}
+	GH_COUNT(regs_seen, 1);
 	mr = vreg_guarded(q, saved);
 	e = errno;
 	gh_guard_leave(was);

@@ -386,6 +386,35 @@ TEST_TIMEOUT(block_mode_200k_pairs_lose_nothing, 300)
 	unlink(path);
 }
 
+/* ---- the counters: one list, one write, the cache's too ---- */
+
+TEST(stats_printout_is_the_whole_list)
+{
+	static const char *const labels[] = {
+		"allocations", "frees", "failed calls", "live at exit",
+		"log events", "log dropped", "registrations seen",
+		"registrations passed", "rcache hits", "rcache misses",
+		"pinned bytes", "nic regs", "nic deregs",
+	};
+	char err[256];
+	const char *e, *at;
+
+	tmp(err, sizeof(err), "stderr");
+	CHECK_EQ(run_io("alloc", ENV("GDRHOOK_STATS=yes"), "/dev/null", err),
+		 7);
+	e = slurp(err);
+	at = strstr(e, "]: stats\n");
+	CHECK(at != NULL);
+	for (size_t i = 0; i < sizeof(labels) / sizeof(labels[0]); i++) {
+		const char *p = strstr(at, labels[i]);
+
+		if (!p)
+			TH_FAIL("no \"%s\" in %s", labels[i], e);
+	}
+	CHECK(strstr(at, "  allocations             5\n") != NULL);
+	unlink(err);
+}
+
 /* ---- seen 10: ordering a threaded log by t is consistent ---- */
 
 TEST_TIMEOUT(ordering_by_t_shows_no_double_allocation, 300)

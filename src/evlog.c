@@ -240,6 +240,8 @@ int gh_evlog_configure(const char *path, uint64_t ring_bytes)
 	gh_ev.is_stderr = !strcmp(path, "stderr");
 	gh_ev.ring_recs = (uint32_t)recs;
 	gh_ev.dead = 0;
+	__atomic_store_n(&gh_ev.written, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&gh_ev.dropped, 0, __ATOMIC_RELAXED);
 	gh_ev.start_t = gh_now_ns();
 	gh_ev.start_wall = gh_wall_ns();
 	gh_buf_init(&gh_ev.out, gh_ev_outbuf, sizeof(gh_ev_outbuf));
@@ -277,7 +279,8 @@ static void gh_ev_drop(uint64_t n)
 /* ---------------------------------------------------------------- */
 /* path expansion                                                    */
 
-static void gh_ev_expand(const char *tmpl, pid_t pid, char *dst, size_t cap)
+/* Expand %p, %h, %%; -ENAMETOOLONG rather than a cut name. */
+static int gh_ev_expand(const char *tmpl, pid_t pid, char *dst, size_t cap)
 {
 	struct gh_buf b;
 	const char *p;
@@ -300,7 +303,12 @@ static void gh_ev_expand(const char *tmpl, pid_t pid, char *dst, size_t cap)
 			gh_buf_putc(&b, *p);
 		}
 	}
+	if (b.truncated || gh_buf_room(&b) == 0) {
+		dst[0] = '\0';
+		return -ENAMETOOLONG;
+	}
 	gh_buf_cstr(&b);
+	return 0;
 }
 
 /* ---------------------------------------------------------------- */
@@ -368,7 +376,12 @@ static void gh_spool_open(void)
 	h->pid = getpid();
 	h->start_t = gh_ev.start_t;
 	h->start_wall = gh_ev.start_wall;
-	gh_ev_expand(gh_ev.path, getpid(), h->log, sizeof(h->log));
+	if (gh_ev_expand(gh_ev.path, getpid(), h->log, sizeof(h->log))) {
+		munmap(h, hdr_len);
+		close(fd);
+		unlink(gh_ev.spool_path);
+		goto out;
+	}
 	__atomic_store_n(&h->magic, GH_SPOOL_MAGIC, __ATOMIC_RELEASE);
 	gh_ev.spool = h;
 	gh_ev.spool_fd = fd;
@@ -660,7 +673,8 @@ static void gh_ev_abandon(const char *why, int err, uint64_t lost)
 	gh_ev_drop(lost);
 	gh_warn("event log %s: %s (errno %d); no more events are written, "
 		"%llu lost so far (the exit counts say how many in all)",
-		gh_ev.is_stderr ? "stderr" : gh_ev.opened, why, -err,
+		gh_ev.is_stderr ? "stderr" :
+		gh_ev.opened[0] ? gh_ev.opened : gh_ev.path, why, -err,
 		(unsigned long long)gh_evlog_dropped());
 	if (gh_ev.fd >= 0 && !gh_ev.is_stderr)
 		close(gh_ev.fd);
@@ -780,9 +794,10 @@ static void gh_ev_open_locked(void)
 	if (gh_ev.is_stderr) {
 		gh_ev.fd = STDERR_FILENO;
 	} else {
-		gh_ev_expand(gh_ev.path, getpid(), gh_ev.opened,
-			     sizeof(gh_ev.opened));
-		fd = gh_ev_open_sink(gh_ev.opened, gh_ev.after_exec);
+		fd = gh_ev_expand(gh_ev.path, getpid(), gh_ev.opened,
+				  sizeof(gh_ev.opened));
+		if (!fd)
+			fd = gh_ev_open_sink(gh_ev.opened, gh_ev.after_exec);
 		if (fd < 0) {
 			gh_ev_abandon(fd == -ENXIO ?
 				      "cannot open: a FIFO with no reader" :

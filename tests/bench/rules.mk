@@ -56,3 +56,14 @@ $(BENCH_REGCACHE): tests/bench/bench_regcache.c $(BUILD)/fake/libcuda.so
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD)/fake -lcuda -libverbs $(LDLIBS)
 # ---- end bench_regcache ----
+# ---- bench_evlog: event log writer throughput, drop vs block ----
+BENCH_EVLOG	:= $(BUILD)/tests/bench/bench_evlog
+
+.PHONY: bench-evlog
+bench: $(BENCH_EVLOG)
+bench-evlog: $(BENCH_EVLOG)
+
+$(BENCH_EVLOG): tests/bench/bench_evlog.c $(CORE_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(CORE_A) $(LDLIBS)
+# ---- end bench_evlog ----

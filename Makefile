@@ -90,6 +90,14 @@ $(BUILD)/tests/preload/%: tests/preload/%.c $(wildcard tests/preload/*.h) tests/
 	@mkdir -p $(dir $@)
 	$(CC) $(PRELOAD_CFLAGS) -o $@ $< $(PRELOAD_LIBS)
 
+# A C++ program that dies of an uncaught exception (test_evlog_proc runs it).
+CXX		?= c++
+$(BUILD)/tests/preload/die_cxx: tests/preload/die_cxx.cc $(FAKE_LIBS)
+	@mkdir -p $(dir $@)
+	$(CXX) -O1 -g -Wall -Werror $(CUDA_CPPFLAGS) -o $@ $< -L$(BUILD)/fake -lcuda
+
+$(BUILD)/tests/preload/test_evlog_proc: $(BUILD)/tests/preload/die_cxx
+
 $(BUILD)/tests/preload/test_symbols: $(GEN_STAMP) $(wildcard tests/preload/*.h) tests/harness.h $(FAKE_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(PRELOAD_CFLAGS) -o $@ $(BUILD)/gen/test_symbols.c $(PRELOAD_LIBS)

@@ -341,6 +341,39 @@ TEST(underscore_exit_child_loses_nothing)
 	unlink(other);
 }
 
+/* An uncaught C++ exception (tests/preload/die_cxx.cc) loses nothing. */
+TEST(uncaught_cxx_exception_loses_nothing)
+{
+	char path[256], other[256], var[300], var2[300], prog[4096];
+	ssize_t n = readlink("/proc/self/exe", prog, sizeof(prog) - 16);
+	pid_t pid;
+	int st;
+
+	CHECK(n > 0);
+	prog[n] = 0;
+	strcpy(strrchr(prog, '/') + 1, "die_cxx");
+	snprintf(var, sizeof(var), "GDRHOOK_LOG=%s",
+		 tmp(path, sizeof(path), "cxx"));
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		putenv(var);
+		dup2(open("/dev/null", O_WRONLY), 2);
+		execl(prog, prog, (char *)NULL);
+		_exit(121);
+	}
+	CHECK_EQ(waitpid(pid, &st, 0), pid);
+	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
+	snprintf(var2, sizeof(var2), "GDRHOOK_LOG=%s",
+		 tmp(other, sizeof(other), "next"));
+	CHECK_EQ(run_io("nocuda", ENV(var2), NULL, NULL), 0);
+	CHECK_EQ(LOG_COUNT(path, "\"ev\":\"alloc\""), 5);
+	CHECK_EQ(LOG_COUNT(path, "\"ev\":\"free\""), 5);
+	CHECK_EQ(LOG_COUNT(path, "\"ev\":\"recovered\""), 1);
+	unlink(path);
+	unlink(other);
+}
+
 /* ---- seen 3: exec while threads churn ---- */
 
 TEST_TIMEOUT(exec_while_threads_churn, 120)

@@ -383,8 +383,9 @@ static void gh_spool_open(void)
 		goto out;
 	}
 	__atomic_store_n(&h->magic, GH_SPOOL_MAGIC, __ATOMIC_RELEASE);
-	gh_ev.spool = h;
 	gh_ev.spool_fd = fd;
+	/* rings are taken (gh_ring_get) by threads that may see it now */
+	__atomic_store_n(&gh_ev.spool, h, __ATOMIC_RELEASE);
 out:
 	errno = saved;
 }
@@ -397,7 +398,7 @@ static void gh_spool_remove(void)
 	unlink(gh_ev.spool_path);
 	close(gh_ev.spool_fd);
 	gh_ev.spool_fd = -1;
-	gh_ev.spool = NULL;
+	__atomic_store_n(&gh_ev.spool, NULL, __ATOMIC_RELEASE);
 }
 
 /* ---------------------------------------------------------------- */
@@ -415,6 +416,7 @@ static void gh_ev_wake(void)
 /* Take a free ring or map a new one.  Slow path: once per thread. */
 static struct gh_ring *gh_ring_get(void)
 {
+	struct gh_spool_hdr *sp;
 	struct gh_ring *g, *head;
 	uint32_t recs = gh_ev.ring_recs;
 	size_t len = gh_ring_bytes(recs);
@@ -437,15 +439,16 @@ static struct gh_ring *gh_ring_get(void)
 	}
 
 	g = MAP_FAILED;
-	if (gh_ev.spool) {
-		uint32_t i = __atomic_fetch_add(&gh_ev.spool->nrings, 1,
+	sp = __atomic_load_n(&gh_ev.spool, __ATOMIC_ACQUIRE);
+	if (sp) {
+		uint32_t i = __atomic_fetch_add(&sp->nrings, 1,
 						__ATOMIC_ACQ_REL);
 
 		if (i < GH_SPOOL_MAX_RINGS) {
 			g = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED,
 				 gh_ev.spool_fd,
-				 (off_t)(gh_ev.spool->data_off +
-					 (uint64_t)i * gh_ev.spool->ring_stride));
+				 (off_t)(sp->data_off +
+					 (uint64_t)i * sp->ring_stride));
 			in_spool = g != MAP_FAILED;
 		}
 	}
@@ -584,6 +587,11 @@ void gh_evlog_put(const struct gh_evrec *r)
 			return;
 		if (s == GH_EV_IDLE)
 			gh_ev_start();
+		/* another thread is mapping the spool: its rings come next */
+		for (int spins = 0; spins < 100000 &&
+		     __atomic_load_n(&gh_ev.state, __ATOMIC_ACQUIRE) ==
+			     GH_EV_STARTING; spins++)
+			sched_yield();
 	}
 	if (__builtin_expect(__atomic_load_n(&gh_ev.dead, __ATOMIC_RELAXED),
 			     0)) {
@@ -820,7 +828,8 @@ static void gh_ev_open_locked(void)
 	GH_KEY(b, "exe");
 	gh_buf_json_str(b, exe, sizeof(exe));
 	GH_KV_U(b, "wall_ns", gh_ev.start_wall);
-	GH_KV_BOOL(b, "crash_safe", gh_ev.spool != NULL);
+	GH_KV_BOOL(b, "crash_safe",
+		   __atomic_load_n(&gh_ev.spool, __ATOMIC_ACQUIRE) != NULL);
 	GH_KEY(b, "mode");
 	if (gh_ev.block)
 		gh_buf_lit(b, "\"block\"");

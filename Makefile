@@ -29,7 +29,7 @@ GEN_STAMP	:= $(BUILD)/gen/.stamp
 
 LIB_SRCS	:= $(sort $(wildcard src/*.c src/hooks/*.c))
 LIB_OBJS	:= $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRCS)) \
-		   $(BUILD)/obj/gen/gh_hooks.o
+		   $(BUILD)/obj/gen/gh_hooks.o $(BUILD)/obj/gen/gh_events.o
 LIB		:= $(BUILD)/libgdrhook.so
 CORE_A		:= $(BUILD)/libgdrhook-core.a
 
@@ -43,9 +43,12 @@ all: lib
 
 lib: $(LIB)
 
-$(GEN_STAMP): $(HOOK_LISTS) scripts/gen-hooks.py
+# The event log's schema (events/events.table) generates its C side here
+# and its checked-in schema and doc tables with `make doc`.
+$(GEN_STAMP): $(HOOK_LISTS) scripts/gen-hooks.py events/events.table scripts/gen-events.py
 	@mkdir -p $(dir $@)
 	$(PYTHON) scripts/gen-hooks.py --out $(BUILD)/gen $(HOOK_LISTS)
+	$(PYTHON) scripts/gen-events.py --out $(BUILD)/gen
 	@touch $@
 
 $(GEN_OUT): $(GEN_STAMP)
@@ -59,6 +62,9 @@ $(BUILD)/obj/gen/gh_hooks.o: $(GEN_STAMP)
 GH_VERSION	:= $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' src/kmod/dkms.conf)
 $(BUILD)/obj/src/info.o: LIB_CFLAGS += -DGH_VERSION='"$(GH_VERSION)"'
 $(BUILD)/obj/src/info.o: src/kmod/dkms.conf
+$(BUILD)/obj/gen/gh_events.o: $(GEN_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(LIB_CFLAGS) -MMD -MP -c $(BUILD)/gen/gh_events.c -o $@
 
 $(BUILD)/obj/%.o: %.c $(GEN_STAMP)
 	@mkdir -p $(dir $@)
@@ -89,6 +95,14 @@ $(BUILD)/tests/preload/%: tests/preload/%.c $(wildcard tests/preload/*.h) tests/
 	@mkdir -p $(dir $@)
 	$(CC) $(PRELOAD_CFLAGS) -o $@ $< $(PRELOAD_LIBS)
 
+# A C++ program that dies of an uncaught exception (test_evlog_proc runs it).
+CXX		?= c++
+$(BUILD)/tests/preload/die_cxx: tests/preload/die_cxx.cc $(FAKE_LIBS)
+	@mkdir -p $(dir $@)
+	$(CXX) -O1 -g -Wall -Werror $(CUDA_CPPFLAGS) -o $@ $< -L$(BUILD)/fake -lcuda
+
+$(BUILD)/tests/preload/test_evlog_proc: $(BUILD)/tests/preload/die_cxx
+
 $(BUILD)/tests/preload/test_symbols: $(GEN_STAMP) $(wildcard tests/preload/*.h) tests/harness.h $(FAKE_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(PRELOAD_CFLAGS) -o $@ $(BUILD)/gen/test_symbols.c $(PRELOAD_LIBS)
@@ -114,9 +128,11 @@ all: examples bench
 check: $(LIB)
 	scripts/check-exports.sh $(LIB) $(BUILD)/gen/symbols.txt
 	@readme_tbl=$$($(PYTHON) scripts/gen-doc.py --check README.md 2>&1) || { echo "$$readme_tbl"; exit 1; }
+	$(PYTHON) scripts/gen-events.py --check --schema events/events.schema.json --doc README.md scripts/man/libgdrhook.7
 
 doc: $(LIB)
 	$(PYTHON) scripts/gen-doc.py README.md
+	$(PYTHON) scripts/gen-events.py --schema events/events.schema.json --doc README.md scripts/man/libgdrhook.7
 
 # The CPU test suite: unit tests, the shim against the driver test double
 # (every route, every hooked symbol), the trace tool; then again with

@@ -104,6 +104,11 @@ int gdrhook_subscribe(uint32_t mask, gdrhook_event_fn fn, void *arg);
 /* Returns 0, or -EINVAL for a handle that is not subscribed. */
 int gdrhook_unsubscribe(int handle);
 
+/*
+ * Counters (src/stats_list.h is their one list: the README's table and
+ * the GDRHOOK_STATS printout come from it).  Members are only ever
+ * appended; st->size tells which ones the caller knows.
+ */
 struct gdrhook_stats {
 	uint64_t size;		/* set by the caller: sizeof(struct) */
 	uint64_t allocs;	/* successful allocations seen */
@@ -120,6 +125,16 @@ struct gdrhook_stats {
 	uint64_t audit_disagreements;
 	uint64_t log_events;	/* event log records written */
 	uint64_t log_dropped;	/* event log records lost */
+	uint64_t regs_seen;	/* ibv_reg_mr-family calls seen */
+	uint64_t regs_passed;	/* ... passed through untouched */
+	uint64_t rcache_hits;	/* registration cache: served from it */
+	uint64_t rcache_misses;
+	uint64_t rcache_evictions;
+	uint64_t stale_averted;	/* dropped before their memory was freed */
+	uint64_t revoked;	/* ... that the program still held */
+	uint64_t pinned_bytes;	/* pinned by the cache now */
+	uint64_t nic_regs;	/* real NIC (de)registrations */
+	uint64_t nic_deregs;
 };
 
 /* Fill *st (st->size must be set; older/newer sizes are honoured). */

@@ -19,18 +19,10 @@
 void gh_audit_report(const char *api, uint64_t ptr, uint64_t size,
 		     uint64_t gen, const char *what)
 {
-	struct gh_evrec e;
-
 	GH_COUNT(audit_disagreements, 1);
 	gh_warn("audit: %s %p: %s", api ? api : "?", (void *)(uintptr_t)ptr,
 		what);
-	gh_evrec_init(&e, GH_EV_AUDIT, 0);
-	e.api = api;
-	e.ptr = ptr;
-	e.size = size;
-	e.gen = gen;
-	e.what = what;
-	gh_emit(&e);
+	gh_ev_emit_audit(GH_EV_AUDIT, 0, api, ptr, size, gen, what);
 }
 
 static int exact_kind(unsigned int kind)

@@ -91,6 +91,9 @@ int gh_guard_enter(void)
 	int was = tls.busy;
 
 	tls.busy = 1;
+	/* verbs programs hear about configuration problems too */
+	if (!was)
+		gh_note_cuda_used();
 	return was;
 }
 

@@ -13,7 +13,14 @@
 
 struct gh_config gh_cfg;
 
-enum gh_opt_type { GH_OPT_BOOL, GH_OPT_STR, GH_OPT_LEVEL, GH_OPT_SIZE };
+enum gh_opt_type {
+	GH_OPT_BOOL,
+	GH_OPT_STR,
+	GH_OPT_LEVEL,
+	GH_OPT_SIZE,		/* bytes or a count */
+	GH_OPT_SIZE_INF,	/* same; "inf" (UCX, libfabric) means 0: no limit */
+	GH_OPT_ENUM,		/* one of words[] (stored as that word) */
+};
 
 struct gh_opt {
 	const char *name;	/* without the GDRHOOK_ prefix */
@@ -21,20 +28,27 @@ struct gh_opt {
 	enum gh_opt_type type;
 	size_t offset;
 	const char *doc;
+	const char *const *words;	/* GH_OPT_ENUM: NULL-terminated */
 };
 
 #define GH_OPT(n, d, t, field, doc) \
-	{ n, d, t, offsetof(struct gh_config, field), doc }
+	{ n, d, t, offsetof(struct gh_config, field), doc, NULL }
+#define GH_OPT_WORDS(n, d, field, doc, ...) \
+	{ n, d, GH_OPT_ENUM, offsetof(struct gh_config, field), doc, \
+	  (const char *const[]){ __VA_ARGS__, NULL } }
 
 static const struct gh_opt gh_opts[] = {
 	GH_OPT("ENABLE", "1", GH_OPT_BOOL, enable,
 	       "`0` makes gdrhook a pure pass-through: no registry, no log, no caching."),
 	GH_OPT("LOG", "", GH_OPT_STR, log_path,
-	       "Write the event log (JSON Lines) to this path, or `stderr`; `%p` expands to the pid. Unset: no log, and no formatting on any hook path."),
+	       "Write the event log (JSON Lines) to this path, or `stderr`; `%p` expands to the pid, `%h` to the host name; a relative path is relative to where the program started. Created `0600`, never through a symlink, never waited for (a FIFO needs its reader first). Unset: no log, and no formatting on any hook path."),
 	GH_OPT("LOG_LEVEL", "warn", GH_OPT_LEVEL, log_level,
-	       "Diagnostics on stderr: `none`, `error`, `warn`, `info` or `debug`."),
-	GH_OPT("LOG_BUFFER", "1048576", GH_OPT_SIZE, log_ring_bytes,
-	       "Event log buffer per thread, in bytes (suffixes k, m, g). Events that do not fit are counted and reported at exit."),
+	       "Diagnostics on stderr: `none`, `error`, `warn`, `info` or `debug` (also `0`-`4`, `warning`, and `trace` as NCCL spells debug)."),
+	GH_OPT("LOG_BUFFER", "12m", GH_OPT_SIZE, log_ring_bytes,
+	       "Event log buffer per thread, in bytes (suffixes k, m, g; 192 bytes per event, rounded down to a power of two events: the default holds 65536). Events that do not fit are counted and reported at exit (`GDRHOOK_LOG_MODE=drop`) or waited for (`block`)."),
+	GH_OPT_WORDS("LOG_MODE", "drop", log_mode,
+		     "What a hook does when its event log buffer is full: `drop` counts the event as dropped and goes on; `block` waits for the writer, never losing an event (a hook may then wait on the disk).",
+		     "drop", "block"),
 	GH_OPT("STATS", "0", GH_OPT_BOOL, stats,
 	       "`1` prints the counters to stderr at exit."),
 	GH_OPT("VALIDATE", "0", GH_OPT_BOOL, validate,
@@ -43,43 +57,57 @@ static const struct gh_opt gh_opts[] = {
 	       "The driver library real entry points are resolved from."),
 	GH_OPT("STRICT", "0", GH_OPT_BOOL, strict,
 	       "`1` aborts the process when the registry becomes untrusted, instead of running on with caching off."),
-	GH_OPT("BACKEND", "auto", GH_OPT_STR, backend,
-	       "How GPU memory is pinned for RDMA: `dmabuf` (DMA-BUF export + `ibv_reg_dmabuf_mr`), `peermem` (plain `ibv_reg_mr`, nvidia-peermem pins), `none` (no registration cache: pass-through), `gdrpin` (the gdrpin kernel module pins and reports revocations, plain `ibv_reg_mr` registers: combine with nvidia-peermem), or `auto` (dmabuf if the device and libibverbs support it, else peermem if loaded, else gdrpin if `/dev/gdrpin` answers, else none). An unusable choice falls back to none, with the reason logged."),
-	GH_OPT("CACHE_MAX_SIZE", "0", GH_OPT_SIZE, cache_max_size,
-	       "Most bytes the registration cache keeps pinned (suffixes k, m, g; `0`: no limit). Idle registrations are evicted, least recently used first."),
-	GH_OPT("CACHE_MAX_COUNT", "0", GH_OPT_SIZE, cache_max_count,
-	       "Most registrations the cache keeps (`0`: its capacity, 262144). Idle ones are evicted, least recently used first."),
-	GH_OPT("BUFFER_ID", "registry", GH_OPT_STR, buffer_id,
-	       "`registry`: `cuPointerGetAttribute(s)` answers `CU_POINTER_ATTRIBUTE_BUFFER_ID` of a tracked allocation from the registry (its generation with bit 63 set; no driver call). `driver`: always ask the driver."),
-	GH_OPT("POINTER_QUERIES", "registry", GH_OPT_STR, pointer_queries,
-	       "`registry`: `cuPointerGetAttribute(s)`, `cudaPointerGetAttributes` and `cuMemGetAddressRange` are answered from the registry for every attribute it knows exactly, and for pointers in no tracked allocation while it is trusted (what the driver says for host memory); the rest goes to the driver. `driver`: ask the driver (`BUFFER_ID` keeps following `GDRHOOK_BUFFER_ID`)."),
+	GH_OPT_WORDS("BACKEND", "auto", backend,
+	       "How GPU memory is pinned for RDMA: `dmabuf` (DMA-BUF export + `ibv_reg_dmabuf_mr`), `peermem` (plain `ibv_reg_mr`, nvidia-peermem pins), `none` (no registration cache: pass-through), `gdrpin` (the gdrpin kernel module pins and reports revocations, plain `ibv_reg_mr` registers: combine with nvidia-peermem), or `auto` (dmabuf if the device and libibverbs support it, else peermem if loaded, else gdrpin if `/dev/gdrpin` answers, else none). An unusable choice falls back to none, with the reason logged.",
+		     "auto", "dmabuf", "peermem", "gdrpin", "none"),
+	GH_OPT("CACHE_MAX_SIZE", "0", GH_OPT_SIZE_INF, cache_max_size,
+	       "Most bytes the registration cache keeps pinned (suffixes k, m, g; `0` or `inf`: no limit). Idle registrations are evicted, least recently used first."),
+	GH_OPT("CACHE_MAX_COUNT", "0", GH_OPT_SIZE_INF, cache_max_count,
+	       "Most registrations the cache keeps (`0` or `inf`: its capacity, 262144). Idle ones are evicted, least recently used first."),
+	GH_OPT_WORDS("BUFFER_ID", "registry", buffer_id,
+	       "`registry`: `cuPointerGetAttribute(s)` answers `CU_POINTER_ATTRIBUTE_BUFFER_ID` of a tracked allocation from the registry (its generation with bit 63 set; no driver call). `driver`: always ask the driver.",
+		     "registry", "driver"),
+	GH_OPT_WORDS("POINTER_QUERIES", "registry", pointer_queries,
+	       "`registry`: `cuPointerGetAttribute(s)`, `cudaPointerGetAttributes` and `cuMemGetAddressRange` are answered from the registry for every attribute it knows exactly, and for pointers in no tracked allocation while it is trusted (what the driver says for host memory); the rest goes to the driver. `driver`: ask the driver (`BUFFER_ID` keeps following `GDRHOOK_BUFFER_ID`).",
+		     "registry", "driver"),
 };
 
 #define GH_NOPTS (sizeof(gh_opts) / sizeof(gh_opts[0]))
 #define GH_PREFIX "GDRHOOK_"
 #define GH_PREFIX_LEN 8
 
+/* The spellings UCX, libfabric and NCCL users bring along. */
 static int parse_bool(const char *s, int *v_p)
 {
-	if (!strcmp(s, "1") || !strcasecmp(s, "yes") || !strcasecmp(s, "on") ||
-	    !strcasecmp(s, "true"))
-		*v_p = 1;
-	else if (!strcmp(s, "0") || !strcasecmp(s, "no") ||
-		 !strcasecmp(s, "off") || !strcasecmp(s, "false"))
-		*v_p = 0;
-	else
-		return -EINVAL;
-	return 0;
+	static const char *const yes[] = { "1", "y", "yes", "on", "true" };
+	static const char *const no[] = { "0", "n", "no", "off", "false" };
+
+	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+		if (!strcasecmp(s, yes[i])) {
+			*v_p = 1;
+			return 0;
+		}
+		if (!strcasecmp(s, no[i])) {
+			*v_p = 0;
+			return 0;
+		}
+	}
+	return -EINVAL;
 }
 
 static int parse_level(const char *s, int *v_p)
 {
-	static const char *const names[] = { "none", "error", "warn", "info",
-					     "debug" };
+	static const struct {
+		const char *name;
+		int level;
+	} names[] = {
+		{ "none", 0 }, { "error", 1 }, { "warn", 2 }, { "warning", 2 },
+		{ "info", 3 }, { "debug", 4 }, { "trace", 4 },
+	};
 
-	for (int i = 0; i < 5; i++) {
-		if (!strcasecmp(s, names[i])) {
-			*v_p = i;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (!strcasecmp(s, names[i].name)) {
+			*v_p = names[i].level;
 			return 0;
 		}
 	}
@@ -90,27 +118,49 @@ static int parse_level(const char *s, int *v_p)
 	return -EINVAL;
 }
 
-static int parse_size(const char *s, uint64_t *v_p)
+/* Digits and an optional k/m/g suffix; anything that overflows is refused. */
+static int parse_size(const char *s, int inf_ok, uint64_t *v_p)
 {
 	uint64_t v = 0;
+	unsigned int shift = 0;
 	const char *p = s;
 
-	if (!*p)
+	if (inf_ok && (!strcasecmp(s, "inf") || !strcasecmp(s, "unlimited"))) {
+		*v_p = 0;
+		return 0;
+	}
+	if (*p < '0' || *p > '9')
 		return -EINVAL;
 	for (; *p >= '0' && *p <= '9'; p++) {
-		if (v > UINT64_MAX / 10)
+		unsigned int d = (unsigned int)(*p - '0');
+
+		if (v > (UINT64_MAX - d) / 10)
 			return -ERANGE;
-		v = v * 10 + (uint64_t)(*p - '0');
+		v = v * 10 + d;
 	}
 	switch (*p) {
-	case 'k': case 'K': v <<= 10; p++; break;
-	case 'm': case 'M': v <<= 20; p++; break;
-	case 'g': case 'G': v <<= 30; p++; break;
+	case 'k': case 'K': shift = 10; p++; break;
+	case 'm': case 'M': shift = 20; p++; break;
+	case 'g': case 'G': shift = 30; p++; break;
 	}
-	if (*p || p == s)
+	if (*p)
 		return -EINVAL;
-	*v_p = v;
+	if (shift && v > (UINT64_MAX >> shift))
+		return -ERANGE;
+	*v_p = v << shift;
 	return 0;
+}
+
+static int parse_word(const char *s, const char *const *words,
+		      const char **v_p)
+{
+	for (; *words; words++) {
+		if (!strcasecmp(s, *words)) {
+			*v_p = *words;
+			return 0;
+		}
+	}
+	return -EINVAL;
 }
 
 static int apply(const struct gh_opt *o, const char *val)
@@ -123,7 +173,11 @@ static int apply(const struct gh_opt *o, const char *val)
 	case GH_OPT_LEVEL:
 		return parse_level(val, (int *)field);
 	case GH_OPT_SIZE:
-		return parse_size(val, (uint64_t *)field);
+	case GH_OPT_SIZE_INF:
+		return parse_size(val, o->type == GH_OPT_SIZE_INF,
+				  (uint64_t *)field);
+	case GH_OPT_ENUM:
+		return parse_word(val, o->words, (const char **)field);
 	case GH_OPT_STR:
 		*(const char **)field = *val ? val : NULL;
 		return 0;
@@ -141,17 +195,74 @@ static const struct gh_opt *find_opt(const char *name, size_t len)
 }
 
 /*
- * Unknown names are reported at the first CUDA call, not at load: a shell
- * or tool that merely inherits the environment should stay silent.
+ * Unknown names and bad values are reported at the first CUDA or verbs
+ * call, not at load: a shell or tool that merely inherits the environment
+ * should stay silent.
  */
 #define GH_MAX_UNKNOWN 8
 static const char *unknown[GH_MAX_UNKNOWN];
 static int n_unknown;
 
+struct bad_value {
+	const struct gh_opt *opt;
+	const char *val;
+	int err;
+};
+static struct bad_value bad[GH_MAX_UNKNOWN];
+static int n_bad;
+
+/* A problem found at init that only processes using CUDA hear about. */
+static const char *deferred_msg;
+static const char *deferred_arg;
+
+void gh_config_defer_warning(const char *msg, const char *arg)
+{
+	deferred_msg = msg;
+	deferred_arg = arg;
+}
+
+static void print_words(const struct gh_opt *o, char *buf, size_t cap)
+{
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (const char *const *w = o->words; w && *w && n + 1 < cap; w++) {
+		size_t l = strlen(*w);
+
+		if (n + l + 3 >= cap)
+			break;
+		if (n) {
+			memcpy(buf + n, ", ", 2);
+			n += 2;
+		}
+		memcpy(buf + n, *w, l);
+		n += l;
+		buf[n] = '\0';
+	}
+}
+
 void gh_config_report(void)
 {
 	for (int i = 0; i < n_unknown; i++)
 		gh_warn("unknown variable ignored: %s", unknown[i]);
+	for (int i = 0; i < n_bad; i++) {
+		const struct gh_opt *o = bad[i].opt;
+
+		if (o->type == GH_OPT_ENUM) {
+			char words[256];
+
+			print_words(o, words, sizeof(words));
+			gh_warn("bad value \"%s\" for " "GDRHOOK_" "%s (one of: %s), using \"%s\"",
+				bad[i].val, o->name, words, o->def);
+		} else {
+			gh_warn("bad value \"%s\" for " "GDRHOOK_" "%s (%s), using \"%s\"",
+				bad[i].val, o->name,
+				bad[i].err == -ERANGE ? "too large" : "not understood",
+				o->def);
+		}
+	}
+	if (deferred_msg)
+		gh_warn("%s \"%s\"", deferred_msg, deferred_arg);
 }
 
 /* The i-th unknown GDRHOOK_* "NAME=value" of the environment, or NULL. */
@@ -163,12 +274,12 @@ const char *gh_config_unknown(unsigned int i)
 /*
  * Defaults first, then environ.  getenv-free walk of environ so unknown
  * GDRHOOK_* names (typos) can be reported.  Returns the number of bad
- * values (each already reported; its default is kept).
+ * values (each reported later by gh_config_report(); its default is kept).
  */
 int gh_config_load(void)
 {
 	extern char **environ;
-	int bad = 0;
+	int nbad = 0;
 
 	for (size_t i = 0; i < GH_NOPTS; i++)
 		apply(&gh_opts[i], gh_opts[i].def);
@@ -176,6 +287,7 @@ int gh_config_load(void)
 	for (char **e = environ; e && *e; e++) {
 		const char *name, *eq;
 		const struct gh_opt *o;
+		int err;
 
 		if (strncmp(*e, GH_PREFIX, GH_PREFIX_LEN))
 			continue;
@@ -189,16 +301,18 @@ int gh_config_load(void)
 				unknown[n_unknown++] = *e;
 			continue;
 		}
-		if (apply(o, eq + 1)) {
+		err = apply(o, eq + 1);
+		if (err) {
 			apply(o, o->def);
-			gh_warn("bad value \"%s\" for " GH_PREFIX "%s, using \"%s\"",
-				eq + 1, o->name, o->def);
-			bad++;
+			if (n_bad < GH_MAX_UNKNOWN)
+				bad[n_bad++] = (struct bad_value){ o, eq + 1,
+								   err };
+			nbad++;
 		}
 		if (o->type == GH_OPT_LEVEL)
 			gh_log_level = gh_cfg.log_level;
 	}
-	return bad;
+	return nbad;
 }
 
 static int valid(const struct gh_opt *o, const char *s)

@@ -17,18 +17,6 @@
 #include "log.h"
 #include "rcache.h"
 
-void gh_evrec_init(struct gh_evrec *e, unsigned int ev, uint64_t t0)
-{
-	uint64_t now = gh_now_ns();
-
-	memset(e, 0, sizeof(*e));
-	e->ev = (uint16_t)ev;
-	e->t_ns = t0 ? t0 : now;
-	e->dur_ns = t0 ? now - t0 : 0;
-	e->tid = gh_gettid();
-	e->dev = -1;
-}
-
 void gh_emit(const struct gh_evrec *r)
 {
 	if (gh_evlog_enabled())
@@ -37,32 +25,38 @@ void gh_emit(const struct gh_evrec *r)
 
 /*
  * Start the log record of call c.  Returns 0, building nothing, when no
- * log is configured: hooks then pay for no record at all.
+ * log is configured: hooks then pay for no record at all.  t is the end
+ * of the call for events that take effect then (events/events.table).
  */
 static int rec_init(struct gh_evrec *e, const struct gh_call *c,
 		    unsigned int ev)
 {
 	if (!gh_evlog_enabled())
 		return 0;
-	memset(e, 0, sizeof(*e));
-	e->ev = (uint16_t)ev;
-	e->t_ns = c->t0 ? c->t0 : gh_now_ns();
-	e->dur_ns = c->t1 > c->t0 ? c->t1 - c->t0 : 0;
-	e->api = c->api;
-	e->tid = gh_gettid();
-	e->rc = c->rc;
-	e->dev = -1;
+	gh_evrec_start(e, ev, c->t0);
+	if (c->t0 && c->t1 >= c->t0) {
+		e->dur_ns = c->t1 - c->t0;
+		e->t_ns = gh_ev_t_is_end(ev) ? c->t1 : c->t0;
+	}
 	return 1;
+}
+
+/* The fields every family with an api and rc shares. */
+static void rec_mem(struct gh_evrec *e, const struct gh_call *c)
+{
+	gh_evrec_str(e->u.mem.api, c->api);
+	e->u.mem.rc = c->rc;
+	e->u.mem.dev = -1;
 }
 
 static void rec_range(struct gh_evrec *e, const struct gh_range *r)
 {
-	e->ptr = r->base;
-	e->size = r->size;
-	e->gen = r->gen;
-	e->ctx = r->ctx;
-	e->dev = r->dev;
-	e->kind = r->kind;
+	e->u.mem.ptr = r->base;
+	e->u.mem.size = r->size;
+	e->u.mem.gen = r->gen;
+	e->u.mem.ctx = r->ctx;
+	e->u.mem.dev = r->dev;
+	e->u.mem.kind = r->kind;
 }
 
 static void note_live(void)
@@ -112,9 +106,10 @@ static void drop_one(struct gh_call *c, const struct gh_range *r,
 		c->dev = r->dev;
 	gh_subscribers_notify(GDRHOOK_EVENT_FREE, r, c->api);
 	if (rec_init(&e, c, GH_EV_FREE)) {
+		rec_mem(&e, c);
 		rec_range(&e, r);
-		e.flags = flags;
-		e.rc = 0;
+		e.flags = (uint16_t)flags;
+		e.u.mem.rc = 0;
 		e.dur_ns = 0;
 		gh_emit(&e);
 	}
@@ -227,6 +222,7 @@ void gh_alloc_post(struct gh_call *c, unsigned int kind, uint64_t ptr,
 	if (gh_cfg.validate)
 		gh_audit_alloc(&r, c->api);
 	if (rec_init(&e, c, GH_EV_ALLOC)) {
+		rec_mem(&e, c);
 		rec_range(&e, &r);
 		gh_emit(&e);
 	}
@@ -239,8 +235,10 @@ void gh_failed_post(struct gh_call *c, unsigned int ev)
 	GH_COUNT(failed_calls, 1);
 	if (c->outer)
 		return;		/* the runtime call logs its own failure */
-	if (rec_init(&e, c, ev))
+	if (rec_init(&e, c, ev)) {
+		rec_mem(&e, c);
 		gh_emit(&e);
+	}
 }
 
 void gh_free_pre(struct gh_call *c, uint64_t ptr)
@@ -273,11 +271,12 @@ void gh_free_post(struct gh_call *c)
 	if (c->skip)
 		return;
 	if (rec_init(&e, c, GH_EV_FREE)) {
+		rec_mem(&e, c);
 		if (c->has_gone) {
 			rec_range(&e, &c->gone);
 		} else {
-			e.ptr = c->arg;
-			e.flags = GH_EVF_UNTRACKED;
+			e.u.mem.ptr = c->arg;
+			e.flags = GH_EVF_NOT_TRACKED;
 		}
 		gh_emit(&e);
 	}
@@ -293,6 +292,7 @@ void gh_free_post(struct gh_call *c)
 				gh_subscribers_notify(GDRHOOK_EVENT_ALLOC, &r,
 						      c->api);
 				if (rec_init(&e, c, GH_EV_RESTORE)) {
+					rec_mem(&e, c);
 					rec_range(&e, &r);
 					gh_emit(&e);
 				}
@@ -340,10 +340,12 @@ static void ctx_record(struct gh_call *c, unsigned int ev)
 	}
 	if (!rec_init(&e, c, ev))
 		return;
-	e.ctx = c->arg;
-	e.dev = c->dev;
-	e.aux = c->dropped_bytes;
-	e.aux2 = c->dropped;
+	gh_evrec_str(e.u.ctx.api, c->api);
+	e.u.ctx.rc = c->rc;
+	e.u.ctx.ctx = c->arg;
+	e.u.ctx.dev = c->dev;
+	e.u.ctx.dropped_bytes = c->dropped_bytes;
+	e.u.ctx.dropped = c->dropped;
 	gh_emit(&e);
 }
 
@@ -462,7 +464,9 @@ void gh_pool_post(struct gh_call *c)
 		return;
 	if (!rec_init(&e, c, gh_syms[c->sym].ev))
 		return;
-	e.ctx = c->arg;
+	gh_evrec_str(e.u.pool.api, c->api);
+	e.u.pool.rc = c->rc;
+	e.u.pool.pool = c->arg;
 	gh_emit(&e);
 }
 

@@ -4,22 +4,34 @@
  *
  * Each thread that records an event owns one ring: a single-producer
  * (the owning thread), single-consumer (whoever holds gh_ev.lock: the
- * writer thread, a flush, fork or shutdown) queue of struct gh_evrec.
- * Rings are mmap'd on a thread's first event, pushed onto a lock-free,
- * push-only list, and never unmapped: when a thread exits, a pthread key
- * destructor marks its ring orphaned; the consumer drains it and marks it
- * free, and the next new thread takes it instead of mapping another.
+ * writer thread, a flush, fork or shutdown) queue of self-contained
+ * records (struct gh_evrec: strings copied in, no pointers).  Rings are
+ * mapped on a thread's first event, pushed onto a lock-free, push-only
+ * list, and never unmapped: when a thread exits, a pthread key destructor
+ * marks its ring orphaned; the consumer drains it and marks it free, and
+ * the next new thread takes it instead of mapping another.
  *
- * Producer:  h = head (own), t = tail (acquire); full -> count a drop;
+ * Producer:  h = head (own), t = tail (acquire); full -> count a drop
+ *            (GDRHOOK_LOG_MODE=drop) or wait for the writer (block);
  *            copy into slot h; head = h + 1 (release).
- * Consumer:  h = head (acquire); format slots tail..h; tail = h (release).
+ * Consumer:  h = head (acquire); format slots tail..h; write them;
+ *            only then tail = h (release).
+ *
+ * Crash safety: the rings live in a file-backed shared mapping (the
+ * "spool", a file in /dev/shm named after the uid and pid) that the page
+ * cache keeps when the process dies by abort(), _exit(), a fatal signal
+ * or exec.  A clean exit drains and removes it.  The next process that
+ * configures a log (or the next image after exec: same pid) finds spools
+ * of dead processes, appends what their rings still hold to the log named
+ * in the spool, adds a "recovered" record and removes the spool.
  *
  * The writer thread sleeps on a futex word for at most GH_EV_PERIOD_MS;
  * a producer whose ring reaches a quarter full bumps the word and wakes
- * it.  It formats JSON Lines into one static buffer and writes whole
- * lines.  gh_ev.lock (a mutex) serializes consumers and guards the file;
- * the hook path never takes it.
+ * it.  The sink is opened non-blocking and written with SIGPIPE held
+ * off; a sink that cannot be opened or stops accepting is abandoned with
+ * one message, and every event it did not take is counted as dropped.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -28,9 +40,13 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -40,13 +56,18 @@
 #include "fmt.h"
 #include "log.h"
 
-#define GH_EV_DEFAULT_RING	(1u << 20)	/* bytes per thread */
+#define GH_EV_DEFAULT_RING	(12u << 20)	/* 65536 records per thread */
 #define GH_EV_MIN_RECS		8u
 #define GH_EV_MAX_RECS		(1u << 24)
 #define GH_EV_PERIOD_MS		50
+#define GH_EV_STALL_MS		2000	/* a sink that takes nothing: dead */
 #define GH_EV_OUTBUF		(256u << 10)
 #define GH_EV_LINE_MAX		4096	/* longest line we ever format */
 #define GH_EV_STR_MAX		256	/* input bytes of one string field */
+#define GH_SPOOL_DIR		"/dev/shm"
+#define GH_SPOOL_PREFIX		"gdrhook-spool."
+#define GH_SPOOL_MAGIC		0x314c4f4f50534847ull	/* "GHSPOOL1" */
+#define GH_SPOOL_MAX_RINGS	1024u
 
 /* two escaped strings (6 bytes per input byte at worst) + the rest */
 _Static_assert(2 * (6 * GH_EV_STR_MAX + 2) + 512 <= GH_EV_LINE_MAX,
@@ -60,11 +81,27 @@ struct gh_ring {
 	uint32_t state;			/* enum gh_ring_state, atomic */
 	uint32_t mask;			/* capacity - 1 */
 	uint32_t wake_at;		/* fill level that wakes the writer */
-	uint32_t pad_;
+	uint32_t in_spool;		/* 1: part of the spool file */
 	size_t map_len;
 	uint64_t head __attribute__((aligned(64)));	/* producer */
 	uint64_t tail __attribute__((aligned(64)));	/* consumer */
 	struct gh_evrec rec[] __attribute__((aligned(64)));
+};
+
+/* The spool's first page(s): what a recoverer needs to know. */
+struct gh_spool_hdr {
+	uint64_t magic;
+	uint32_t version;		/* GH_EV_FORMAT_VERSION */
+	uint32_t slot_size;
+	uint32_t ring_recs;
+	uint32_t nrings;		/* atomic: rings handed out */
+	uint64_t ring_stride;		/* bytes per ring in the file */
+	uint64_t data_off;		/* offset of ring 0 */
+	int32_t pid;
+	int32_t pad_;
+	uint64_t start_t;		/* the dead process's "start" t */
+	uint64_t start_wall;
+	char log[PATH_MAX];		/* expanded log path */
 };
 
 /* gh_ev.state: what the hook path sees with one load. */
@@ -79,11 +116,16 @@ enum gh_ev_state {
 static struct {
 	uint32_t state;		/* enum gh_ev_state, atomic */
 	uint32_t futex;		/* writer's wake word, atomic */
+	uint32_t drained;	/* bumped after each drain: blocked puts */
 	uint32_t stop;		/* writer: exit after the next drain */
 	uint32_t ring_recs;	/* records per ring (power of two) */
+	uint32_t block;		/* GDRHOOK_LOG_MODE=block */
+	uint32_t dead;		/* sink abandoned: events are dropped */
 	struct gh_ring *rings;	/* list head, atomic */
 	uint64_t dropped;	/* atomic */
 	uint64_t written;	/* atomic (written under lock, read anywhere) */
+	uint64_t start_t;	/* CLOCK_MONOTONIC at init (or fork) */
+	uint64_t start_wall;
 
 	pthread_mutex_t lock;	/* consumers, file, output buffer */
 	pthread_key_t key;
@@ -92,13 +134,22 @@ static struct {
 	int fd;			/* -1: not open yet; -2: open failed */
 	int is_stderr;
 	int is_fork_child;	/* write a "fork" record after "start" */
+	int after_exec;		/* a former image of ours died writing */
 	pid_t parent;		/* pid that forked us / is forking */
 	int32_t first_tid;	/* thread of the first event: start record */
-	char path[PATH_MAX];	/* template, "%p" not yet expanded */
+	uint64_t out_recs;	/* event lines in the output buffer */
+	char path[PATH_MAX];	/* template, absolute, "%p"/"%h" unexpanded */
+	char opened[PATH_MAX];	/* expanded path */
 	struct gh_buf out;
+
+	/* spool */
+	int spool_fd;		/* -1: none (anonymous rings) */
+	struct gh_spool_hdr *spool;
+	char spool_path[64];
 } gh_ev = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.fd = -1,
+	.spool_fd = -1,
 };
 
 static char gh_ev_outbuf[GH_EV_OUTBUF];
@@ -108,31 +159,6 @@ static __thread struct gh_ring *gh_ev_tl_ring
 /* This thread's fork prepare took gh_ev.lock (the child inherits it). */
 static __thread int gh_ev_fork_held
 	__attribute__((tls_model("initial-exec")));
-
-static const char *const gh_ev_names[GH_EV_COUNT_] = {
-	[GH_EV_ALLOC] = "alloc",
-	[GH_EV_FREE] = "free",
-	[GH_EV_RESTORE] = "restore",
-	[GH_EV_CTX_DESTROY] = "ctx_destroy",
-	[GH_EV_CTX_RESET] = "ctx_reset",
-	[GH_EV_CTX_RELEASE] = "ctx_release",
-	[GH_EV_POOL_TRIM] = "pool_trim",
-	[GH_EV_POOL_DESTROY] = "pool_destroy",
-	[GH_EV_UNTRUSTED] = "untrusted",
-	[GH_EV_AUDIT] = "audit",
-	[GH_EV_PIN] = "pin",
-	[GH_EV_UNPIN] = "unpin",
-	[GH_EV_REG] = "reg",
-	[GH_EV_DEREG] = "dereg",
-	[GH_EV_REVOKE] = "revoke",
-	[GH_EV_HIT] = "hit",
-	[GH_EV_MISS] = "miss",
-};
-
-const char *gh_ev_name(unsigned int ev)
-{
-	return ev < GH_EV_COUNT_ ? gh_ev_names[ev] : NULL;
-}
 
 static const char *const gh_kind_names[GDRHOOK_KIND_COUNT_] = {
 	[GDRHOOK_KIND_NONE] = "none",
@@ -148,32 +174,54 @@ static const char *const gh_kind_names[GDRHOOK_KIND_COUNT_] = {
 	[GDRHOOK_KIND_EXTERNAL] = "external",
 };
 
+void gh_ev_put_kind(struct gh_buf *b, unsigned int kind)
+{
+	if (kind < GDRHOOK_KIND_COUNT_)
+		gh_buf_json_str(b, gh_kind_names[kind], GH_EV_STR_MAX);
+	else
+		gh_buf_u64(b, kind);	/* unknown: keep the number */
+}
+
 /* ---------------------------------------------------------------- */
 /* configuration                                                     */
 
 static void gh_ev_thread_exit(void *arg);
+static void gh_spool_recover_all(void);
 
 int gh_evlog_configure(const char *path, uint64_t ring_bytes)
 {
+	struct gh_buf b;
 	uint64_t recs;
-	size_t n;
 	const char *p;
 	int rc;
 
 	if (!path || !*path)
 		return -EINVAL;
-	n = strlen(path);
-	if (n >= sizeof(gh_ev.path))
-		return -ENAMETOOLONG;
 	for (p = path; *p; p++) {
 		if (*p != '%')
 			continue;
-		if (p[1] != 'p' && p[1] != '%')
+		if (p[1] != 'p' && p[1] != 'h' && p[1] != '%')
 			return -EINVAL;
 		p++;
 	}
 	if (__atomic_load_n(&gh_ev.state, __ATOMIC_ACQUIRE) != GH_EV_OFF)
 		return -EBUSY;
+
+	/* a relative path means relative to where the program started */
+	gh_buf_init(&b, gh_ev.path, sizeof(gh_ev.path));
+	if (strcmp(path, "stderr") && path[0] != '/') {
+		char cwd[PATH_MAX];
+
+		if (!getcwd(cwd, sizeof(cwd)))
+			return -errno;
+		gh_buf_puts(&b, cwd);
+		if (strcmp(cwd, "/"))
+			gh_buf_putc(&b, '/');
+	}
+	gh_buf_puts(&b, path);
+	if (b.truncated || gh_buf_room(&b) == 0)
+		return -ENAMETOOLONG;
+	gh_buf_cstr(&b);
 
 	if (!ring_bytes)
 		ring_bytes = GH_EV_DEFAULT_RING;
@@ -192,12 +240,23 @@ int gh_evlog_configure(const char *path, uint64_t ring_bytes)
 			return -rc;
 		gh_ev.key_ok = 1;
 	}
-	memcpy(gh_ev.path, path, n + 1);
 	gh_ev.is_stderr = !strcmp(path, "stderr");
 	gh_ev.ring_recs = (uint32_t)recs;
+	gh_ev.dead = 0;
+	__atomic_store_n(&gh_ev.written, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&gh_ev.dropped, 0, __ATOMIC_RELAXED);
+	gh_ev.start_t = gh_now_ns();
+	gh_ev.start_wall = gh_wall_ns();
 	gh_buf_init(&gh_ev.out, gh_ev_outbuf, sizeof(gh_ev_outbuf));
+	gh_ev.out_recs = 0;
+	gh_spool_recover_all();
 	__atomic_store_n(&gh_ev.state, GH_EV_IDLE, __ATOMIC_RELEASE);
 	return 0;
+}
+
+void gh_evlog_set_block(int block)
+{
+	gh_ev.block = block ? 1 : 0;
 }
 
 int gh_evlog_enabled(void)
@@ -215,6 +274,136 @@ uint64_t gh_evlog_dropped(void)
 	return __atomic_load_n(&gh_ev.dropped, __ATOMIC_RELAXED);
 }
 
+static void gh_ev_drop(uint64_t n)
+{
+	__atomic_add_fetch(&gh_ev.dropped, n, __ATOMIC_RELAXED);
+}
+
+/* ---------------------------------------------------------------- */
+/* path expansion                                                    */
+
+/* Expand %p, %h, %%; -ENAMETOOLONG rather than a cut name. */
+static int gh_ev_expand(const char *tmpl, pid_t pid, char *dst, size_t cap)
+{
+	struct gh_buf b;
+	const char *p;
+
+	gh_buf_init(&b, dst, cap);
+	for (p = tmpl; *p; p++) {
+		if (p[0] == '%' && p[1] == 'p') {
+			gh_buf_i64(&b, pid);
+			p++;
+		} else if (p[0] == '%' && p[1] == 'h') {
+			struct utsname u;
+
+			if (!uname(&u))
+				gh_buf_puts(&b, u.nodename);
+			p++;
+		} else if (p[0] == '%' && p[1] == '%') {
+			gh_buf_putc(&b, '%');
+			p++;
+		} else {
+			gh_buf_putc(&b, *p);
+		}
+	}
+	if (b.truncated || gh_buf_room(&b) == 0) {
+		dst[0] = '\0';
+		return -ENAMETOOLONG;
+	}
+	gh_buf_cstr(&b);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- */
+/* spool: rings in a file the page cache keeps when we die          */
+
+static size_t gh_pagesize(void)
+{
+	return (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static size_t gh_ring_bytes(uint32_t recs)
+{
+	size_t pg = gh_pagesize();
+	size_t len = sizeof(struct gh_ring) +
+		     (size_t)recs * sizeof(struct gh_evrec);
+
+	return (len + pg - 1) & ~(pg - 1);
+}
+
+static void gh_spool_name(char *dst, size_t cap, pid_t pid)
+{
+	struct gh_buf b;
+
+	gh_buf_init(&b, dst, cap);
+	gh_buf_lit(&b, GH_SPOOL_DIR "/" GH_SPOOL_PREFIX);
+	gh_buf_u64(&b, (uint64_t)getuid());
+	gh_buf_putc(&b, '.');
+	gh_buf_i64(&b, pid);
+	gh_buf_cstr(&b);
+}
+
+/* Map this process's spool (first event; stderr logs have none). */
+static void gh_spool_open(void)
+{
+	size_t hdr_len, stride, pg = gh_pagesize();
+	struct gh_spool_hdr *h;
+	int fd, saved = errno;
+
+	if (gh_ev.is_stderr || gh_ev.spool_fd >= 0)
+		return;
+	gh_spool_name(gh_ev.spool_path, sizeof(gh_ev.spool_path), getpid());
+	/* a spool of our pid is a former image's: recovered at configure */
+	fd = open(gh_ev.spool_path,
+		  O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		goto out;
+	hdr_len = (sizeof(*h) + pg - 1) & ~(pg - 1);
+	stride = gh_ring_bytes(gh_ev.ring_recs);
+	if (ftruncate(fd, (off_t)(hdr_len + stride * GH_SPOOL_MAX_RINGS))) {
+		close(fd);
+		unlink(gh_ev.spool_path);
+		goto out;
+	}
+	h = mmap(NULL, hdr_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (h == MAP_FAILED) {
+		close(fd);
+		unlink(gh_ev.spool_path);
+		goto out;
+	}
+	h->version = GH_EV_FORMAT_VERSION;
+	h->slot_size = sizeof(struct gh_evrec);
+	h->ring_recs = gh_ev.ring_recs;
+	h->ring_stride = stride;
+	h->data_off = hdr_len;
+	h->pid = getpid();
+	h->start_t = gh_ev.start_t;
+	h->start_wall = gh_ev.start_wall;
+	if (gh_ev_expand(gh_ev.path, getpid(), h->log, sizeof(h->log))) {
+		munmap(h, hdr_len);
+		close(fd);
+		unlink(gh_ev.spool_path);
+		goto out;
+	}
+	__atomic_store_n(&h->magic, GH_SPOOL_MAGIC, __ATOMIC_RELEASE);
+	gh_ev.spool_fd = fd;
+	/* rings are taken (gh_ring_get) by threads that may see it now */
+	__atomic_store_n(&gh_ev.spool, h, __ATOMIC_RELEASE);
+out:
+	errno = saved;
+}
+
+/* Drop our spool (clean exit: everything in it was written). */
+static void gh_spool_remove(void)
+{
+	if (gh_ev.spool_fd < 0)
+		return;
+	unlink(gh_ev.spool_path);
+	close(gh_ev.spool_fd);
+	gh_ev.spool_fd = -1;
+	__atomic_store_n(&gh_ev.spool, NULL, __ATOMIC_RELEASE);
+}
+
 /* ---------------------------------------------------------------- */
 /* rings                                                             */
 
@@ -230,10 +419,11 @@ static void gh_ev_wake(void)
 /* Take a free ring or map a new one.  Slow path: once per thread. */
 static struct gh_ring *gh_ring_get(void)
 {
+	struct gh_spool_hdr *sp;
 	struct gh_ring *g, *head;
 	uint32_t recs = gh_ev.ring_recs;
-	size_t len, pg;
-	int saved = errno;
+	size_t len = gh_ring_bytes(recs);
+	int saved = errno, in_spool = 0;
 
 	for (g = __atomic_load_n(&gh_ev.rings, __ATOMIC_ACQUIRE); g;
 	     g = g->next) {
@@ -251,11 +441,23 @@ static struct gh_ring *gh_ring_get(void)
 			goto got;
 	}
 
-	pg = (size_t)sysconf(_SC_PAGESIZE);
-	len = sizeof(*g) + (size_t)recs * sizeof(struct gh_evrec);
-	len = (len + pg - 1) & ~(pg - 1);
-	g = mmap(NULL, len, PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	g = MAP_FAILED;
+	sp = __atomic_load_n(&gh_ev.spool, __ATOMIC_ACQUIRE);
+	if (sp) {
+		uint32_t i = __atomic_fetch_add(&sp->nrings, 1,
+						__ATOMIC_ACQ_REL);
+
+		if (i < GH_SPOOL_MAX_RINGS) {
+			g = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED,
+				 gh_ev.spool_fd,
+				 (off_t)(sp->data_off +
+					 (uint64_t)i * sp->ring_stride));
+			in_spool = g != MAP_FAILED;
+		}
+	}
+	if (g == MAP_FAILED)
+		g = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (g == MAP_FAILED) {
 		errno = saved;
 		return NULL;
@@ -263,7 +465,9 @@ static struct gh_ring *gh_ring_get(void)
 	g->mask = recs - 1;
 	g->wake_at = recs / 4 ? recs / 4 : 1;
 	g->map_len = len;
-	g->state = GH_RING_OWNED;
+	g->in_spool = (uint32_t)in_spool;
+	/* recoverers look at state: it is set last */
+	__atomic_store_n(&g->state, GH_RING_OWNED, __ATOMIC_RELEASE);
 	head = __atomic_load_n(&gh_ev.rings, __ATOMIC_RELAXED);
 	do {
 		g->next = head;
@@ -320,7 +524,7 @@ static void *gh_ev_writer_main(void *arg)
 	return NULL;
 }
 
-/* First event of the process: start the writer (once). */
+/* First event of the process: map the spool, start the writer (once). */
 static void gh_ev_start(void)
 {
 	uint32_t want = GH_EV_IDLE;
@@ -333,7 +537,8 @@ static void gh_ev_start(void)
 		return;
 	__atomic_store_n(&gh_ev.stop, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&gh_ev.first_tid, gh_gettid(), __ATOMIC_RELAXED);
-	/* the writer inherits a full signal mask */
+	gh_spool_open();
+	/* the writer inherits a full signal mask (SIGPIPE included) */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	rc = pthread_create(&gh_ev.writer, NULL, gh_ev_writer_main, NULL);
@@ -346,32 +551,75 @@ static void gh_ev_start(void)
 /* ---------------------------------------------------------------- */
 /* hook path                                                         */
 
+/*
+ * GDRHOOK_LOG_MODE=block and the ring is full: wait for the writer.
+ * Returns 0 when there is room, -1 when the event must be dropped (no
+ * writer, sink abandoned, or this thread holds the consumer lock).
+ */
+static int gh_ev_wait_room(struct gh_ring *g, uint64_t h)
+{
+	struct timespec ts = { 0, 10 * 1000000L };
+
+	for (;;) {
+		uint32_t seq = __atomic_load_n(&gh_ev.drained,
+					       __ATOMIC_ACQUIRE);
+
+		if (h - __atomic_load_n(&g->tail, __ATOMIC_ACQUIRE) <= g->mask)
+			return 0;
+		if (gh_ev_fork_held ||
+		    __atomic_load_n(&gh_ev.state, __ATOMIC_ACQUIRE) !=
+			    GH_EV_RUN ||
+		    __atomic_load_n(&gh_ev.dead, __ATOMIC_RELAXED))
+			return -1;
+		gh_ev_wake();
+		syscall(SYS_futex, &gh_ev.drained, FUTEX_WAIT_PRIVATE, seq,
+			&ts, NULL, 0);
+	}
+}
+
 void gh_evlog_put(const struct gh_evrec *r)
 {
 	uint32_t s = __atomic_load_n(&gh_ev.state, __ATOMIC_ACQUIRE);
 	struct gh_ring *g;
 	struct gh_evrec *slot;
 	uint64_t h, t;
+	int saved;
 
 	if (__builtin_expect(s != GH_EV_RUN, 0)) {
 		if (s == GH_EV_OFF)
 			return;
 		if (s == GH_EV_IDLE)
 			gh_ev_start();
+		/* another thread is mapping the spool: its rings come next */
+		for (int spins = 0; spins < 100000 &&
+		     __atomic_load_n(&gh_ev.state, __ATOMIC_ACQUIRE) ==
+			     GH_EV_STARTING; spins++)
+			sched_yield();
+	}
+	if (__builtin_expect(__atomic_load_n(&gh_ev.dead, __ATOMIC_RELAXED),
+			     0)) {
+		gh_ev_drop(1);
+		return;
 	}
 	g = gh_ev_tl_ring;
 	if (__builtin_expect(!g, 0)) {
 		g = gh_ring_get();
 		if (!g) {
-			__atomic_add_fetch(&gh_ev.dropped, 1, __ATOMIC_RELAXED);
+			gh_ev_drop(1);
 			return;
 		}
 	}
 	h = g->head;	/* only we write it */
 	t = __atomic_load_n(&g->tail, __ATOMIC_ACQUIRE);
 	if (__builtin_expect(h - t > g->mask, 0)) {
-		__atomic_add_fetch(&gh_ev.dropped, 1, __ATOMIC_RELAXED);
-		return;
+		saved = errno;
+		if (!gh_ev.block || gh_ev_wait_room(g, h)) {
+			errno = saved;
+			gh_ev_drop(1);
+			return;
+		}
+		errno = saved;
+		t = __atomic_load_n(&g->tail, __ATOMIC_ACQUIRE);
 	}
 	slot = &g->rec[h & g->mask];
 	*slot = *r;
@@ -386,39 +634,7 @@ void gh_evlog_put(const struct gh_evrec *r)
 }
 
 /* ---------------------------------------------------------------- */
-/* formatting and output (all under gh_ev.lock)                      */
-
-static void gh_ev_write_all(const char *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(gh_ev.fd, p, n);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			gh_warn_once("event log: write failed (errno %d); "
-				     "events are lost", errno);
-			return;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-}
-
-static void gh_ev_out_flush(void)
-{
-	if (gh_ev.out.len && gh_ev.fd >= 0)
-		gh_ev_write_all(gh_ev.out.p, gh_ev.out.len);
-	gh_buf_reset(&gh_ev.out);
-}
-
-/* Make room for one more line. */
-static struct gh_buf *gh_ev_line(void)
-{
-	if (gh_buf_room(&gh_ev.out) < GH_EV_LINE_MAX)
-		gh_ev_out_flush();
-	return &gh_ev.out;
-}
+/* formatting                                                        */
 
 /* ,"key": then the value; lit must be a string literal */
 #define GH_KEY(b, lit)		gh_buf_lit((b), ",\"" lit "\":")
@@ -458,182 +674,209 @@ static void gh_ev_kv_u64(struct gh_buf *b, const char *key, size_t klen,
 			gh_buf_lit((b), "false");			\
 	} while (0)
 
-static void gh_ev_format(struct gh_buf *b, const struct gh_evrec *r,
-			 pid_t pid)
+/* ---------------------------------------------------------------- */
+/* output (all under gh_ev.lock)                                     */
+
+/* Give up on the sink: one message; what it did not take is dropped. */
+static void gh_ev_abandon(const char *why, int err, uint64_t lost)
 {
-	const char *name = gh_ev_name(r->ev);
-
-	gh_buf_lit(b, "{\"t\":");
-	gh_buf_u64(b, r->t_ns);
-	GH_KV_I(b, "pid", pid);
-	GH_KV_I(b, "tid", r->tid);
-	GH_KEY(b, "ev");
-	if (name) {
-		gh_buf_putc(b, '"');
-		gh_buf_puts(b, name);
-		gh_buf_putc(b, '"');
-	} else {
-		gh_buf_u64(b, r->ev);	/* unknown: keep the number */
-	}
-
-	switch (r->ev) {
-	case GH_EV_ALLOC:
-	case GH_EV_FREE:
-	case GH_EV_RESTORE:
-		GH_KV_STR(b, "api", r->api);
-		GH_KV_HEX(b, "ptr", r->ptr);
-		GH_KV_U(b, "size", r->size);
-		GH_KV_I(b, "dev", r->dev);
-		GH_KV_U(b, "gen", r->gen);
-		GH_KEY(b, "kind");
-		if (r->kind < GDRHOOK_KIND_COUNT_)
-			gh_buf_json_str(b, gh_kind_names[r->kind],
-					GH_EV_STR_MAX);
-		else
-			gh_buf_u64(b, r->kind);
-		GH_KV_HEX(b, "ctx", r->ctx);
-		GH_KV_I(b, "rc", r->rc);
-		GH_KV_U(b, "dur_ns", r->dur_ns);
-		if (r->ev == GH_EV_FREE && (r->flags & GH_EVF_UNTRACKED))
-			gh_buf_lit(b, ",\"tracked\":false");
-		if (r->ev == GH_EV_FREE && (r->flags & GH_EVF_IMPLICIT))
-			gh_buf_lit(b, ",\"implicit\":true");
-		break;
-	case GH_EV_CTX_DESTROY:
-	case GH_EV_CTX_RESET:
-	case GH_EV_CTX_RELEASE:
-		GH_KV_STR(b, "api", r->api);
-		GH_KV_HEX(b, "ctx", r->ctx);
-		GH_KV_I(b, "dev", r->dev);
-		GH_KV_I(b, "rc", r->rc);
-		GH_KV_U(b, "dur_ns", r->dur_ns);
-		GH_KV_U(b, "dropped", r->aux2);
-		GH_KV_U(b, "dropped_bytes", r->aux);
-		break;
-	case GH_EV_POOL_TRIM:
-	case GH_EV_POOL_DESTROY:
-		GH_KV_STR(b, "api", r->api);
-		GH_KV_HEX(b, "pool", r->ctx);
-		GH_KV_I(b, "rc", r->rc);
-		GH_KV_U(b, "dur_ns", r->dur_ns);
-		break;
-	case GH_EV_UNTRUSTED:
-		GH_KV_STR(b, "api", r->api);
-		GH_KV_STR(b, "why", r->what);
-		break;
-	case GH_EV_AUDIT:
-		GH_KV_STR(b, "api", r->api);
-		GH_KV_HEX(b, "ptr", r->ptr);
-		GH_KV_U(b, "size", r->size);
-		GH_KV_U(b, "gen", r->gen);
-		GH_KV_STR(b, "what", r->what);
-		break;
-	case GH_EV_PIN:
-	case GH_EV_UNPIN:
-		GH_KV_HEX(b, "ptr", r->ptr);
-		GH_KV_U(b, "size", r->size);
-		GH_KV_U(b, "gen", r->gen);
-		GH_KV_I(b, "dev", r->dev);
-		GH_KV_STR(b, "backend", r->what);
-		GH_KV_I(b, "rc", r->rc);
-		GH_KV_U(b, "dur_ns", r->dur_ns);
-		break;
-	case GH_EV_REG:
-	case GH_EV_DEREG:
-		GH_KV_HEX(b, "ptr", r->ptr);
-		GH_KV_U(b, "size", r->size);
-		GH_KV_U(b, "gen", r->gen);
-		GH_KV_HEX(b, "mr", r->aux);
-		GH_KV_HEX(b, "pd", r->aux2);
-		GH_KV_U(b, "access", r->kind);
-		GH_KV_BOOL(b, "hit", r->flags & GH_EVF_HIT);
-		GH_KV_I(b, "rc", r->rc);
-		GH_KV_U(b, "dur_ns", r->dur_ns);
-		break;
-	case GH_EV_REVOKE:
-	case GH_EV_HIT:
-	case GH_EV_MISS:
-		GH_KV_HEX(b, "ptr", r->ptr);
-		GH_KV_U(b, "size", r->size);
-		GH_KV_U(b, "gen", r->gen);
-		break;
-	default:
-		break;
-	}
-	gh_buf_lit(b, "}\n");
+	__atomic_store_n(&gh_ev.dead, 1, __ATOMIC_RELAXED);
+	gh_ev_drop(lost);
+	gh_warn("event log %s: %s (errno %d); no more events are written, "
+		"%llu lost so far (the exit counts say how many in all)",
+		gh_ev.is_stderr ? "stderr" :
+		gh_ev.opened[0] ? gh_ev.opened : gh_ev.path, why, -err,
+		(unsigned long long)gh_evlog_dropped());
+	if (gh_ev.fd >= 0 && !gh_ev.is_stderr)
+		close(gh_ev.fd);
+	gh_ev.fd = -2;
 }
 
-static void gh_ev_expand_path(char *dst, size_t cap)
+/*
+ * Write the output buffer.  Event lines in it count as written only once
+ * the sink took them whole; on failure the lines it did not take are
+ * counted as dropped and the sink is abandoned.
+ */
+static void gh_ev_out_flush(void)
 {
-	struct gh_buf b;
-	const char *p;
+	size_t done = 0;
+	int err;
 
-	gh_buf_init(&b, dst, cap);
-	for (p = gh_ev.path; *p; p++) {
-		if (p[0] == '%' && p[1] == 'p') {
-			gh_buf_i64(&b, getpid());
-			p++;
-		} else if (p[0] == '%' && p[1] == '%') {
-			gh_buf_putc(&b, '%');
-			p++;
-		} else {
-			gh_buf_putc(&b, *p);
-		}
+	if (!gh_ev.out.len)
+		goto out;
+	if (gh_ev.fd < 0) {
+		gh_ev_drop(gh_ev.out_recs);
+		goto out;
 	}
-	gh_buf_cstr(&b);
+	err = gh_write_nosig(gh_ev.fd, gh_ev.out.p, gh_ev.out.len,
+			     GH_EV_STALL_MS, &done);
+	if (err) {
+		uint64_t took = 0;
+
+		/* whole lines taken: count the newlines that went out */
+		for (size_t i = 0; i < done; i++)
+			took += gh_ev.out.p[i] == '\n';
+		if (took > gh_ev.out_recs)
+			took = gh_ev.out_recs;
+		__atomic_add_fetch(&gh_ev.written, took, __ATOMIC_RELAXED);
+		gh_ev_abandon(err == -ETIMEDOUT ? "takes nothing" :
+			      "write failed", err, gh_ev.out_recs - took);
+	} else {
+		__atomic_add_fetch(&gh_ev.written, gh_ev.out_recs,
+				   __ATOMIC_RELAXED);
+	}
+out:
+	gh_buf_reset(&gh_ev.out);
+	gh_ev.out_recs = 0;
+}
+
+/* A line that is not an event (start, fork, exit): written on its own. */
+static struct gh_buf *gh_ev_meta_line(void)
+{
+	if (gh_ev.out.len)
+		gh_ev_out_flush();
+	return &gh_ev.out;
+}
+
+static void gh_ev_meta_done(void)
+{
+	size_t done = 0;
+	int err;
+
+	if (gh_ev.fd >= 0 && gh_ev.out.len) {
+		err = gh_write_nosig(gh_ev.fd, gh_ev.out.p, gh_ev.out.len,
+				     GH_EV_STALL_MS, &done);
+		if (err)
+			gh_ev_abandon(err == -ETIMEDOUT ? "takes nothing" :
+				      "write failed", err, 0);
+	}
+	gh_buf_reset(&gh_ev.out);
+}
+
+/* A torn last line (a former image killed mid-write) ends here. */
+static void gh_ev_end_torn_line(int fd, const char *path)
+{
+	struct stat st;
+	char c = '\n';
+	int rfd;
+
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size <= 0)
+		return;
+	rfd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (rfd < 0)
+		return;
+	if (pread(rfd, &c, 1, st.st_size - 1) == 1 && c != '\n')
+		gh_write_nosig(fd, "\n", 1, GH_EV_STALL_MS, NULL);
+	close(rfd);
+}
+
+/*
+ * Open a log for appending: never follows a symlink, never blocks (a
+ * FIFO with no reader is refused at once), private to the user.
+ * Returns the fd or -errno.
+ */
+static int gh_ev_open_sink(const char *path, int end_torn)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC |
+				    O_NOFOLLOW | O_NONBLOCK, 0600);
+	struct stat st;
+
+	if (fd < 0)
+		return -errno;
+	/* files and devices block as usual; pipes stay non-blocking */
+	if (!fstat(fd, &st) && !S_ISFIFO(st.st_mode) && !S_ISSOCK(st.st_mode))
+		fcntl(fd, F_SETFL, O_WRONLY | O_APPEND);
+	/* only after a death: a live writer's line may just be half done */
+	if (end_torn)
+		gh_ev_end_torn_line(fd, path);
+	return fd;
 }
 
 /* Open the file (first use in this process) and write "start" [+ "fork"]. */
 static void gh_ev_open_locked(void)
 {
-	char path[PATH_MAX], exe[PATH_MAX];
+	char exe[PATH_MAX];
 	struct gh_buf *b;
 	ssize_t n;
-	int saved = errno;
+	int saved = errno, fd;
 
 	if (gh_ev.fd != -1)
 		return;
 	if (gh_ev.is_stderr) {
 		gh_ev.fd = STDERR_FILENO;
 	} else {
-		gh_ev_expand_path(path, sizeof(path));
-		gh_ev.fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
-				0644);
-		if (gh_ev.fd < 0) {
-			gh_warn("event log: cannot open %s (errno %d); "
-				"GDRHOOK_LOG disabled", path, errno);
-			gh_ev.fd = -2;
+		fd = gh_ev_expand(gh_ev.path, getpid(), gh_ev.opened,
+				  sizeof(gh_ev.opened));
+		if (!fd)
+			fd = gh_ev_open_sink(gh_ev.opened, gh_ev.after_exec);
+		if (fd < 0) {
+			gh_ev_abandon(fd == -ENXIO ?
+				      "cannot open: a FIFO with no reader" :
+				      "cannot open", fd, 0);
 			errno = saved;
 			return;
 		}
+		gh_ev.fd = fd;
 	}
 	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	exe[n > 0 ? n : 0] = '\0';
 
-	b = gh_ev_line();
+	b = gh_ev_meta_line();
 	gh_buf_lit(b, "{\"ev\":\"start\",\"v\":");
-	gh_buf_u64(b, GH_EVLOG_FORMAT);
-	gh_buf_lit(b, ",\"t\":");
-	gh_buf_u64(b, gh_now_ns());
+	gh_buf_u64(b, GH_EV_FORMAT_VERSION);
+	GH_KV_U(b, "t", gh_ev.start_t);
 	GH_KV_I(b, "pid", getpid());
 	GH_KV_I(b, "tid",
-			__atomic_load_n(&gh_ev.first_tid, __ATOMIC_RELAXED));
+		__atomic_load_n(&gh_ev.first_tid, __ATOMIC_RELAXED));
 	GH_KEY(b, "exe");
 	gh_buf_json_str(b, exe, sizeof(exe));
-	GH_KV_U(b, "wall_ns", gh_wall_ns());
+	GH_KV_U(b, "wall_ns", gh_ev.start_wall);
+	GH_KV_BOOL(b, "crash_safe",
+		   __atomic_load_n(&gh_ev.spool, __ATOMIC_ACQUIRE) != NULL);
+	GH_KEY(b, "mode");
+	if (gh_ev.block)
+		gh_buf_lit(b, "\"block\"");
+	else
+		gh_buf_lit(b, "\"drop\"");
 	gh_buf_lit(b, "}\n");
 	if (gh_ev.is_fork_child) {
-		b = gh_ev_line();
 		gh_buf_lit(b, "{\"ev\":\"fork\",\"parent\":");
 		gh_buf_i64(b, gh_ev.parent);
-		GH_KV_U(b, "t", gh_now_ns());
+		GH_KV_U(b, "t", gh_ev.start_t);
 		GH_KV_I(b, "pid", getpid());
 		GH_KV_I(b, "tid",
 			__atomic_load_n(&gh_ev.first_tid, __ATOMIC_RELAXED));
 		gh_buf_lit(b, "}\n");
 	}
-	gh_ev_out_flush();
+	gh_ev_meta_done();
 	errno = saved;
+}
+
+/* Format slots tail..head of one ring into the buffer; write as it fills. */
+static uint64_t gh_ev_drain_ring(struct gh_ring *g, pid_t pid)
+{
+	uint64_t t = __atomic_load_n(&g->tail, __ATOMIC_RELAXED);
+	uint64_t h = __atomic_load_n(&g->head, __ATOMIC_ACQUIRE);
+	uint64_t n = 0;
+
+	while (t != h) {
+		if (gh_buf_room(&gh_ev.out) < GH_EV_LINE_MAX) {
+			/* written (or counted lost): free the slots */
+			gh_ev_out_flush();
+			__atomic_store_n(&g->tail, t, __ATOMIC_RELEASE);
+		}
+		if (gh_ev.fd >= 0) {
+			gh_ev_format_record(&gh_ev.out, &g->rec[t & g->mask], pid);
+			gh_ev.out_recs++;
+		} else {
+			gh_ev_drop(1);
+		}
+		t++;
+		n++;
+	}
+	gh_ev_out_flush();
+	__atomic_store_n(&g->tail, t, __ATOMIC_RELEASE);
+	return n;
 }
 
 /* Consume every ring once; recycle orphaned rings once empty. */
@@ -641,42 +884,211 @@ static void gh_ev_drain_locked(void)
 {
 	struct gh_ring *g;
 	pid_t pid = getpid();
-	uint64_t n = 0;
 	int saved = errno;
 
 	for (g = __atomic_load_n(&gh_ev.rings, __ATOMIC_ACQUIRE); g;
 	     g = g->next) {
 		uint32_t st = __atomic_load_n(&g->state, __ATOMIC_ACQUIRE);
-		uint64_t t, h;
 
 		if (st == GH_RING_FREE)
 			continue;
-		t = __atomic_load_n(&g->tail, __ATOMIC_RELAXED);
-		h = __atomic_load_n(&g->head, __ATOMIC_ACQUIRE);
-		while (t != h) {
-			struct gh_buf *b = &gh_ev.out;
-
-			if (gh_buf_room(b) < GH_EV_LINE_MAX) {
-				/* formatted copies are out: free the slots */
-				__atomic_store_n(&g->tail, t, __ATOMIC_RELEASE);
-				gh_ev_out_flush();
-			}
-			if (gh_ev.fd >= 0)
-				gh_ev_format(b, &g->rec[t & g->mask], pid);
-			t++;
-			n++;
-		}
-		__atomic_store_n(&g->tail, t, __ATOMIC_RELEASE);
+		gh_ev_drain_ring(g, pid);
 		/* orphaned before we read head: head was final */
 		if (st == GH_RING_ORPHANED)
 			__atomic_store_n(&g->state, GH_RING_FREE,
 					 __ATOMIC_RELEASE);
 	}
-	gh_ev_out_flush();
+	__atomic_add_fetch(&gh_ev.drained, 1, __ATOMIC_RELEASE);
+	if (gh_ev.block)
+		syscall(SYS_futex, &gh_ev.drained, FUTEX_WAKE_PRIVATE, INT_MAX,
+			NULL, NULL, 0);
+	errno = saved;
+}
+
+/* ---------------------------------------------------------------- */
+/* recovery of dead processes' spools                                */
+
+/* Is pid gone (or a zombie)?  Our own pid: a former image (exec). */
+static int gh_pid_dead(pid_t pid)
+{
+	char path[64], buf[256], *p;
+	struct gh_buf b;
+	ssize_t n;
+	int fd;
+
+	if (pid == getpid())
+		return 1;
+	if (kill(pid, 0) == 0 || errno == EPERM) {
+		gh_buf_init(&b, path, sizeof(path));
+		gh_buf_lit(&b, "/proc/");
+		gh_buf_i64(&b, pid);
+		gh_buf_lit(&b, "/stat");
+		gh_buf_cstr(&b);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return 0;
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n <= 0)
+			return 0;
+		buf[n] = '\0';
+		p = strrchr(buf, ')');
+		return p && p[1] == ' ' && p[2] == 'Z';
+	}
+	return errno == ESRCH;
+}
+
+/*
+ * Append what a dead process's rings still hold to its log, then a
+ * "recovered" record.  Under gh_ev.lock with gh_ev.fd unused (-1 or -2):
+ * borrows the output buffer and fd slot.
+ */
+static void gh_spool_recover(const char *spool)
+{
+	struct gh_spool_hdr *h;
+	struct stat st;
+	uint64_t n = 0;
+	int sfd, lfd, saved_fd = gh_ev.fd, saved_dead = gh_ev.dead;
+	uint64_t saved_written = gh_evlog_written();
+	uint64_t saved_dropped = gh_evlog_dropped();
+	size_t hdr_len = (sizeof(*h) + gh_pagesize() - 1) &
+			 ~(gh_pagesize() - 1);
+	struct gh_buf *b;
+
+	sfd = open(spool, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (sfd < 0)
+		return;
+	if (fstat(sfd, &st) || st.st_uid != getuid() ||
+	    (uint64_t)st.st_size < hdr_len)
+		goto out_close;
+	h = mmap(NULL, hdr_len, PROT_READ, MAP_SHARED, sfd, 0);
+	if (h == MAP_FAILED)
+		goto out_close;
+	if (h->magic != GH_SPOOL_MAGIC || h->version != GH_EV_FORMAT_VERSION ||
+	    h->slot_size != sizeof(struct gh_evrec) || !h->ring_recs ||
+	    (h->ring_recs & (h->ring_recs - 1)) ||
+	    h->ring_stride != gh_ring_bytes(h->ring_recs) ||
+	    h->data_off != hdr_len || !memchr(h->log, 0, sizeof(h->log))) {
+		gh_info("event log: %s is not a spool of this version: removed",
+			spool);
+		goto out_unmap;
+	}
+	if (h->pid == getpid())
+		gh_ev.after_exec = 1;	/* our former image: it may have torn */
+	lfd = gh_ev_open_sink(h->log, 1);
+	if (lfd < 0) {
+		gh_warn("event log: cannot recover %s into %s (errno %d)",
+			spool, h->log, -lfd);
+		goto out_unmap;
+	}
+	gh_ev.fd = lfd;
+	gh_ev.dead = 0;
+	gh_buf_reset(&gh_ev.out);
+	gh_ev.out_recs = 0;
+	/* two passes: the "recovered" record goes first, with the count */
+	for (int pass = 0; pass < 2 && gh_ev.fd >= 0; pass++) {
+		for (uint32_t i = 0; i < h->nrings && i < GH_SPOOL_MAX_RINGS;
+		     i++) {
+			off_t off = (off_t)(h->data_off +
+					    (uint64_t)i * h->ring_stride);
+			struct gh_ring *g;
+
+			if ((uint64_t)off + h->ring_stride >
+			    (uint64_t)st.st_size)
+				break;
+			/* private: our tail updates stay ours */
+			g = mmap(NULL, h->ring_stride, PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE, sfd, off);
+			if (g == MAP_FAILED)
+				continue;
+			if (g->state != GH_RING_FREE &&
+			    g->mask == h->ring_recs - 1 &&
+			    g->head >= g->tail &&
+			    g->head - g->tail <= g->mask + 1) {
+				if (pass == 0)
+					n += g->head - g->tail;
+				else
+					gh_ev_drain_ring(g, h->pid);
+			}
+			munmap(g, h->ring_stride);
+		}
+		if (pass)
+			break;
+		b = gh_ev_meta_line();
+		gh_buf_lit(b, "{\"ev\":\"recovered\",\"t\":");
+		gh_buf_u64(b, h->start_t);
+		GH_KV_I(b, "pid", h->pid);
+		GH_KV_U(b, "wall_ns", h->start_wall);
+		GH_KV_U(b, "events", n);
+		GH_KV_I(b, "by", getpid());
+		gh_buf_lit(b, "}\n");
+		gh_ev_meta_done();
+	}
 	if (gh_ev.fd >= 0)
-		__atomic_add_fetch(&gh_ev.written, n, __ATOMIC_RELAXED);
-	else
-		__atomic_add_fetch(&gh_ev.dropped, n, __ATOMIC_RELAXED);
+		close(gh_ev.fd);
+	gh_ev.fd = saved_fd;
+	gh_ev.dead = saved_dead;
+	/* the recovered events are not this process's */
+	__atomic_store_n(&gh_ev.written, saved_written, __ATOMIC_RELAXED);
+	__atomic_store_n(&gh_ev.dropped, saved_dropped, __ATOMIC_RELAXED);
+	gh_info("event log: recovered %llu events of dead process %d into %s",
+		(unsigned long long)n, (int)h->pid, h->log);
+out_unmap:
+	munmap(h, hdr_len);
+out_close:
+	close(sfd);
+}
+
+/*
+ * Spools of our uid whose process is gone: claim each by renaming it
+ * (so two recoverers never write the same records), recover, remove.
+ * Runs at configure, not on a hook path.
+ */
+static void gh_spool_recover_all(void)
+{
+	char prefix[64], from[320], to[352];
+	struct gh_buf b;
+	struct dirent *d;
+	size_t plen;
+	DIR *dir;
+	int saved = errno;
+
+	gh_buf_init(&b, prefix, sizeof(prefix));
+	gh_buf_lit(&b, GH_SPOOL_PREFIX);
+	gh_buf_u64(&b, (uint64_t)getuid());
+	gh_buf_putc(&b, '.');
+	gh_buf_cstr(&b);
+	plen = strlen(prefix);
+	dir = opendir(GH_SPOOL_DIR);
+	if (!dir)
+		goto out;
+	pthread_mutex_lock(&gh_ev.lock);
+	while ((d = readdir(dir))) {
+		char *end;
+		long pid;
+
+		if (strncmp(d->d_name, prefix, plen))
+			continue;
+		pid = strtol(d->d_name + plen, &end, 10);
+		if (*end || pid <= 0 || !gh_pid_dead((pid_t)pid))
+			continue;
+		gh_buf_init(&b, from, sizeof(from));
+		gh_buf_lit(&b, GH_SPOOL_DIR "/");
+		gh_buf_puts(&b, d->d_name);
+		gh_buf_cstr(&b);
+		gh_buf_init(&b, to, sizeof(to));
+		gh_buf_puts(&b, from);
+		gh_buf_lit(&b, ".claimed-by.");
+		gh_buf_i64(&b, getpid());
+		gh_buf_cstr(&b);
+		if (rename(from, to))
+			continue;	/* another recoverer was first */
+		gh_spool_recover(to);
+		unlink(to);
+	}
+	pthread_mutex_unlock(&gh_ev.lock);
+	closedir(dir);
+out:
 	errno = saved;
 }
 
@@ -709,7 +1121,7 @@ void gh_evlog_shutdown(uint64_t live, uint64_t live_bytes)
 	uint32_t s = __atomic_load_n(&gh_ev.state, __ATOMIC_ACQUIRE);
 	uint64_t dropped;
 	struct gh_buf *b;
-	int saved = errno, spins = 0;
+	int saved = errno, spins = 0, dead_before;
 
 	/* another thread may be inside pthread_create for the writer */
 	while (s == GH_EV_STARTING && spins++ < 10000) {
@@ -733,9 +1145,10 @@ void gh_evlog_shutdown(uint64_t live, uint64_t live_bytes)
 	pthread_mutex_lock(&gh_ev.lock);
 	gh_ev_open_locked();
 	gh_ev_drain_locked();
+	dead_before = gh_ev.dead;
 	dropped = gh_evlog_dropped();
 	if (gh_ev.fd >= 0) {
-		b = gh_ev_line();
+		b = gh_ev_meta_line();
 		gh_buf_lit(b, "{\"ev\":\"exit\",\"t\":");
 		gh_buf_u64(b, gh_now_ns());
 		GH_KV_I(b, "pid", getpid());
@@ -745,15 +1158,19 @@ void gh_evlog_shutdown(uint64_t live, uint64_t live_bytes)
 		GH_KV_U(b, "live", live);
 		GH_KV_U(b, "live_bytes", live_bytes);
 		gh_buf_lit(b, "}\n");
-		gh_ev_out_flush();
-		if (!gh_ev.is_stderr)
+		gh_ev_meta_done();
+		if (!gh_ev.is_stderr && gh_ev.fd >= 0)
 			close(gh_ev.fd);
 	}
 	gh_ev.fd = -1;
+	/* every record went out or was counted: the spool has no more use */
+	gh_spool_remove();
 	pthread_mutex_unlock(&gh_ev.lock);
-	if (dropped)
+	/* an abandoned sink already said so, with its count */
+	if (dropped && !dead_before)
 		gh_warn("event log: %llu events dropped (rings full); raise "
-			"the ring size", (unsigned long long)dropped);
+			"GDRHOOK_LOG_BUFFER or set GDRHOOK_LOG_MODE=block",
+			(unsigned long long)dropped);
 	errno = saved;
 }
 
@@ -783,7 +1200,7 @@ void gh_evlog_atfork_parent(void)
 
 void gh_evlog_atfork_child(void)
 {
-	struct gh_ring *g;
+	struct gh_ring *g, *next, *keep = NULL;
 	uint32_t s;
 
 	gh_clock_atfork_child();
@@ -792,22 +1209,43 @@ void gh_evlog_atfork_child(void)
 	/*
 	 * Only this thread exists now.  Whatever the rings still hold was
 	 * recorded by the parent (and is the parent's to write): discard it.
-	 * Rings of the other threads are free for reuse.
+	 * Rings in the parent's spool are shared with the parent: unmap
+	 * them; the child maps its own spool at its first event.  Private
+	 * rings of the other threads are free for reuse.
 	 */
 	for (g = __atomic_load_n(&gh_ev.rings, __ATOMIC_ACQUIRE); g;
-	     g = g->next) {
-		__atomic_store_n(&g->tail, __atomic_load_n(&g->head,
-							   __ATOMIC_RELAXED),
-				 __ATOMIC_RELAXED);
-		__atomic_store_n(&g->state, g == gh_ev_tl_ring ?
-				 GH_RING_OWNED : GH_RING_FREE,
-				 __ATOMIC_RELAXED);
+	     g = next) {
+		next = g->next;
+		if (g->in_spool) {
+			if (g == gh_ev_tl_ring)
+				gh_ev_tl_ring = NULL;
+			munmap(g, g->map_len);
+			continue;
+		}
+		g->tail = g->head;
+		g->state = g == gh_ev_tl_ring ? GH_RING_OWNED : GH_RING_FREE;
+		g->next = keep;
+		keep = g;
 	}
+	__atomic_store_n(&gh_ev.rings, keep, __ATOMIC_RELEASE);
+	if (gh_ev.key_ok)
+		pthread_setspecific(gh_ev.key, gh_ev_tl_ring);
+	if (gh_ev.spool) {
+		munmap(gh_ev.spool, (size_t)gh_ev.spool->data_off);
+		gh_ev.spool = NULL;
+	}
+	if (gh_ev.spool_fd >= 0)
+		close(gh_ev.spool_fd);
+	gh_ev.spool_fd = -1;
 	if (gh_ev.fd >= 0 && !gh_ev.is_stderr)
 		close(gh_ev.fd);
 	gh_ev.fd = -1;
+	gh_ev.dead = 0;
 	gh_buf_reset(&gh_ev.out);
+	gh_ev.out_recs = 0;
 	gh_ev.is_fork_child = 1;
+	gh_ev.start_t = gh_now_ns();
+	gh_ev.start_wall = gh_wall_ns();
 	__atomic_store_n(&gh_ev.stop, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&gh_ev.written, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&gh_ev.dropped, 0, __ATOMIC_RELAXED);

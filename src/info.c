@@ -199,7 +199,7 @@ static void versions(struct out *o)
 		j_open(o, "version", '{');
 		j_str(o, "library", GH_VERSION);
 		j_u64(o, "api", GDRHOOK_API_VERSION);
-		j_u64(o, "log_format", GH_EVLOG_FORMAT);
+		j_u64(o, "log_format", GH_EV_FORMAT_VERSION);
 		j_open(o, "gdrpin", '{');
 		j_bool(o, "present", g.present);
 		if (g.present) {
@@ -213,7 +213,7 @@ static void versions(struct out *o)
 		return;
 	}
 	text(o, "gdrhook %s (API %u, event log format %u)\n", GH_VERSION,
-	     GDRHOOK_API_VERSION, GH_EVLOG_FORMAT);
+	     GDRHOOK_API_VERSION, GH_EV_FORMAT_VERSION);
 	if (g.present)
 		text(o, "gdrpin: ABI %u.%u, caps %#llx (%s)\n", g.major, g.minor,
 		     (unsigned long long)g.caps, g.why);

@@ -10,6 +10,7 @@
  */
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -55,9 +56,13 @@ static void do_init(void)
 		gh_warn("cannot set up the registry: running as a pass-through");
 		goto out;
 	}
-	if (gh_cfg.log_path &&
-	    gh_evlog_configure(gh_cfg.log_path, gh_cfg.log_ring_bytes))
-		gh_warn("bad GDRHOOK_LOG \"%s\": no event log", gh_cfg.log_path);
+	if (gh_cfg.log_path) {
+		gh_evlog_set_block(gh_cfg.log_mode &&
+				   !strcmp(gh_cfg.log_mode, "block"));
+		if (gh_evlog_configure(gh_cfg.log_path, gh_cfg.log_ring_bytes))
+			gh_config_defer_warning("no event log: bad GDRHOOK_LOG",
+						gh_cfg.log_path);
+	}
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 	state = GH_STATE_ACTIVE;
 out:
@@ -121,7 +126,6 @@ __attribute__((destructor)) static void gh_destructor(void)
 
 void gh_mark_untrusted(const char *api, const char *why)
 {
-	struct gh_evrec e;
 	struct gh_range none = { 0 };
 	int first = !__atomic_exchange_n(&gh_untrusted, 1, __ATOMIC_ACQ_REL);
 
@@ -131,10 +135,7 @@ void gh_mark_untrusted(const char *api, const char *why)
 		       api, why);
 		gh_subscribers_notify(GDRHOOK_EVENT_UNTRUSTED, &none, api);
 	}
-	gh_evrec_init(&e, GH_EV_UNTRUSTED, 0);
-	e.api = api;
-	e.what = why;
-	gh_emit(&e);
+	gh_ev_emit_untrusted(GH_EV_UNTRUSTED, 0, api, why);
 	if (gh_cfg.strict) {
 		gh_err("GDRHOOK_STRICT=1: aborting");
 		abort();

@@ -35,12 +35,17 @@ struct gh_config {
 	uint64_t cache_max_count;	/* GDRHOOK_CACHE_MAX_COUNT */
 	const char *buffer_id;		/* GDRHOOK_BUFFER_ID (src/ptrattr.c) */
 	const char *pointer_queries;	/* GDRHOOK_POINTER_QUERIES (ptrattr.c) */
+	const char *log_mode;		/* GDRHOOK_LOG_MODE: "drop", "block" */
 };
 extern struct gh_config gh_cfg;
 
 int gh_config_load(void);
-/* Warn about unknown GDRHOOK_* names (once, at the first CUDA call). */
+/* Warn about unknown GDRHOOK_* names and bad values (once, at the first
+ * CUDA or verbs call: processes that merely inherit the environment stay
+ * silent). */
 void gh_config_report(void);
+/* Keep one warning ("msg \"arg\"") for gh_config_report(). */
+void gh_config_defer_warning(const char *msg, const char *arg);
 
 /* One configuration table row and the value in effect (config.c). */
 enum gh_cfg_source {
@@ -126,6 +131,7 @@ struct gh_counters {
 	uint64_t implicit_frees, lookups, untrusted;
 	uint64_t audit_checks, audit_disagreements;
 	uint64_t peak_live_bytes;
+	uint64_t regs_seen, regs_passed;	/* verbs registrations */
 };
 extern struct gh_counters gh_ctr;
 #define GH_COUNT(field, n) \
@@ -145,10 +151,8 @@ void gh_audit_report(const char *api, uint64_t ptr, uint64_t size,
 int gh_guard_enter(void);
 void gh_guard_leave(int was);
 
-/* Start a record of ev for an operation that began at t0 (0: now):
- * t, dur_ns (up to now), tid; dev -1; everything else zero. */
-void gh_evrec_init(struct gh_evrec *e, unsigned int ev, uint64_t t0);
-/* Emit one event to the log (when configured). */
+/* Emit one event to the log (when configured).  Records are started with
+ * gh_evrec_start(); most callers use a family's gh_ev_emit_*() (evrec.h). */
 void gh_emit(const struct gh_evrec *r);
 
 #endif

@@ -5,8 +5,12 @@
  * number of messages per process.
  */
 #include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -32,18 +36,61 @@ static const char *const gh_log_names[] = {
 	[GH_LOG_DEBUG] = "debug",
 };
 
-static void gh_log_write(const char *p, size_t n)
+/*
+ * SIGPIPE is blocked around the write and, if the write raised it and it
+ * was not already pending, taken back: a reader that went away must not
+ * kill the program, and the program's own disposition is left alone.
+ */
+int gh_write_nosig(int fd, const char *p, size_t n, int stall_ms,
+		   size_t *done_p)
 {
-	while (n) {
-		ssize_t w = write(STDERR_FILENO, p, n);
+	sigset_t pipe_set, old, pend;
+	size_t done = 0;
+	int err = 0, was_pending;
 
+	sigemptyset(&pipe_set);
+	sigaddset(&pipe_set, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+	was_pending = !sigpending(&pend) && sigismember(&pend, SIGPIPE);
+	while (done < n) {
+		ssize_t w = write(fd, p + done, n - done);
+
+		if (w > 0) {
+			done += (size_t)w;
+			continue;
+		}
 		if (w < 0 && errno == EINTR)
 			continue;
-		if (w <= 0)
-			return;
-		p += w;
-		n -= (size_t)w;
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			struct pollfd pf = { .fd = fd, .events = POLLOUT };
+			int r = poll(&pf, 1, stall_ms);
+
+			if (r > 0 && !(pf.revents & (POLLERR | POLLNVAL)))
+				continue;
+			if (r < 0 && errno == EINTR)
+				continue;
+			err = r == 0 ? -ETIMEDOUT : -EPIPE;
+			break;
+		}
+		err = w < 0 ? -errno : -EIO;
+		break;
 	}
+	if (err == -EPIPE && !was_pending) {
+		struct timespec zero = { 0, 0 };
+
+		while (sigtimedwait(&pipe_set, NULL, &zero) < 0 &&
+		       errno == EINTR)
+			;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (done_p)
+		*done_p = done;
+	return err;
+}
+
+static void gh_log_write(const char *p, size_t n)
+{
+	gh_write_nosig(STDERR_FILENO, p, n, 1000, NULL);
 }
 
 void gh_log_emit(int level, const char *fmt, ...)

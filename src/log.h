@@ -7,6 +7,8 @@
 #ifndef GH_LOG_H
 #define GH_LOG_H
 
+#include <stddef.h>
+
 enum gh_log_level {
 	GH_LOG_NONE = 0,
 	GH_LOG_ERR,
@@ -24,6 +26,15 @@ extern int gh_log_level;	/* set from GDRHOOK_LOG_LEVEL at init */
 void gh_log_emit(int level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/*
+ * Write all of p to fd without ever raising SIGPIPE in the program.  A
+ * non-blocking fd that accepts nothing for stall_ms gives -ETIMEDOUT.
+ * Returns 0 or -errno; *done_p (may be NULL) gets the bytes written.
+ * Preserves nothing: callers save errno.
+ */
+int gh_write_nosig(int fd, const char *p, size_t n, int stall_ms,
+		   size_t *done_p);
+
 #define gh_log(lvl, ...)					\
 	do {							\
 		if ((lvl) <= gh_log_level)			\
@@ -34,6 +45,16 @@ void gh_log_emit(int level, const char *fmt, ...)
 #define gh_warn(...)	gh_log(GH_LOG_WARN, __VA_ARGS__)
 #define gh_info(...)	gh_log(GH_LOG_INFO, __VA_ARGS__)
 #define gh_dbg(...)	gh_log(GH_LOG_DEBUG, __VA_ARGS__)
+
+/* Log at lvl (shown at the default level for GH_LOG_WARN) only the first
+ * time this call site fires. */
+#define gh_log_once(lvl, ...)					\
+	do {							\
+		static int gh_once_;				\
+		if (!__atomic_exchange_n(&gh_once_, 1,		\
+					 __ATOMIC_RELAXED))	\
+			gh_log((lvl), __VA_ARGS__);		\
+	} while (0)
 
 /* Warn only the first time this call site fires. */
 #define gh_warn_once(...)					\

@@ -263,42 +263,17 @@ static struct rc_rec *rec_of(const struct rc_entry *e)
 static void ev_pin(unsigned int ev, const struct rc_rec *r, int err,
 		   uint64_t t0)
 {
-	struct gh_evrec e;
-
-	if (!gh_evlog_enabled())
-		return;
-	gh_evrec_init(&e, ev, t0);
-	e.ptr = r->pin.pin_base ? r->pin.pin_base : r->pin.base;
-	e.size = r->pin.pin_size ? r->pin.pin_size : r->pin.size;
-	e.gen = r->gen;
-	e.dev = r->pin.dev;
-	e.kind = r->pin.kind;
-	e.what = rc.ops->name;
-	e.rc = err;
-	gh_emit(&e);
+	gh_ev_emit_pin(ev, t0, r->pin.pin_base ? r->pin.pin_base : r->pin.base,
+		       r->pin.pin_size ? r->pin.pin_size : r->pin.size, r->gen,
+		       r->pin.dev, rc.ops->name, err);
 }
 
 static void ev_reg(unsigned int ev, const struct rc_entry *x,
 		   const struct rc_rec *r, int err, uint64_t t0)
 {
-	struct gh_evrec e;
-
-	if (!gh_evlog_enabled())
-		return;
-	gh_evrec_init(&e, ev, t0);
-	if (r) {
-		e.ptr = r->pin.base;
-		e.size = r->pin.size;
-		e.dev = r->pin.dev;
-	} else {
-		e.dev = -1;
-	}
-	e.gen = x->gen;
-	e.aux = (uint64_t)(uintptr_t)x->mr;
-	e.aux2 = x->pd;
-	e.kind = (uint16_t)x->access;
-	e.rc = err;
-	gh_emit(&e);
+	gh_ev_emit_reg(ev, t0, r ? r->pin.base : 0, r ? r->pin.size : 0,
+		       x->gen, (uint64_t)(uintptr_t)x->mr, x->pd, x->access,
+		       err);
 }
 
 /* ------------------------------------------------------- entry word ops */
@@ -498,19 +473,9 @@ static void ent_finish(struct rc_entry *e, int64_t refs, int revoke)
 		CTR(stale_averted, 1);
 	if (refs > 0) {
 		CTR(revoked, 1);
-		if (gh_evlog_enabled()) {
-			struct gh_evrec v;
-
-			memset(&v, 0, sizeof(v));
-			v.ev = GH_EV_REVOKE;
-			v.t_ns = t0;
-			v.tid = gh_gettid();
-			v.ptr = r ? r->pin.base : 0;
-			v.size = r ? r->pin.size : 0;
-			v.gen = e->gen;
-			v.dev = r ? r->pin.dev : -1;
-			gh_emit(&v);
-		}
+		gh_ev_emit_revoke(GH_EV_REVOKE, t0, r ? r->pin.base : 0,
+				  r ? r->pin.size : 0, e->gen,
+				  r ? r->pin.dev : -1);
 		rec_unlink_ent(e);	/* the last holder reclaims it */
 	} else {
 		ent_reclaim(e);

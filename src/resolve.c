@@ -187,8 +187,22 @@ void *gh_libcuda_handle(void)
 	h = dlopen(name, RTLD_NOW | RTLD_NOLOAD);
 	if (!h)
 		h = dlopen(name, RTLD_NOW);
-	if (!h)
+	if (!h) {
+		const char *why = dlerror();
+
+		/* every hooked call would fail: say why, once */
+		gh_log_once(GH_LOG_WARN, "cannot load the CUDA driver %s: %s",
+			    name, why ? why : "unknown error");
 		return NULL;
+	}
+	if (!gh_real_dlsym(h, "cuGetProcAddress_v2") &&
+	    !gh_real_dlsym(h, "cuInit")) {
+		gh_log_once(GH_LOG_WARN,
+			    "%s is not a CUDA driver (no cuInit, no cuGetProcAddress_v2); set GDRHOOK_LIBCUDA to libcuda.so.1",
+			    name);
+		dlclose(h);
+		return NULL;
+	}
 	__atomic_store_n(&libcuda, h, __ATOMIC_RELEASE);
 	return h;
 }

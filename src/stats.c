@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: MIT
 /* Counters: relaxed atomics, printed at exit with GDRHOOK_STATS=1. */
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "internal.h"
 #include "evlog.h"
 #include "fmt.h"
+#include "log.h"
 #include "rcache.h"
+#include "stats_list.h"
 
 struct gh_counters gh_ctr;
 
@@ -24,40 +27,53 @@ void gh_stats_note_live(void)
 		;
 }
 
+/* struct gdrhook_stats is exactly the list, in its order */
+enum {
+	GH_STAT_IDX_size,
+#define X(m, label, value, doc) GH_STAT_IDX_##m,
+	GH_STATS_LIST(X)
+#undef X
+	GH_STAT_COUNT_
+};
+#define X(m, label, value, doc)						\
+	_Static_assert(offsetof(struct gdrhook_stats, m) ==		\
+		       GH_STAT_IDX_##m * sizeof(uint64_t), #m " out of order");
+GH_STATS_LIST(X)
+#undef X
+_Static_assert(sizeof(struct gdrhook_stats) ==
+	       GH_STAT_COUNT_ * sizeof(uint64_t), "a member not in the list");
+
 GH_EXPORT int gdrhook_get_stats(struct gdrhook_stats *st)
 {
 	struct gdrhook_stats s;
-	uint64_t want;
+	struct gh_counters ctr;
+	struct gh_rc_counters rc;
+	uint64_t want, live = 0, live_bytes = 0, log_events = 0,
+		 log_dropped = 0;
 
 	if (!st || st->size < sizeof(uint64_t))
 		return -EINVAL;
 	want = st->size;
+	memset(&rc, 0, sizeof(rc));
+	if (gh_rcache_ready())
+		gh_rcache_counters(&rc);
+	/* a snapshot, counter by counter (each is atomic on its own) */
+	for (size_t i = 0; i < sizeof(ctr) / sizeof(uint64_t); i++)
+		((uint64_t *)&ctr)[i] = __atomic_load_n(
+			&((uint64_t *)&gh_ctr)[i], __ATOMIC_RELAXED);
+	if (gh_state == GH_STATE_ACTIVE) {
+		live = gh_registry_count();
+		live_bytes = gh_registry_bytes();
+	}
+	if (gh_evlog_enabled()) {
+		log_events = gh_evlog_written();
+		log_dropped = gh_evlog_dropped();
+	}
 	memset(&s, 0, sizeof(s));
 	s.size = sizeof(s) < want ? sizeof(s) : want;
-	s.allocs = __atomic_load_n(&gh_ctr.allocs, __ATOMIC_RELAXED);
-	s.frees = __atomic_load_n(&gh_ctr.frees, __ATOMIC_RELAXED);
-	s.frees_untracked = __atomic_load_n(&gh_ctr.frees_untracked,
-					    __ATOMIC_RELAXED);
-	s.failed_calls = __atomic_load_n(&gh_ctr.failed_calls,
-					 __ATOMIC_RELAXED);
-	s.implicit_frees = __atomic_load_n(&gh_ctr.implicit_frees,
-					   __ATOMIC_RELAXED);
-	if (gh_state == GH_STATE_ACTIVE) {
-		s.live = gh_registry_count();
-		s.live_bytes = gh_registry_bytes();
-	}
-	s.peak_live_bytes = __atomic_load_n(&gh_ctr.peak_live_bytes,
-					    __ATOMIC_RELAXED);
-	if (s.live_bytes > s.peak_live_bytes)
-		s.peak_live_bytes = s.live_bytes;
-	s.lookups = __atomic_load_n(&gh_ctr.lookups, __ATOMIC_RELAXED);
-	s.untrusted = __atomic_load_n(&gh_ctr.untrusted, __ATOMIC_RELAXED);
-	s.audit_checks = __atomic_load_n(&gh_ctr.audit_checks,
-					 __ATOMIC_RELAXED);
-	s.audit_disagreements = __atomic_load_n(&gh_ctr.audit_disagreements,
-						__ATOMIC_RELAXED);
-	s.log_events = gh_evlog_enabled() ? gh_evlog_written() : 0;
-	s.log_dropped = gh_evlog_enabled() ? gh_evlog_dropped() : 0;
+#define X(m, label, value, doc) s.m = (value);
+	GH_STATS_LIST(X)
+#undef X
 	memcpy(st, &s, s.size);
 	return 0;
 }
@@ -74,45 +90,20 @@ static void row(struct gh_buf *b, const char *name, uint64_t v)
 	gh_buf_putc(b, '\n');
 }
 
+/* One write(2): the printout never interleaves with the program's output. */
 void gh_stats_print(void)
 {
 	struct gdrhook_stats s = { .size = sizeof(s) };
-	char mem[2048];
+	char mem[64 * (GH_STAT_COUNT_ + 1)];
 	struct gh_buf b;
-	char pid[24];
 
 	gdrhook_get_stats(&s);
 	gh_buf_init(&b, mem, sizeof(mem));
-	pid[gh_fmt_u64(pid, (uint64_t)getpid())] = 0;
-	gh_buf_puts(&b, "gdrhook[");
-	gh_buf_puts(&b, pid);
-	gh_buf_puts(&b, "]: stats\n");
-	row(&b, "allocations", s.allocs);
-	row(&b, "frees", s.frees);
-	row(&b, "frees untracked", s.frees_untracked);
-	row(&b, "implicit frees", s.implicit_frees);
-	row(&b, "failed calls", s.failed_calls);
-	row(&b, "live at exit", s.live);
-	row(&b, "live bytes at exit", s.live_bytes);
-	row(&b, "peak live bytes", s.peak_live_bytes);
-	row(&b, "untrusted", s.untrusted);
-	row(&b, "audit checks", s.audit_checks);
-	row(&b, "audit disagreements", s.audit_disagreements);
-	row(&b, "log events", s.log_events);
-	row(&b, "log dropped", s.log_dropped);
-	if (gh_rcache_ready()) {
-		struct gh_rc_counters rc;
-
-		gh_rcache_counters(&rc);
-		row(&b, "rcache hits", rc.hits);
-		row(&b, "rcache misses", rc.misses);
-		row(&b, "rcache evictions", rc.evictions);
-		row(&b, "stale regs averted", rc.stale_averted);
-		row(&b, "revoked while held", rc.revoked);
-		row(&b, "pinned bytes", rc.pinned_bytes);
-		row(&b, "nic regs", rc.regs);
-		row(&b, "nic deregs", rc.deregs);
-	}
-	if (write(2, mem, b.len) < 0)
-		return;
+	gh_buf_lit(&b, "gdrhook[");
+	gh_buf_i64(&b, getpid());
+	gh_buf_lit(&b, "]: stats\n");
+#define X(m, label, value, doc) row(&b, label, s.m);
+	GH_STATS_LIST(X)
+#undef X
+	gh_write_nosig(STDERR_FILENO, mem, b.len, 1000, NULL);
 }

@@ -172,20 +172,9 @@ static void ev_lookup(unsigned int ev, const struct vreq *q, uint64_t addr,
 		      const struct gh_range *r, struct ibv_mr *mr,
 		      uint64_t t0)
 {
-	struct gh_evrec e;
-
-	if (!gh_evlog_enabled())
-		return;
-	gh_evrec_init(&e, ev, t0);
-	e.api = gh_syms[q->fn].name;
-	e.ptr = addr;
-	e.size = q->len;
-	e.gen = r->gen;
-	e.dev = r->dev;
-	e.aux = (uint64_t)(uintptr_t)mr;
-	e.aux2 = (uint64_t)(uintptr_t)q->pd;
-	e.kind = (uint16_t)q->access;
-	gh_emit(&e);
+	gh_ev_emit_lookup(ev, t0, gh_syms[q->fn].name, addr, q->len, r->gen,
+			  r->dev, (uint64_t)(uintptr_t)mr,
+			  (uint64_t)(uintptr_t)q->pd, (uint32_t)q->access);
 }
 
 static int untrusted_now(void)
@@ -257,6 +246,7 @@ static struct ibv_mr *vreg_guarded(const struct vreq *q, int saved_errno)
 	errno = e;
 	return mr;
 pass:
+	GH_COUNT(regs_passed, 1);
 	errno = saved_errno;
 	return call_real(q);
 }
@@ -277,6 +267,7 @@ static struct ibv_mr *vreg(const struct vreq *q)
 		return call_real(q);
 	}
 	gh_info_banner();	/* a verbs program on host memory, too */
+	GH_COUNT(regs_seen, 1);
 	mr = vreg_guarded(q, saved);
 	e = errno;
 	gh_guard_leave(was);

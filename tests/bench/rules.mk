@@ -70,3 +70,14 @@ $(BENCH_QUERIES): tests/bench/bench_queries.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< -Wl,--no-as-needed $(BENCH_DRIVER_LIBS)
 # ---- end bench_queries ----
+# ---- bench_evlog: event log writer throughput, drop vs block ----
+BENCH_EVLOG	:= $(BUILD)/tests/bench/bench_evlog
+
+.PHONY: bench-evlog
+bench: $(BENCH_EVLOG)
+bench-evlog: $(BENCH_EVLOG)
+
+$(BENCH_EVLOG): tests/bench/bench_evlog.c $(CORE_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(CORE_A) $(LDLIBS)
+# ---- end bench_evlog ----

@@ -180,13 +180,16 @@ def load_logs(pattern):
                     if "ptr" in r:
                         r["_ptr"] = parse_int(r["ptr"])
                     p["recs"].append(r)
-    # An allocation takes effect when the call returns (t + dur_ns), a
-    # free when it starts (the shim unregisters before the real call):
-    # this orders calls of different threads that raced on one address.
+    # An allocation takes effect when the call returns, a free when it
+    # starts (the shim unregisters before the real call): this orders
+    # calls of different threads that raced on one address.  Log format 2
+    # stamps t that way; version 1 stamped every call's start (t + dur_ns).
     for p in procs.values():
+        v1 = any(s.get("v", 1) < 2 for s in p["starts"]) or not p["starts"]
         for r in p["recs"]:
             r["_eff"] = r.get("t", 0) + (r.get("dur_ns", 0)
-                                         if r.get("ev") == "alloc" else 0)
+                                         if v1 and r.get("ev") == "alloc"
+                                         else 0)
         p["recs"].sort(key=lambda r: (r["_eff"], r["_i"]))
         for pos, r in enumerate(p["recs"]):
             r["_pos"] = pos

@@ -130,8 +130,15 @@ static int scenario_routes(void)
 		char buf[64];
 		struct ibv_mr *mr = elf(pd, buf, sizeof(buf), LW);
 
+		struct gdrhook_stats st = { .size = sizeof(st) };
+
 		CHECK(mr && v.is_mr(mr));	/* host memory: untouched */
 		CHECK_EQ(v.dereg(mr), 0);
+		/* ... but seen, and counted as such */
+		CHECK_EQ(gdrhook_get_stats(&st), 0);
+		CHECK_EQ(st.regs_seen, 1);
+		CHECK_EQ(st.regs_passed, 1);
+		CHECK_EQ(st.rcache_hits + st.rcache_misses, 0);
 	}
 	return 0;
 }

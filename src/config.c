@@ -319,6 +319,7 @@ static int valid(const struct gh_opt *o, const char *s)
 {
 	int i;
 	uint64_t u;
+	const char *w;
 
 	switch (o->type) {
 	case GH_OPT_BOOL:
@@ -326,7 +327,10 @@ static int valid(const struct gh_opt *o, const char *s)
 	case GH_OPT_LEVEL:
 		return !parse_level(s, &i);
 	case GH_OPT_SIZE:
-		return !parse_size(s, &u);
+	case GH_OPT_SIZE_INF:
+		return !parse_size(s, o->type == GH_OPT_SIZE_INF, &u);
+	case GH_OPT_ENUM:
+		return !parse_word(s, o->words, &w);
 	case GH_OPT_STR:
 		return 1;
 	}

@@ -43,9 +43,9 @@ all: lib
 
 lib: $(LIB)
 
-# The event log's schema (events/events.table) generates its C side here
+# The event log's schema (hooks/events.table) generates its C side here
 # and its checked-in schema and doc tables with `make doc`.
-$(GEN_STAMP): $(HOOK_LISTS) scripts/gen-hooks.py events/events.table scripts/gen-events.py
+$(GEN_STAMP): $(HOOK_LISTS) scripts/gen-hooks.py hooks/events.table scripts/gen-events.py
 	@mkdir -p $(dir $@)
 	$(PYTHON) scripts/gen-hooks.py --out $(BUILD)/gen $(HOOK_LISTS)
 	$(PYTHON) scripts/gen-events.py --out $(BUILD)/gen
@@ -128,11 +128,11 @@ all: examples bench
 check: $(LIB)
 	scripts/check-exports.sh $(LIB) $(BUILD)/gen/symbols.txt
 	@readme_tbl=$$($(PYTHON) scripts/gen-doc.py --check README.md 2>&1) || { echo "$$readme_tbl"; exit 1; }
-	$(PYTHON) scripts/gen-events.py --check --schema events/events.schema.json --doc README.md scripts/man/libgdrhook.7
+	$(PYTHON) scripts/gen-events.py --check --schema hooks/events.schema.json --doc README.md scripts/man/libgdrhook.7
 
 doc: $(LIB)
 	$(PYTHON) scripts/gen-doc.py README.md
-	$(PYTHON) scripts/gen-events.py --schema events/events.schema.json --doc README.md scripts/man/libgdrhook.7
+	$(PYTHON) scripts/gen-events.py --schema hooks/events.schema.json --doc README.md scripts/man/libgdrhook.7
 
 # The CPU test suite: unit tests, the shim against the driver test double
 # (every route, every hooked symbol), the trace tool; then again with

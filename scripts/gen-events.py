@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Generate everything the event log's schema decides, from events/events.table.
+"""Generate everything the event log's schema decides, from hooks/events.table.
 
   gen-events.py --out DIR         DIR/gh_events.h, DIR/gh_events.c (the enum
                                   and names, the record layout, one emit
@@ -13,7 +13,7 @@ import json
 import re
 import sys
 
-TABLE = "events/events.table"
+TABLE = "hooks/events.table"
 REC_BYTES = 192          # GH_EVLOG_REC_BYTES in src/evlog.h
 HDR_BYTES = 24           # t_ns, dur_ns, tid, ev, flags
 VERSION = 2
@@ -130,7 +130,7 @@ def gen_header(fams, events):
         o += ["};", ""]
     o += ["/* One record: plain data, so a ring in a spool outlives the process. */",
           "struct gh_evrec {",
-          "\tuint64_t t_ns;\t/* see the event's t in events/events.table */",
+          "\tuint64_t t_ns;\t/* see the event's t in hooks/events.table */",
           "\tuint64_t dur_ns;\t/* the call's duration, 0 if none */",
           "\tint32_t tid;",
           "\tuint16_t ev;\t/* enum gh_ev */",

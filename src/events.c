@@ -26,7 +26,7 @@ void gh_emit(const struct gh_evrec *r)
 /*
  * Start the log record of call c.  Returns 0, building nothing, when no
  * log is configured: hooks then pay for no record at all.  t is the end
- * of the call for events that take effect then (events/events.table).
+ * of the call for events that take effect then (hooks/events.table).
  */
 static int rec_init(struct gh_evrec *e, const struct gh_call *c,
 		    unsigned int ev)

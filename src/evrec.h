@@ -2,7 +2,7 @@
 /*
  * One hook event, as the hook path records it: struct gh_evrec, the event
  * enum, and one emit function per event family, all generated from
- * events/events.table (scripts/gen-events.py -> gh_events.h).  Fixed size
+ * hooks/events.table (scripts/gen-events.py -> gh_events.h).  Fixed size
  * and plain data, so recording it is a copy and a ring of them is readable
  * after the process died; formatting happens later, off the hook path.
  */

@@ -1,13 +1,13 @@
 # SPDX-License-Identifier: MIT
 # gdrhook-trace as one executable file: the gdrhook_trace package in a
 # Python zip application (stdlib zipapp), with the tree's version inside.
-# The generated event schema (events/events.schema.json), when the tree
+# The generated event schema (hooks/events.schema.json), when the tree
 # has one, goes in too and replaces the built-in table of its version.
 
 TRACE_TOOL	:= $(BUILD)/gdrhook-trace
 TRACE_PKG	:= scripts/tools/gdrhook_trace
 TRACE_SRCS	:= $(sort $(wildcard $(TRACE_PKG)/*.py))
-TRACE_SCHEMA	:= $(wildcard events/events.schema.json)
+TRACE_SCHEMA	:= $(wildcard hooks/events.schema.json)
 
 all: $(TRACE_TOOL)
 

@@ -11,7 +11,7 @@ Each table maps an event name to a dict with
 Types: "u" unsigned integer, "i" signed integer, "x" address or handle
 (hex string), "s" string, "b" boolean.
 
-The library generates its table as JSON (events/events.schema.json:
+The library generates its table as JSON (hooks/events.schema.json:
 {"version": N, "events": {name: {"t": "start"|"end"|"now"|"at", "meta":
 bool, "fields": [{"name", "type"}...], "flags": [{"name", "value"}...]}}},
 types u64/u32/i32/hex/str/kind/bool); from_json() reads that shape, or
@@ -72,7 +72,7 @@ V1 = {
 
 
 def _v2():
-    # Version 2 as the library's table (events/events.table) defines it
+    # Version 2 as the library's table (hooks/events.table) defines it
     # while this is written; the generated events.schema.json, when
     # present, replaces it.  Each record's t is when it took effect: an
     # allocation's at the end of its call, everything else at the start.
@@ -180,7 +180,7 @@ def _plug_generated():
     except OSError:
         here = os.path.dirname(os.path.abspath(__file__))
         try:
-            with open(os.path.join(here, "..", "..", "..", "events",
+            with open(os.path.join(here, "..", "..", "..", "hooks",
                                    "events.schema.json"), "rb") as f:
                 data = f.read()
         except OSError:

@@ -87,7 +87,7 @@ CASE_TITLES = {
     "ptrattr": "pointer queries (ptrattr-check)",
     "torch-async": "PyTorch backend:cudaMallocAsync",
     "torch-graph": "PyTorch CUDA graph, default",
-    "torch-graph-async": "PyTorch CUDA graph, cudaMallocAsync",
+    "torch-graph-async": "PyTorch CUDA graph, async backend",
     "jax": "JAX jit, no preallocation",
     "cupy": "CuPy",
     "triton": "Triton kernel on torch tensors",

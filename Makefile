@@ -133,6 +133,7 @@ test-default:
 	tests/trace/run
 	tests/examples/run
 	tests/info/run
+	tests/gpu/run
 	tests/deb/run
 	tests/readme/run
 

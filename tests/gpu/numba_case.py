@@ -9,6 +9,10 @@ import time
 print("GH-PID %d" % os.getpid(), flush=True)
 try:
     import numpy as np
+    # a numba that still names np.row_stack compiles no kernel under a
+    # numpy that removed that alias of vstack (seen on the H100 machine)
+    if not hasattr(np, "row_stack"):
+        np.row_stack = np.vstack
     from numba import cuda
 except Exception as e:  # noqa: BLE001 - any import failure means skip
     print("GH-SKIP numba not importable: %s" % e, flush=True)
@@ -51,6 +55,7 @@ for n in (1000, 1 << 16, 3 << 20, 12345):
     hy = np.ones(n, dtype=np.float32)
     dx, dy = cuda.to_device(hx), cuda.to_device(hy)
     dout = cuda.device_array_like(dx)
+    held += [dx, dy, dout]
     try:
         scale_add[(n + 255) // 256, 256](dx, dy, dout, np.float32(2.0))
     except Exception as e:  # noqa: BLE001 - say why, go on with the arrays
@@ -60,7 +65,6 @@ for n in (1000, 1 << 16, 3 << 20, 12345):
     if not np.array_equal(dout.copy_to_host(), 2.0 * hx + hy):
         print("GH-FAIL numba kernel wrong for n=%d" % n, flush=True)
         bad += 1
-    held += [dx, dy, dout]
 live = ranges(held)
 snap("arrays", live=live)
 # numba defers frees; a deallocation flush frees them now

@@ -149,6 +149,7 @@ test-default:
 	tests/trace/run
 	tests/examples/run
 	tests/info/run
+	tests/gpu/run
 	tests/deb/run
 	tests/readme/run
 

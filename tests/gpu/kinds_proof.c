@@ -14,7 +14,8 @@
  * prints "REG" lines: the registry's answer, and AGREE or DISAGREE with the
  * driver (tracked exactly while the driver backs the range).  At exit:
  * "SUMMARY disagree=N trusted=T audit=A" (audit: GDRHOOK_VALIDATE=1
- * disagreements counted by the shim).
+ * disagreements counted by the shim), and for scripts/gpu-check "GH-OK" or
+ * "GH-FAIL" (any disagreement, audit record or untrusted registry).
  *
  *   cc -O2 -I$CUDA_HOME/include tests/gpu/kinds_proof.c -lcuda -ldl
  */
@@ -422,6 +423,7 @@ int main(void)
 	int sv[2];
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	printf("GH-PID %d\n", (int)getpid());
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
 		return 1;
 	child = fork();
@@ -451,5 +453,12 @@ int main(void)
 	printf("SUMMARY disagree=%d trusted=%d audit=%llu\n", disagree,
 	       trusted ? trusted() : -1,
 	       (unsigned long long)st.audit_disagreements);
+	if (disagree || st.audit_disagreements || (trusted && !trusted()))
+		printf("GH-FAIL kinds: %d disagreements, %llu audit, trusted %d\n",
+		       disagree, (unsigned long long)st.audit_disagreements,
+		       trusted ? trusted() : -1);
+	else
+		printf("GH-OK kinds: graph nodes, globals, external memory, %s\n",
+		       "pool import, host aliases");
 	return 0;
 }

@@ -4,7 +4,9 @@ allocator's segments and the tensors' storage ranges at a few points, with
 the CLOCK_MONOTONIC time of each snapshot (protocol: gpu_check.py).
 
 Run with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True for the VMM
-(cuMemCreate/cuMemMap) path of the allocator.  Exit 77: no torch or no GPU.
+(cuMemCreate/cuMemMap) path of the allocator, backend:cudaMallocAsync for
+the driver's stream-ordered pool (no segments to print there: each
+storage is one cudaMallocAsync allocation).  Exit 77: no torch or no GPU.
 """
 import os
 import sys
@@ -23,12 +25,17 @@ if not torch.cuda.is_available():
 EXPANDABLE = any("expandable_segments:true" in
                  os.environ.get(v, "").replace(" ", "").lower()
                  for v in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"))
+ASYNC = any("backend:cudamallocasync" in
+            os.environ.get(v, "").replace(" ", "").lower()
+            for v in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"))
 dev = torch.device("cuda", 0)
 torch.manual_seed(0)
 
 
 def segments():
     out = []
+    if ASYNC:       # the async backend has no snapshot
+        return out
     for s in torch.cuda.memory_snapshot():
         if s.get("device", 0) != 0:
             continue
@@ -140,5 +147,6 @@ if not (final == final) or final > 100:
     print("GH-FAIL training diverged: loss %r" % final, flush=True)
 else:
     print("GH-OK torch %s: %d steps, final loss %.4f"
-          % ("expandable" if EXPANDABLE else "default", STEPS, final),
+          % ("expandable" if EXPANDABLE else "cudaMallocAsync" if ASYNC
+             else "default", STEPS, final),
           flush=True)

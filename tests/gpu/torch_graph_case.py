@@ -6,11 +6,14 @@ GDRHOOK_STATS=1, with PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync (the
 capture makes graph alloc/free nodes) or without it (the caching
 allocator's private pool).  Prints, after each replay, whether the shim's
 registry and the driver agree about the graph's output tensor.  Exit 77:
-no torch or no GPU.
+no torch or no GPU.  gpu-check runs it (protocol: gpu_check.py): GH-FAIL
+on any disagreement, a wrong result or an untrusted registry at exit.
 """
 import ctypes
 import os
 import sys
+
+print("GH-PID %d" % os.getpid(), flush=True)
 
 try:
     import torch
@@ -84,5 +87,13 @@ for i in range(3):
 del g, y, z
 torch.cuda.synchronize()
 torch.cuda.empty_cache()
-print("SUMMARY disagree=%d trusted=%s" %
-      (bad, trusted() if trusted else "-"), flush=True)
+tr = trusted() if trusted else None
+print("SUMMARY disagree=%d trusted=%s" % (bad, "-" if tr is None else tr),
+      flush=True)
+if bad or tr == 0:
+    print("GH-FAIL graph replay: %d disagreements, trusted=%s" % (bad, tr),
+          flush=True)
+else:
+    print("GH-OK torch graph capture + 3 replays (%s)" %
+          (os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or "default allocator"),
+          flush=True)

@@ -1,0 +1,79 @@
+# SPDX-License-Identifier: MIT
+"""gpu-check: numba-cuda device arrays (one cuMemAlloc each, freed when
+numba's deferred deallocation runs) and a kernel on them, checked against
+the event log (protocol: gpu_check.py).  Exit 77: no numba or no GPU."""
+import os
+import sys
+import time
+
+print("GH-PID %d" % os.getpid(), flush=True)
+try:
+    import numpy as np
+    # a numba that still names np.row_stack compiles no kernel under a
+    # numpy that removed that alias of vstack (seen on the H100 machine)
+    if not hasattr(np, "row_stack"):
+        np.row_stack = np.vstack
+    from numba import cuda
+except Exception as e:  # noqa: BLE001 - any import failure means skip
+    print("GH-SKIP numba not importable: %s" % e, flush=True)
+    sys.exit(77)
+try:
+    if not cuda.is_available():
+        raise RuntimeError("cuda.is_available() is False")
+except Exception as e:  # noqa: BLE001
+    print("GH-SKIP no CUDA device for numba: %s" % e, flush=True)
+    sys.exit(77)
+
+
+@cuda.jit
+def scale_add(x, y, out, a):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = a * x[i] + y[i]
+
+
+def ranges(arrs):
+    return [(a.device_ctypes_pointer.value, a.nbytes) for a in arrs]
+
+
+def snap(label, live=(), gone=()):
+    cuda.synchronize()
+    print("GH-CASE numba-%s" % label)
+    print("GH-T %d %s" % (time.monotonic_ns(), label))
+    lines = ["GH-IN 0x%x %d one" % r for r in live]
+    lines += ["GH-GONE 0x%x %d" % r for r in gone]
+    if lines:
+        print("\n".join(lines))
+    sys.stdout.flush()
+
+
+bad = 0
+held = []
+dx = dy = dout = None
+for n in (1000, 1 << 16, 3 << 20, 12345):
+    hx = np.arange(n, dtype=np.float32)
+    hy = np.ones(n, dtype=np.float32)
+    dx, dy = cuda.to_device(hx), cuda.to_device(hy)
+    dout = cuda.device_array_like(dx)
+    held += [dx, dy, dout]
+    try:
+        scale_add[(n + 255) // 256, 256](dx, dy, dout, np.float32(2.0))
+    except Exception as e:  # noqa: BLE001 - say why, go on with the arrays
+        print("GH-FAIL numba kernel for n=%d: %r" % (n, e), flush=True)
+        bad += 1
+        continue
+    if not np.array_equal(dout.copy_to_host(), 2.0 * hx + hy):
+        print("GH-FAIL numba kernel wrong for n=%d" % n, flush=True)
+        bad += 1
+live = ranges(held)
+snap("arrays", live=live)
+# numba defers frees; a deallocation flush frees them now
+del held, dx, dy, dout
+try:
+    cuda.current_context().deallocations.clear()
+except Exception as e:  # noqa: BLE001
+    print("GH-FAIL numba: flushing deferred frees: %r" % (e,), flush=True)
+else:
+    snap("freed", gone=live)
+if not bad:
+    print("GH-OK numba-cuda: kernel on 4 sizes, 12 arrays freed", flush=True)

@@ -422,7 +422,7 @@ static const struct file_operations gdrpin_fops = {
 	.compat_ioctl = compat_ptr_ioctl,
 	.mmap = gdrpin_mmap,
 	.poll = gdrpin_poll,
-	.llseek = no_llseek,
+	/* no .llseek: nonseekable_open() makes lseek fail with -ESPIPE */
 };
 
 static struct miscdevice gdrpin_misc = {

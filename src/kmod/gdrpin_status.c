@@ -11,6 +11,7 @@
 #include <linux/vmalloc.h>
 
 #include "gdrpin.h"
+#include "gdrpin_compat.h"
 
 int gdrpin_status_alloc(struct gdrpin_ctx *ctx)
 {
@@ -48,9 +49,9 @@ int gdrpin_status_mmap(struct gdrpin_ctx *ctx, struct vm_area_struct *vma)
 		return -EINVAL;
 	if (vma->vm_flags & VM_WRITE)
 		return -EPERM;
-	vma->vm_flags &= ~VM_MAYWRITE;
+	vm_flags_clear(vma, VM_MAYWRITE);
 	/* Not inherited by fork; the child is not the owner anyway. */
-	vma->vm_flags |= VM_DONTCOPY | VM_DONTEXPAND | VM_DONTDUMP;
+	vm_flags_set(vma, VM_DONTCOPY | VM_DONTEXPAND | VM_DONTDUMP);
 	return remap_vmalloc_range(vma, ctx->status, 0);
 }
 
@@ -90,7 +91,7 @@ void gdrpin_status_revoked(struct gdrpin_ctx *ctx, struct gdrpin_range *pin)
 		ctx->nrevoked++;
 		ctx->revocations++;
 		if (ctx->evfd)
-			eventfd_signal(ctx->evfd, 1);
+			gdrpin_eventfd_signal(ctx->evfd);
 	}
 	spin_unlock(&ctx->ev_lock);
 	if (listed)
@@ -113,7 +114,7 @@ int gdrpin_status_set_eventfd(struct gdrpin_ctx *ctx, int fd)
 	ctx->evfd = evfd;
 	/* Revocations already pending are announced to the new eventfd. */
 	if (evfd && ctx->nrevoked)
-		eventfd_signal(evfd, 1);
+		gdrpin_eventfd_signal(evfd);
 	spin_unlock(&ctx->ev_lock);
 	if (old)
 		eventfd_ctx_put(old);

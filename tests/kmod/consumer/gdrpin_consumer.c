@@ -265,7 +265,6 @@ static const struct file_operations cons_fops = {
 	.release = cons_close,
 	.read = cons_read,
 	.write = cons_write,
-	.llseek = no_llseek,
 };
 
 static int __init cons_init(void)

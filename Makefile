@@ -139,12 +139,16 @@ test:
 kmod:
 	$(MAKE) -C src/kmod $(if $(KDIR),KDIR=$(KDIR),)
 
+# KVER=: the lab's kernel (scripts/lab --kver): an installed version, a
+# Debian series such as 6.12 (unpacked under build/kernels/), or debug.
+LAB_KVER = $(if $(KVER),--kver $(KVER),)
+
 lab:
-	scripts/lab
+	scripts/lab $(LAB_KVER)
 
 # The registration cache over real rdma-core: soft-RoCE in the lab kernel.
 lab-regcache: all
-	scripts/lab --run 'tests/lab/regcache/run'
+	scripts/lab $(LAB_KVER) --run 'tests/lab/regcache/run'
 
 clean:
 	rm -rf $(BUILD)

@@ -4,6 +4,7 @@
  * The lock order and the page-table ownership rules are in gdrpin.h.
  */
 #include <linux/hashtable.h>
+#include <linux/interval_tree_generic.h>
 #include <linux/ktime.h>
 #include <linux/module.h>
 #include <linux/pci.h>
@@ -16,6 +17,16 @@ static DEFINE_HASHTABLE(gdrpin_ticket_hash, 10);
 static u64 gdrpin_ticket_seq;		/* under gdrpin_ticket_lock */
 
 DECLARE_WAIT_QUEUE_HEAD(gdrpin_live_wq);
+
+/*
+ * Listed pins of a context by VA, for in-kernel lookups by address
+ * (gdrpin_range_get): an augmented rbtree, O(log n) per lookup instead of a
+ * walk over every pin of the process. Under ctx->lock.
+ */
+#define GDRPIN_IT_START(p)	((p)->va)
+#define GDRPIN_IT_LAST(p)	((p)->va + (p)->len - 1)
+INTERVAL_TREE_DEFINE(struct gdrpin_range, itnode, u64, it_subtree_last,
+		     GDRPIN_IT_START, GDRPIN_IT_LAST, static, gdrpin_it)
 
 void gdrpin_pin_get(struct gdrpin_range *pin)
 {
@@ -114,6 +125,7 @@ static void gdrpin_free_nv(struct gdrpin_range *pin,
 {
 	struct gdrpin_dma_map *w, *tmp;
 
+	lockdep_assert_not_held(&pin->lock);
 	mutex_lock(&pin->map_lock);
 	list_for_each_entry_safe(w, tmp, &pin->maps, node) {
 		if (w->m) {
@@ -193,6 +205,8 @@ static void gdrpin_free_callback(void *data)
 	pin = gdrpin_ticket_lookup((unsigned long)data);
 	if (!pin)
 		return;		/* already torn down: nothing of ours left */
+	/* Runs under NVIDIA's locks: never ctx->lock (gdrpin.h). */
+	lockdep_assert_not_held(&pin->ctx->lock);
 
 	spin_lock(&pin->lock);
 	if (pin->cb_fired) {
@@ -234,6 +248,7 @@ static int gdrpin_nv_pin(struct gdrpin_range *pin, u32 flags,
 	bool legacy = flags & GDRPIN_PIN_LEGACY;
 	int ret;
 
+	gdrpin_assert_nv_callable(pin);
 	if (!legacy && !gdrpin_nv.get_pages_persistent) {
 		if (flags & GDRPIN_PIN_FORCE_BAR1)
 			return -EOPNOTSUPP;
@@ -269,6 +284,7 @@ static void gdrpin_nv_unpin(struct gdrpin_range *pin,
 {
 	int ret;
 
+	gdrpin_assert_nv_callable(pin);
 	if (pin->mode == GDRPIN_MODE_PERSISTENT)
 		ret = gdrpin_nv.put_pages_persistent(pin->va, pt, 0);
 	else
@@ -384,7 +400,7 @@ int gdrpin_pin_create(struct gdrpin_ctx *ctx, struct gdrpin_pin_args *args)
 	ret = gdrpin_ctx_provider(ctx);
 	if (ret)
 		return ret;
-	if (!gdrpin_quota_reserve(end - start))
+	if (!gdrpin_quota_reserve(ctx, end - start))
 		return -ENOSPC;
 	pin = gdrpin_pin_alloc(ctx);
 	if (!pin) {
@@ -438,6 +454,7 @@ int gdrpin_pin_create(struct gdrpin_ctx *ctx, struct gdrpin_pin_args *args)
 		pin->pt = pt;
 		pin->state = GDRPIN_PS_ACTIVE;
 		pin->pin_ns = ktime_get_ns() - t0;
+		gdrpin_it_insert(pin, &ctx->itree);
 		spin_lock(&ctx->ev_lock);
 		pin->listed = true;
 		gdrpin_status_set(ctx, pin->slot, pin->gen, GDRPIN_SLOT_ACTIVE);
@@ -473,7 +490,7 @@ err_slot:
 err_pin:
 	gdrpin_pin_put(pin);
 err_quota:
-	gdrpin_quota_release(end - start);
+	gdrpin_quota_release(ctx, end - start);
 	return ret;
 }
 
@@ -509,7 +526,34 @@ void gdrpin_pin_unlist(struct gdrpin_ctx *ctx, struct gdrpin_range *pin)
 	gdrpin_status_set(ctx, pin->slot, pin->gen, GDRPIN_SLOT_FREE);
 	spin_unlock(&ctx->ev_lock);
 	xa_erase(&ctx->pins, pin->slot);
+	gdrpin_it_remove(pin, &ctx->itree);
 	ctx->npins--;
+}
+
+/*
+ * An ACTIVE listed pin of @ctx that covers [va, end), with a reference
+ * for the caller; NULL if there is none. ctx->lock held.
+ */
+struct gdrpin_range *gdrpin_pin_get_cover(struct gdrpin_ctx *ctx, u64 va,
+					  u64 end)
+{
+	struct gdrpin_range *pin;
+	bool ok;
+
+	lockdep_assert_held(&ctx->lock);
+	for (pin = gdrpin_it_iter_first(&ctx->itree, va, end - 1); pin;
+	     pin = gdrpin_it_iter_next(pin, va, end - 1)) {
+		if (va < pin->va || end > pin->va + pin->len)
+			continue;	/* overlaps, does not cover */
+		spin_lock(&pin->lock);
+		ok = pin->state == GDRPIN_PS_ACTIVE && !pin->cb_fired;
+		if (ok)
+			gdrpin_pin_get(pin);
+		spin_unlock(&pin->lock);
+		if (ok)
+			return pin;
+	}
+	return NULL;
 }
 
 u32 gdrpin_pin_user_state(struct gdrpin_range *pin)
@@ -574,6 +618,7 @@ void gdrpin_pin_teardown(struct gdrpin_range *pin)
 		mutex_unlock(&pin->map_lock);
 		if (!m)
 			break;
+		gdrpin_assert_nv_callable(pin);
 		ret = gdrpin_nv.dma_unmap_pages(pdev, pin->pt, m);
 		if (ret) {
 			spin_lock(&pin->lock);

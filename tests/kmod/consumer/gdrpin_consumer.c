@@ -13,12 +13,16 @@
  *   write "hold <tgid> <va> <len>"  look up, register a revocation notifier,
  *                                   DMA-map, and keep all of it
  *   write "release"                 unmap, unregister, put
+ *   write "lookup <tgid> <va> <len> <n>"
+ *                                   n lookups (gdrpin_range_get + put);
+ *                                   read gives "lookup ns=<per lookup> n=<n>"
  *   read                            "ok csum=<hex> len=<n> dma=<ok|none>"
  *                                   or "held revoked=<0|1> reason=<n>"
  * The checksum is 64-bit FNV-1a over the bytes.
  */
 #include <linux/debugfs.h>
 #include <linux/highmem.h>
+#include <linux/ktime.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
 #include <linux/pci.h>
@@ -167,10 +171,42 @@ static int cons_acquire(struct cons_state *st, pid_t tgid, u64 va, u64 len)
 	return 0;
 }
 
+/* The cost of one in-kernel lookup by address (pins of a process). */
+static int cons_lookup(struct cons_state *st, pid_t tgid, u64 va, u64 len,
+		       unsigned int n)
+{
+	struct gdrpin_range *r;
+	struct pid *pid;
+	unsigned int i;
+	u64 t0, ns;
+	int ret = 0;
+
+	if (!n)
+		return -EINVAL;
+	pid = find_get_pid(tgid);
+	if (!pid)
+		return -ESRCH;
+	t0 = ktime_get_ns();
+	for (i = 0; i < n && !ret; i++) {
+		r = gdrpin_range_get(pid, va, len);
+		if (IS_ERR(r))
+			ret = PTR_ERR(r);
+		else
+			gdrpin_range_put(r);
+	}
+	ns = ktime_get_ns() - t0;
+	put_pid(pid);
+	if (!ret)
+		snprintf(st->result, sizeof(st->result),
+			 "lookup ns=%llu n=%u\n", ns / n, n);
+	return ret;
+}
+
 static int cons_cmd(struct cons_state *st, char *cmd)
 {
 	long long tgid;
 	u64 va, len, sum = 0;
+	unsigned int n;
 	int ret;
 
 	if (!strcmp(cmd, "release")) {
@@ -197,6 +233,8 @@ static int cons_cmd(struct cons_state *st, char *cmd)
 		cons_release(st);
 		return ret;
 	}
+	if (sscanf(cmd, "lookup %lld %llx %llx %u", &tgid, &va, &len, &n) == 4)
+		return cons_lookup(st, (pid_t)tgid, va, len, n);
 	if (sscanf(cmd, "hold %lld %llx %llx", &tgid, &va, &len) == 3) {
 		if (st->r)
 			return -EBUSY;

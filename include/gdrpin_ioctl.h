@@ -13,9 +13,11 @@
  *
  * Errors: unknown command -ENOTTY; malformed argument -EINVAL; no such pin
  * -ENOENT; caller is not the process that opened the fd (fork, SCM_RIGHTS)
- * -EACCES; quota (max_pinned_bytes) exceeded -ENOSPC; the fd has no free
- * status slot -ENOBUFS; no nv-p2p provider loaded -ENODEV; the memory was
- * freed while it was being pinned -ESTALE.
+ * -EACCES; quota (max_pinned_bytes, or max_user_pinned_bytes of the
+ * opener's uid) exceeded -ENOSPC; the fd has no free status slot -ENOBUFS;
+ * no nv-p2p provider loaded -ENODEV; the memory was freed while it was
+ * being pinned -ESTALE. open() fails with -EMFILE when the caller's uid
+ * already holds max_user_contexts open fds.
  *
  * Handles: a handle is (generation << GDRPIN_HANDLE_SLOT_BITS) | slot. The
  * generation is a per-fd sequence number that never repeats, so a handle
@@ -130,7 +132,9 @@ struct gdrpin_query_args {
  * GET_REVOKED: copies up to max_handles handles of revoked pins to the
  * __u64 array at handles_ptr and releases them (their slots become free and
  * the handles then fail with -ENOENT). pending is what is left afterwards.
- * max_handles == 0 only reports pending.
+ * max_handles == 0 only reports pending. Nothing is released unless both
+ * the handles and this struct were copied out: on -EFAULT every revoked
+ * handle stays pending.
  */
 struct gdrpin_get_revoked_args {
 	__u32 size;

@@ -29,6 +29,10 @@
  *   6. gdrpin_ticket_lock     spinlock: ticket hash (never nested with 6)
  *   7. ctx->ev_lock           spinlock: status page, revoked list, eventfd
  *
+ * DMA-BUF pins (gdrpin_dmabuf.c): a buffer's dma_resv lock is taken with
+ * no gdrpin lock held; move_notify runs under it and takes only
+ * notify_lock, pin->lock and ctx->ev_lock (gdrpin_pin_revoke()).
+ *
  * nv-p2p calls that can take NVIDIA's internal locks (get_pages*,
  * put_pages*, dma_map_pages, dma_unmap_pages) are made with NO gdrpin lock
  * held. The free callback runs under NVIDIA's locks, so it may take
@@ -192,6 +196,7 @@ struct gdrpin_range {
 	u64 it_subtree_last;
 	struct list_head revoked_node;	/* ctx->revoked, under ctx->ev_lock */
 	struct list_head tmp_node;	/* private lists of the releasing thread */
+	struct gdrpin_dmabuf *db;	/* GDRPIN_MODE_DMABUF (gdrpin_dmabuf.c) */
 };
 
 int gdrpin_pin_create(struct gdrpin_ctx *ctx, struct gdrpin_pin_args *args);
@@ -206,6 +211,21 @@ void gdrpin_pin_notify(struct gdrpin_range *pin, int reason);
 u32 gdrpin_pin_user_state(struct gdrpin_range *pin);
 bool gdrpin_pin_busy_enter(struct gdrpin_range *pin);
 void gdrpin_pin_busy_exit(struct gdrpin_range *pin);
+
+/* Pins of other providers than nv-p2p (gdrpin_pin.c). */
+struct gdrpin_range *gdrpin_pin_new(struct gdrpin_ctx *ctx, u64 va, u64 len,
+				    u32 mode);
+void gdrpin_pin_abandon(struct gdrpin_ctx *ctx, struct gdrpin_range *pin);
+bool gdrpin_pin_publish(struct gdrpin_ctx *ctx, struct gdrpin_range *pin,
+			u64 t0);
+bool gdrpin_pin_revoke(struct gdrpin_range *pin);
+
+/* --- DMA-BUF pins (gdrpin_dmabuf.c) ------------------------------------ */
+
+void gdrpin_dmabuf_setup(struct device *dev);
+int gdrpin_dmabuf_pin(struct gdrpin_ctx *ctx,
+		      struct gdrpin_pin_dmabuf_args *args);
+void gdrpin_dmabuf_teardown(struct gdrpin_range *pin);
 
 /*
  * The lock rules above, checked by lockdep: nv-p2p calls that can take

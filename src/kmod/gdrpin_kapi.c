@@ -98,7 +98,7 @@ int gdrpin_range_dma_map(struct gdrpin_range *r, struct pci_dev *pdev,
 	bool fired;
 	int ret;
 
-	if (!gdrpin_nv.dma_map_pages)
+	if (!gdrpin_nv.dma_map_pages || r->mode == GDRPIN_MODE_DMABUF)
 		return -EOPNOTSUPP;
 	w = kzalloc(sizeof(*w), GFP_KERNEL);
 	if (!w)

@@ -229,7 +229,7 @@ static long gdrpin_ioc_version(struct gdrpin_ctx *ctx, void __user *uarg)
 	a.abi_major = GDRPIN_ABI_MAJOR;
 	a.abi_minor = GDRPIN_ABI_MINOR;
 	a.caps = GDRPIN_CAP_POLL | GDRPIN_CAP_EVENTFD | GDRPIN_CAP_STATUS_PAGE |
-		 gdrpin_provider_caps();
+		 gdrpin_provider_caps() | GDRPIN_CAP_DMABUF;
 	a.status_header_size = sizeof(struct gdrpin_status_header);
 	a.status_slot_size = sizeof(struct gdrpin_status_slot);
 	a.status_nslots = ctx->nslots;
@@ -257,6 +257,40 @@ static long gdrpin_ioc_pin(struct gdrpin_ctx *ctx, void __user *uarg)
 		goto fail;
 	}
 	ret = gdrpin_pin_create(ctx, &a);
+	if (ret)
+		goto fail;
+	if (!copy_to_user(uarg, &a, sizeof(a)))
+		return 0;
+
+	/* The caller cannot learn the handle: undo the pin. */
+	mutex_lock(&ctx->lock);
+	pin = gdrpin_pin_lookup(ctx, a.handle);
+	if (pin)
+		gdrpin_pin_unlist(ctx, pin);
+	mutex_unlock(&ctx->lock);
+	if (pin)
+		gdrpin_pin_release(ctx, pin, false);
+	return -EFAULT;
+fail:
+	gdrpin_count_failure(ret);
+	return ret;
+}
+
+static long gdrpin_ioc_pin_dmabuf(struct gdrpin_ctx *ctx, void __user *uarg)
+{
+	struct gdrpin_pin_dmabuf_args a;
+	struct gdrpin_range *pin;
+	int ret;
+
+	if (copy_from_user(&a, uarg, sizeof(a)))
+		return -EFAULT;
+	if (a.size != sizeof(a) || a.flags || a.pad || a.pad2 ||
+	    !gdrpin_zero(a.reserved, ARRAY_SIZE(a.reserved)) ||
+	    !PAGE_ALIGNED(a.va)) {
+		ret = -EINVAL;
+		goto fail;
+	}
+	ret = gdrpin_dmabuf_pin(ctx, &a);
 	if (ret)
 		goto fail;
 	if (!copy_to_user(uarg, &a, sizeof(a)))
@@ -441,6 +475,8 @@ static long gdrpin_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		return gdrpin_ioc_set_eventfd(ctx, uarg);
 	case GDRPIN_IOC_GET_STATS:
 		return gdrpin_ioc_stats(ctx, uarg);
+	case GDRPIN_IOC_PIN_DMABUF:
+		return gdrpin_ioc_pin_dmabuf(ctx, uarg);
 	default:
 		return -ENOTTY;
 	}
@@ -500,6 +536,7 @@ static int __init gdrpin_init(void)
 	ret = misc_register(&gdrpin_misc);
 	if (ret)
 		return ret;
+	gdrpin_dmabuf_setup(gdrpin_misc.this_device);
 	pr_info("gdrpin: ABI %u.%u loaded\n", GDRPIN_ABI_MAJOR,
 		GDRPIN_ABI_MINOR);
 	return 0;

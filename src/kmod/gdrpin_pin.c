@@ -590,6 +590,10 @@ void gdrpin_pin_teardown(struct gdrpin_range *pin)
 	bool fired, claim;
 	int ret;
 
+	if (pin->mode == GDRPIN_MODE_DMABUF) {
+		gdrpin_dmabuf_teardown(pin);
+		return;
+	}
 	spin_lock(&pin->lock);
 	if (pin->state != GDRPIN_PS_ACTIVE) {
 		spin_unlock(&pin->lock);
@@ -666,4 +670,102 @@ void gdrpin_pin_teardown(struct gdrpin_range *pin)
 out:
 	/* No callback can start after put_pages returned. */
 	gdrpin_ticket_del(pin);
+}
+
+/* --- pins of other providers (gdrpin_dmabuf.c) ------------------------- */
+
+/*
+ * A PINNING pin of @ctx covering [va, va + len) with a slot and a handle;
+ * the caller holds the returned reference and the table holds another.
+ * Quota is the caller's.
+ */
+struct gdrpin_range *gdrpin_pin_new(struct gdrpin_ctx *ctx, u64 va, u64 len,
+				    u32 mode)
+{
+	struct gdrpin_range *pin;
+	int ret;
+
+	mutex_lock(&ctx->lock);
+	ret = ctx->dead ? -EBADF : 0;
+	mutex_unlock(&ctx->lock);
+	if (ret)
+		return ERR_PTR(ret);
+	pin = gdrpin_pin_alloc(ctx);
+	if (!pin)
+		return ERR_PTR(-ENOMEM);
+	pin->va = va;
+	pin->len = len;
+	pin->mode = mode;
+	pin->pt_freed = true;	/* no nv-p2p page table, ever */
+	ret = gdrpin_slot_reserve(ctx, pin);
+	if (ret) {
+		gdrpin_pin_put(pin);
+		return ERR_PTR(ret);
+	}
+	return pin;
+}
+
+/* Undo gdrpin_pin_new(): free the slot, drop both references. */
+void gdrpin_pin_abandon(struct gdrpin_ctx *ctx, struct gdrpin_range *pin)
+{
+	gdrpin_slot_drop(ctx, pin);
+	gdrpin_pin_put(pin);
+}
+
+/*
+ * Make a pinned PINNING pin ACTIVE and listed, unless it was revoked
+ * meanwhile (then false: the caller releases it and abandons it).
+ */
+bool gdrpin_pin_publish(struct gdrpin_ctx *ctx, struct gdrpin_range *pin,
+			u64 t0)
+{
+	bool revoked;
+
+	mutex_lock(&ctx->lock);
+	spin_lock(&pin->lock);
+	revoked = pin->cb_fired;
+	if (!revoked) {
+		pin->state = GDRPIN_PS_ACTIVE;
+		pin->pin_ns = ktime_get_ns() - t0;
+		gdrpin_it_insert(pin, &ctx->itree);
+		spin_lock(&ctx->ev_lock);
+		pin->listed = true;
+		gdrpin_status_set(ctx, pin->slot, pin->gen, GDRPIN_SLOT_ACTIVE);
+		spin_unlock(&ctx->ev_lock);
+	}
+	spin_unlock(&pin->lock);
+	mutex_unlock(&ctx->lock);
+	if (revoked)
+		return false;
+	atomic64_add(pin->len, &ctx->pinned_bytes);
+	atomic64_inc(&gdrpin_cnt.pins);
+	gdrpin_count_pin_time(pin->pin_ns);
+	return true;
+}
+
+/*
+ * The provider took the memory away (dma-buf move_notify): mark the pin
+ * revoked, stop kapi users, report it on the fd. Takes no ctx->lock.
+ * True if this call revoked it.
+ */
+bool gdrpin_pin_revoke(struct gdrpin_range *pin)
+{
+	enum gdrpin_pin_state prev;
+
+	spin_lock(&pin->lock);
+	if (pin->cb_fired) {
+		spin_unlock(&pin->lock);
+		return false;
+	}
+	pin->cb_fired = true;
+	prev = pin->state;
+	if (prev == GDRPIN_PS_ACTIVE)
+		pin->state = GDRPIN_PS_REVOKED;
+	spin_unlock(&pin->lock);
+	if (prev != GDRPIN_PS_ACTIVE)
+		return false;
+	gdrpin_pin_notify(pin, GDRPIN_REVOKE_FREED);
+	atomic64_inc(&gdrpin_cnt.revocations);
+	gdrpin_status_revoked(pin->ctx, pin);
+	return true;
 }

@@ -1714,6 +1714,8 @@ static void t_latency(void)
 	check_idle();
 }
 
+#include "kmod_dmabuf.c"
+
 /* --- driver --------------------------------------------------------------- */
 
 static const struct {
@@ -1755,6 +1757,12 @@ static const struct {
 	{ "fuzz", t_fuzz },
 	{ "latency", t_latency },
 	{ "lookup_scale", t_lookup_scale },
+	{ "dmabuf_pin", t_dmabuf_pin },
+	{ "dmabuf_revoke", t_dmabuf_revoke },
+	{ "dmabuf_invalid", t_dmabuf_invalid },
+	{ "dmabuf_quota", t_dmabuf_quota },
+	{ "dmabuf_exit", t_dmabuf_exit },
+	{ "dmabuf_race", t_dmabuf_race },
 };
 
 int main(int argc, char **argv)

@@ -340,7 +340,7 @@ static void *dmabuf_race_mover(void *p)
 static void t_dmabuf_race(void)
 {
 	struct dmabuf_race_arg r = { .buf = fdb_create(1 << 16, FAKE_DMABUF_DYNAMIC, 7) };
-	struct gdrpin_get_revoked_args g = { .size = sizeof(g) };
+	struct gdrpin_get_revoked_args g;
 	int fd = open_dev(), i, ok = 0, stale = 0, cons = 0;
 	uint64_t got[4], sum;
 	pthread_t t;
@@ -367,8 +367,9 @@ static void t_dmabuf_race(void)
 			CHECK(do_unpin(fd, a.handle, NULL) == 0 || errno == ENOENT,
 			      "unpin");
 		} else {
-			g.handles_ptr = (uintptr_t)got;
-			g.max_handles = 4;
+			g = (struct gdrpin_get_revoked_args){
+				.size = sizeof(g), .max_handles = 4,
+				.handles_ptr = (uintptr_t)got };
 			CHECK_OK(ioctl(fd, GDRPIN_IOC_GET_REVOKED, &g));
 			if (!g.count)
 				CHECK_OK(do_unpin(fd, a.handle, NULL));

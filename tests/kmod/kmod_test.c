@@ -1714,7 +1714,7 @@ static void t_latency(void)
 	check_idle();
 }
 
-#include "kmod_dmabuf.c"
+#include "kmod_test_dmabuf.c"
 
 /* --- driver --------------------------------------------------------------- */
 

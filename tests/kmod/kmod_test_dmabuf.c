@@ -341,7 +341,7 @@ static void t_dmabuf_race(void)
 {
 	struct dmabuf_race_arg r = { .buf = fdb_create(1 << 16, FAKE_DMABUF_DYNAMIC, 7) };
 	struct gdrpin_get_revoked_args g;
-	int fd = open_dev(), i, ok = 0, stale = 0, cons = 0;
+	int fd = open_dev(), i, ok = 0, stale = 0, cons = 0, revoked = 0;
 	uint64_t got[4], sum;
 	pthread_t t;
 
@@ -364,21 +364,26 @@ static void t_dmabuf_race(void)
 			CHECK(rc || sum == fdb_sum(7, 0, 4096), "data");
 		}
 		if (i & 1) {
-			CHECK(do_unpin(fd, a.handle, NULL) == 0 || errno == ENOENT,
-			      "unpin");
+			uint32_t st;
+
+			CHECK_OK(do_unpin(fd, a.handle, &st));
+			revoked += st == GDRPIN_SLOT_REVOKED;
 		} else {
 			g = (struct gdrpin_get_revoked_args){
 				.size = sizeof(g), .max_handles = 4,
 				.handles_ptr = (uintptr_t)got };
 			CHECK_OK(ioctl(fd, GDRPIN_IOC_GET_REVOKED, &g));
+			CHECK(g.count <= 1 && (!g.count || got[0] == a.handle),
+			      "revoked: %u", g.count);
+			revoked += g.count;
 			if (!g.count)
 				CHECK_OK(do_unpin(fd, a.handle, NULL));
 		}
 	}
 	r.stop = 1;
 	pthread_join(t, NULL);
-	printf("  %d pins, %d refused as moved (ESTALE), %d consumer reads, %ld moves\n",
-	       ok, stale, cons, r.moves);
+	printf("  %d pins (%d revoked before release), %d refused as moved (ESTALE), %d consumer reads, %ld moves\n",
+	       ok, revoked, stale, cons, r.moves);
 	CHECK(ok > 0 && r.moves > 0, "the race ran");
 	close(r.buf);
 	close(fd);

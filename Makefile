@@ -36,7 +36,7 @@ CORE_A		:= $(BUILD)/libgdrhook-core.a
 UNIT_SRCS	:= $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS	:= $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRCS))
 
-.PHONY: all lib test check clean kmod lab lab-regcache lab-info doc test-suite test-default test-asan test-tsan fake
+.PHONY: all lib test check clean kmod checkpatch lab lab-regcache lab-info doc test-suite test-default test-asan test-tsan fake
 .DEFAULT_GOAL := all
 
 all: lib
@@ -168,12 +168,19 @@ test:
 kmod:
 	$(MAKE) -C src/kmod $(if $(KDIR),KDIR=$(KDIR),)
 
+checkpatch:
+	scripts/checkpatch-kmod
+
+# KVER=: the lab's kernel (scripts/lab --kver): an installed version, a
+# Debian series such as 6.12 (unpacked under build/kernels/), or debug.
+LAB_KVER = $(if $(KVER),--kver $(KVER),)
+
 lab:
-	scripts/lab
+	scripts/lab $(LAB_KVER)
 
 # The registration cache over real rdma-core: soft-RoCE in the lab kernel.
 lab-regcache: all
-	scripts/lab --run 'tests/lab/regcache/run'
+	scripts/lab $(LAB_KVER) --run 'tests/lab/regcache/run'
 
 # gdrhook-info against rxe0 and gdrpin (fake nv-p2p provider) in the lab.
 lab-info: all

@@ -13,9 +13,11 @@
  *
  * Errors: unknown command -ENOTTY; malformed argument -EINVAL; no such pin
  * -ENOENT; caller is not the process that opened the fd (fork, SCM_RIGHTS)
- * -EACCES; quota (max_pinned_bytes) exceeded -ENOSPC; the fd has no free
- * status slot -ENOBUFS; no nv-p2p provider loaded -ENODEV; the memory was
- * freed while it was being pinned -ESTALE.
+ * -EACCES; quota (max_pinned_bytes, or max_user_pinned_bytes of the
+ * opener's uid) exceeded -ENOSPC; the fd has no free status slot -ENOBUFS;
+ * no nv-p2p provider loaded -ENODEV; the memory was freed while it was
+ * being pinned -ESTALE. open() fails with -EMFILE when the caller's uid
+ * already holds max_user_contexts open fds.
  *
  * Handles: a handle is (generation << GDRPIN_HANDLE_SLOT_BITS) | slot. The
  * generation is a per-fd sequence number that never repeats, so a handle
@@ -41,7 +43,7 @@
 #define GDRPIN_IOCTL_TYPE	0xDB
 
 #define GDRPIN_ABI_MAJOR	1
-#define GDRPIN_ABI_MINOR	0
+#define GDRPIN_ABI_MINOR	1	/* 1: PIN_DMABUF */
 #define GDRPIN_ABI_VERSION	((GDRPIN_ABI_MAJOR << 16) | GDRPIN_ABI_MINOR)
 
 /* Pins are rounded out to this alignment (GPU BAR page size). */
@@ -59,10 +61,12 @@
 #define GDRPIN_CAP_STATUS_PAGE	(1ULL << 4)
 #define GDRPIN_CAP_PROVIDER	(1ULL << 5)	/* an nv-p2p provider is loaded */
 #define GDRPIN_CAP_FORCE_BAR1	(1ULL << 6)
+#define GDRPIN_CAP_DMABUF	(1ULL << 7)	/* PIN_DMABUF: pins a dma-buf fd */
 
 /* Pin modes. */
 #define GDRPIN_MODE_PERSISTENT	1	/* nvidia_p2p_get_pages_persistent */
 #define GDRPIN_MODE_LEGACY	2	/* nvidia_p2p_get_pages + free callback */
+#define GDRPIN_MODE_DMABUF	3	/* a dma-buf attachment (PIN_DMABUF) */
 
 /* Slot and pin states. */
 #define GDRPIN_SLOT_FREE	0
@@ -130,7 +134,9 @@ struct gdrpin_query_args {
  * GET_REVOKED: copies up to max_handles handles of revoked pins to the
  * __u64 array at handles_ptr and releases them (their slots become free and
  * the handles then fail with -ENOENT). pending is what is left afterwards.
- * max_handles == 0 only reports pending.
+ * max_handles == 0 only reports pending. Nothing is released unless both
+ * the handles and this struct were copied out: on -EFAULT every revoked
+ * handle stays pending.
  */
 struct gdrpin_get_revoked_args {
 	__u32 size;
@@ -161,6 +167,34 @@ struct gdrpin_stats_args {
 	__u64 reserved[2];		/* in: 0 */
 };
 
+/*
+ * PIN_DMABUF: pin a whole dma-buf (from cuMemGetHandleForAddressRange, or
+ * any exporter) instead of a virtual range; it needs no nv-p2p provider.
+ * va is the address the buffer's first byte has in the caller's GPU
+ * address space: page aligned, it places the pin for in-kernel lookups by
+ * address and QUERY. The pin holds its own reference to the dma-buf, so
+ * the caller may close fd afterwards. When the exporter moves or frees the
+ * buffer (move_notify) the pin is revoked exactly like a freed nv-p2p
+ * range: status page, poll, eventfd, GET_REVOKED. UNPIN, QUERY, the quota
+ * and the statistics treat it like any other pin. Errors beyond the
+ * common ones: fd is not a dma-buf -EBADF (not an fd) or -EINVAL; the
+ * exporter refuses the attachment, pin or mapping: its error.
+ */
+struct gdrpin_pin_dmabuf_args {
+	__u32 size;
+	__u32 flags;			/* in: 0 */
+	__s32 fd;			/* in: dma-buf fd */
+	__u32 pad;			/* in: 0 */
+	__u64 va;			/* in: GPU address of byte 0, page aligned */
+	__u64 handle;			/* out */
+	__u64 pinned_len;		/* out: the dma-buf's size */
+	__u32 slot;			/* out: status page slot */
+	__u32 mode;			/* out: GDRPIN_MODE_DMABUF */
+	__u32 entries;			/* out: DMA segments of the mapping */
+	__u32 pad2;			/* in: 0 */
+	__u64 reserved[2];		/* in: 0 */
+};
+
 #define GDRPIN_IOC_GET_VERSION	_IOWR(GDRPIN_IOCTL_TYPE, 0x00, struct gdrpin_version_args)
 #define GDRPIN_IOC_PIN		_IOWR(GDRPIN_IOCTL_TYPE, 0x01, struct gdrpin_pin_args)
 #define GDRPIN_IOC_UNPIN	_IOWR(GDRPIN_IOCTL_TYPE, 0x02, struct gdrpin_unpin_args)
@@ -168,6 +202,7 @@ struct gdrpin_stats_args {
 #define GDRPIN_IOC_GET_REVOKED	_IOWR(GDRPIN_IOCTL_TYPE, 0x04, struct gdrpin_get_revoked_args)
 #define GDRPIN_IOC_SET_EVENTFD	_IOWR(GDRPIN_IOCTL_TYPE, 0x05, struct gdrpin_set_eventfd_args)
 #define GDRPIN_IOC_GET_STATS	_IOWR(GDRPIN_IOCTL_TYPE, 0x06, struct gdrpin_stats_args)
+#define GDRPIN_IOC_PIN_DMABUF	_IOWR(GDRPIN_IOCTL_TYPE, 0x07, struct gdrpin_pin_dmabuf_args)
 
 /* Status page (read-only mapping at offset 0). */
 #define GDRPIN_STATUS_MAGIC	0x67647270U	/* "gdrp" */

@@ -26,6 +26,18 @@
  * wait for a thread that calls gdrpin_range_dma_map().
  * After revoke() the page table and mappings belong to gdrpin, which frees
  * or unmaps them.
+ *
+ * DMA-BUF pins (info.mode GDRPIN_MODE_DMABUF) have no page table and no
+ * nv-p2p mapping (gdrpin_range_dma_map() answers -EOPNOTSUPP); a consumer
+ * maps the buffer for its own device instead:
+ *   gdrpin_range_dmabuf_map(r, dev, &dm);  a pinned attachment of dev
+ *   sgt = gdrpin_dmabuf_map_sgt(dm);       dev's DMA addresses of the pin
+ *   gdrpin_range_dmabuf_unmap(r, dm);      always call it, even after revoke
+ * The mapping holds the buffer, so it stays valid after revoke() until it
+ * is unmapped, but the memory behind it may be gone: stop using it in
+ * revoke(). revoke() of a DMA-BUF pin may run under the buffer's
+ * reservation lock (move_notify): it must not call
+ * gdrpin_range_dmabuf_unmap().
  */
 #ifndef GDRPIN_KAPI_H
 #define GDRPIN_KAPI_H
@@ -37,6 +49,9 @@ struct pid;
 struct pci_dev;
 struct nvidia_p2p_page_table;
 struct nvidia_p2p_dma_mapping;
+struct device;
+struct sg_table;
+struct gdrpin_dmabuf_map;	/* opaque: a consumer's mapping of a DMA-BUF pin */
 
 struct gdrpin_range;		/* opaque: a referenced pin */
 struct gdrpin_dma_map;		/* opaque: one DMA mapping of a range */
@@ -78,5 +93,11 @@ int gdrpin_range_notifier_register(struct gdrpin_range *r,
 				   struct gdrpin_notifier *n);
 void gdrpin_range_notifier_unregister(struct gdrpin_range *r,
 				      struct gdrpin_notifier *n);
+
+int gdrpin_range_dmabuf_map(struct gdrpin_range *r, struct device *dev,
+			    struct gdrpin_dmabuf_map **map_p);
+const struct sg_table *gdrpin_dmabuf_map_sgt(struct gdrpin_dmabuf_map *map);
+void gdrpin_range_dmabuf_unmap(struct gdrpin_range *r,
+			       struct gdrpin_dmabuf_map *map);
 
 #endif /* GDRPIN_KAPI_H */

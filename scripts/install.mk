@@ -8,6 +8,12 @@
 #   $(MANDIR)/man1/gdrhook-trace.1, gdrhook-info.1, man7/libgdrhook.7
 #   $(DKMSSRCDIR)                        gdrpin DKMS source tree
 #                                        (make -C src/kmod dkms-tree)
+#   $(UDEVRULESDIR)/60-gdrpin.rules      /dev/gdrpin for group gdrpin
+#   $(MODULESLOADDIR)/gdrpin.conf        load gdrpin at boot
+#   $(SYSUSERSDIR)/gdrpin.conf           the gdrpin group (systemd-sysusers)
+# udev, modules-load.d and sysusers.d read /usr/lib and /etc, never
+# /usr/local: with a PREFIX other than /usr those three go under /etc.
+# Without DESTDIR, as root, install also creates the group and reloads udev.
 #
 # With PREFIX=/usr the DKMS tree lands where dkms looks for it
 # (/usr/src/gdrpin-<version>: dkms add gdrpin/<version>); elsewhere give
@@ -28,6 +34,10 @@ INSTALL		?= install
 GDRPIN_VERSION	= $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' src/kmod/dkms.conf)
 GDRHOOK_VERSION	?= $(GDRPIN_VERSION)
 DKMSSRCDIR	?= $(PREFIX)/src/gdrpin-$(GDRPIN_VERSION)
+SYSCONF_BASE	= $(if $(filter /usr,$(PREFIX)),/usr/lib,/etc)
+UDEVRULESDIR	?= $(SYSCONF_BASE)/udev/rules.d
+MODULESLOADDIR	?= $(SYSCONF_BASE)/modules-load.d
+SYSUSERSDIR	?= $(SYSCONF_BASE)/sysusers.d
 
 INSTALL_HDRS	:= include/gdrhook.h include/gdrhook_preload.h include/gdrpin_ioctl.h
 INSTALL_MAN1	:= scripts/man/gdrhook-trace.1 scripts/man/gdrhook-info.1
@@ -42,9 +52,12 @@ INSTALLED_FILES	= $(LIBDIR)/libgdrhook.so \
 		  $(PKGCONFIGDIR)/gdrhook.pc \
 		  $(MANDIR)/man1/gdrhook-trace.1 \
 		  $(MANDIR)/man1/gdrhook-info.1 \
-		  $(MANDIR)/man7/libgdrhook.7
+		  $(MANDIR)/man7/libgdrhook.7 \
+		  $(UDEVRULESDIR)/60-gdrpin.rules \
+		  $(MODULESLOADDIR)/gdrpin.conf \
+		  $(SYSUSERSDIR)/gdrpin.conf
 
-.PHONY: install uninstall install-dkms $(INSTALL_PC) $(INSTALL_INFO)
+.PHONY: install uninstall install-dkms install-kmod-system $(INSTALL_PC) $(INSTALL_INFO)
 
 # gdrhook-info linked again for its installed place: it finds the library
 # in $(LIBDIR) (the build tree's copy looks next to itself).
@@ -66,7 +79,7 @@ $(INSTALL_PC): scripts/gdrhook.pc.in
 	    -e 's|@INCLUDEDIR@|$(call PC_REL,$(INCLUDEDIR))|g' \
 	    -e 's|@VERSION@|$(GDRHOOK_VERSION)|g' $< > $@
 
-install: $(LIB) $(TRACE_TOOL) $(INSTALL_PC) $(INSTALL_INFO) install-dkms
+install: $(LIB) $(TRACE_TOOL) $(INSTALL_PC) $(INSTALL_INFO) install-dkms install-kmod-system
 	$(INSTALL) -D -m 0755 $(LIB) $(DESTDIR)$(LIBDIR)/libgdrhook.so
 	$(foreach h,$(INSTALL_HDRS),$(INSTALL) -D -m 0644 $(h) $(DESTDIR)$(INCLUDEDIR)/$(notdir $(h)) &&) :
 	$(INSTALL) -D -m 0755 $(TRACE_TOOL) $(DESTDIR)$(BINDIR)/gdrhook-trace
@@ -85,6 +98,17 @@ install-dkms:
 		DKMS_DIR=$(abspath $(DESTDIR)$(DKMSSRCDIR))
 	rm -f $(DESTDIR)$(DKMSSRCDIR)/*.mod.c
 	chmod -R u=rwX,go=rX $(DESTDIR)$(DKMSSRCDIR)
+
+# The files that give /dev/gdrpin a group and load gdrpin at boot; a DKMS
+# package ships the same three from the DKMS tree's udev/ folder.
+install-kmod-system:
+	$(INSTALL) -D -m 0644 src/kmod/udev/60-gdrpin.rules $(DESTDIR)$(UDEVRULESDIR)/60-gdrpin.rules
+	$(INSTALL) -D -m 0644 src/kmod/udev/gdrpin.modules-load.conf $(DESTDIR)$(MODULESLOADDIR)/gdrpin.conf
+	$(INSTALL) -D -m 0644 src/kmod/udev/gdrpin.sysusers.conf $(DESTDIR)$(SYSUSERSDIR)/gdrpin.conf
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then \
+		getent group gdrpin >/dev/null || groupadd --system gdrpin; \
+		! command -v udevadm >/dev/null || udevadm control --reload 2>/dev/null || true; \
+	fi
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED_FILES))

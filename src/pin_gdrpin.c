@@ -33,6 +33,12 @@
  *    drops the affected cache entries (gh_rcache_revoke), so registrations
  *    of revoked memory do not linger until the next use.
  *
+ * Pin route: NV-P2P (PIN) when the module has a provider with revocable
+ * pins, else DMA-BUF (PIN_DMABUF: the dmabuf backend exports the range,
+ * gdrpin pins the dma-buf and reports revocations the same way, the
+ * registration goes through ibv_reg_dmabuf_mr where the NIC can). The
+ * route and why are in gh_pin_gdrpin_open()'s answer, which is logged.
+ *
  * Process rules: the fd is opened O_CLOEXEC and bound to this process by
  * the module; in a forked child every pin fails (-EACCES) and registrations
  * pass through uncached.
@@ -73,6 +79,7 @@ static struct {
 	/* slot -> (handle, allocation generation) of our pin in it */
 	uint64_t *tab_handle, *tab_gen;
 	int thread;
+	int via_dmabuf;			/* no usable nv-p2p: PIN_DMABUF */
 	char whybuf[160];
 } gp = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .efd = -1 };
 
@@ -115,10 +122,12 @@ static int do_open(void)
 	if (!(v.caps & GDRPIN_CAP_STATUS_PAGE) ||
 	    !(v.caps & (GDRPIN_CAP_EVENTFD | GDRPIN_CAP_POLL)))
 		return fail_open(EPROTO, "gdrpin lacks the status page or revocation events");
-	if (!(v.caps & GDRPIN_CAP_PROVIDER))
+	if (!(v.caps & GDRPIN_CAP_PROVIDER) && !(v.caps & GDRPIN_CAP_DMABUF))
 		return fail_open(ENODEV, "gdrpin: no nv-p2p provider (NVIDIA driver) loaded");
-	if (!(v.caps & GDRPIN_CAP_LEGACY))
+	if (!(v.caps & GDRPIN_CAP_LEGACY) && !(v.caps & GDRPIN_CAP_DMABUF))
 		return fail_open(ENOTSUP, "gdrpin: the provider has no revocable (legacy) pins");
+	gp.via_dmabuf = !(v.caps & GDRPIN_CAP_PROVIDER) ||
+			!(v.caps & GDRPIN_CAP_LEGACY);
 	if (v.status_slot_size != sizeof(struct gdrpin_status_slot) ||
 	    v.status_header_size < sizeof(struct gdrpin_status_header) ||
 	    !v.status_nslots || v.status_nslots > (1U << GDRPIN_HANDLE_SLOT_BITS) ||
@@ -163,7 +172,9 @@ int gh_pin_gdrpin_open(const char **why)
 	st = gp.state;
 	pthread_mutex_unlock(&gp.lock);
 	if (why)
-		*why = st == 1 ? "/dev/gdrpin answers" : gp.why;
+		*why = st != 1 ? gp.why : gp.via_dmabuf ?
+		       "/dev/gdrpin answers, pins through DMA-BUF (no nv-p2p provider with revocable pins)" :
+		       "/dev/gdrpin answers, pins through nv-p2p";
 	return st == 1 ? 0 : st;
 }
 
@@ -271,6 +282,33 @@ static void helper_start(void)
 
 /* ------------------------------------------------------------- the ops */
 
+/* gp.lock held: pin the range through a dma-buf the driver exports. */
+static int pin_dmabuf(struct gh_pin *p)
+{
+	struct gdrpin_pin_dmabuf_args a;
+	int err = gh_pin_dmabuf.pin(p);
+
+	if (err)
+		return err;
+	memset(&a, 0, sizeof(a));
+	a.size = sizeof(a);
+	a.fd = p->fd;
+	a.va = p->pin_base;
+	if (ioctl(gp.fd, GDRPIN_IOC_PIN_DMABUF, &a))
+		err = errno ? -errno : -EIO;
+	else if (a.slot >= gp.nslots || a.slot != GDRPIN_HANDLE_SLOT(a.handle))
+		err = -EPROTO;
+	if (err) {
+		gh_pin_dmabuf.unpin(p);
+		return err;
+	}
+	__atomic_store_n(&gp.tab_handle[a.slot], a.handle, __ATOMIC_RELAXED);
+	__atomic_store_n(&gp.tab_gen[a.slot], p->gen, __ATOMIC_RELAXED);
+	p->pin_size = a.pinned_len;
+	p->cookie = a.handle;
+	return 0;
+}
+
 static int gdrpin_pin(struct gh_pin *p)
 {
 	struct gdrpin_pin_args a;
@@ -280,6 +318,17 @@ static int gdrpin_pin(struct gh_pin *p)
 		return -ENODEV;
 	if (getpid() != gp.pid)
 		return -EACCES;		/* a forked child: the fd is not ours */
+	if (gp.via_dmabuf) {
+		pthread_mutex_lock(&gp.lock);
+		helper_start();
+		err = pin_dmabuf(p);
+		pthread_mutex_unlock(&gp.lock);
+		if (err)
+			gh_dbg("gdrpin: DMA-BUF pin of %#llx+%llu failed: error %d",
+			       (unsigned long long)p->base,
+			       (unsigned long long)p->size, -err);
+		return err == -ENOSPC || err == -ENOBUFS ? -ENOSPC : err;
+	}
 	memset(&a, 0, sizeof(a));
 	a.size = sizeof(a);
 	a.flags = GDRPIN_PIN_LEGACY;
@@ -317,8 +366,11 @@ static void gdrpin_unpin(struct gh_pin *p)
 	struct gdrpin_unpin_args a;
 	uint32_t s = GDRPIN_HANDLE_SLOT(p->cookie);
 
-	if (!p->cookie || getpid() != gp.pid)
+	if (!p->cookie || getpid() != gp.pid) {
+		if (p->fd >= 0)
+			gh_pin_dmabuf.unpin(p);
 		return;
+	}
 	memset(&a, 0, sizeof(a));
 	a.size = sizeof(a);
 	a.handle = p->cookie;
@@ -331,6 +383,8 @@ static void gdrpin_unpin(struct gh_pin *p)
 		__atomic_store_n(&gp.tab_handle[s], 0, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&gp.lock);
 	p->cookie = 0;
+	if (p->fd >= 0)
+		gh_pin_dmabuf.unpin(p);	/* closes the exported dma-buf */
 }
 
 /* The data path: is the pin still there?  Two loads, no syscall. */
@@ -352,7 +406,14 @@ static int gdrpin_reg(const struct gh_pin *p, struct ibv_pd *pd,
 		      unsigned int access, struct ibv_mr **mr_p)
 {
 	struct ibv_mr *mr;
+	int err;
 
+	/* A DMA-BUF pin: the NIC reaches the memory through the dma-buf. */
+	if (p->fd >= 0) {
+		err = gh_pin_dmabuf.reg(p, pd, access, mr_p);
+		if (err != -ENOTSUP && err != -EOPNOTSUPP && err != -ENOSYS)
+			return err;
+	}
 	/* Exactly the allocation, iova = VA: never the rounding slack. */
 	errno = 0;
 	mr = gh_vreal_reg_mr_iova2(pd, (void *)(uintptr_t)p->base, p->size,

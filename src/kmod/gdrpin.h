@@ -5,6 +5,10 @@
  * Objects
  *   struct gdrpin_ctx   one per open file; kref'd (the file and every pin
  *                       hold a reference), bound to the opener's tgid + mm.
+ *                       Its pins are released when the opener's mm goes
+ *                       (mmu_notifier release) or the file is released,
+ *                       whichever comes first: a forked child holding the
+ *                       fd does not keep the parent's pins alive.
  *   struct gdrpin_range one pinned range; kref'd (the fd's table, the
  *                       ticket table, in-flight free callbacks and in-kernel API
  *                       users hold references).
@@ -15,6 +19,7 @@
  *                       a pin is ever given to the NVIDIA driver.
  *
  * Lock order (outer first; a lock is never taken while holding one below it)
+ *   0. gdrpin_user_lock       mutex: per-uid table (open/close; nests nothing)
  *   1. gdrpin_ctx_list_lock   mutex: global list of contexts (kapi lookups)
  *   2. ctx->lock              mutex: ctx->pins (slot -> pin), seq, provider
  *   3. gdrpin_prov_lock       mutex: provider symbol_get/symbol_put
@@ -23,6 +28,10 @@
  *   6. pin->lock              spinlock: state, cb_* flags, nv_busy, pt
  *   6. gdrpin_ticket_lock     spinlock: ticket hash (never nested with 6)
  *   7. ctx->ev_lock           spinlock: status page, revoked list, eventfd
+ *
+ * DMA-BUF pins (gdrpin_dmabuf.c): a buffer's dma_resv lock is taken with
+ * no gdrpin lock held; move_notify runs under it and takes only
+ * notify_lock, pin->lock and ctx->ev_lock (gdrpin_pin_revoke()).
  *
  * nv-p2p calls that can take NVIDIA's internal locks (get_pages*,
  * put_pages*, dma_map_pages, dma_unmap_pages) are made with NO gdrpin lock
@@ -51,7 +60,9 @@
 #include <linux/hashtable.h>
 #include <linux/kref.h>
 #include <linux/list.h>
+#include <linux/mmu_notifier.h>
 #include <linux/mutex.h>
+#include <linux/rbtree.h>
 #include <linux/spinlock.h>
 #include <linux/types.h>
 #include <linux/wait.h>
@@ -65,6 +76,8 @@
 
 /* Module parameters (gdrpin_main.c). */
 extern unsigned long gdrpin_max_pinned_bytes;
+extern unsigned long gdrpin_max_user_pinned_bytes;
+extern unsigned int gdrpin_max_user_contexts;
 extern unsigned long gdrpin_max_pin_len;
 extern unsigned int gdrpin_status_pages;
 
@@ -95,9 +108,11 @@ struct gdrpin_ctx {
 	struct list_head node;		/* gdrpin_ctx_list */
 	struct pid *tgid;		/* opener */
 	struct mm_struct *mm;		/* opener's mm (mmgrab'd, compared) */
+	struct mmu_notifier mn;		/* on mm: release drains the pins */
 
 	struct mutex lock;
 	struct xarray pins;		/* slot -> pin (ACTIVE or REVOKED) */
+	struct rb_root_cached itree;	/* listed pins by VA (interval tree) */
 	u64 seq;			/* last generation handed out */
 	bool prov_held;
 	bool dead;			/* released: no new pins */
@@ -110,12 +125,14 @@ struct gdrpin_ctx {
 	struct eventfd_ctx *evfd;
 	wait_queue_head_t wq;
 
-	struct gdrpin_status_header *status;	/* vmalloc_user */
+	struct gdrpin_status_header *status;	/* vmap of status_pages */
+	struct page **status_pages;	/* memcg-charged */
 	struct gdrpin_status_slot *slots;
 	u32 status_size;
 	u32 nslots;
 
 	atomic64_t pinned_bytes;
+	struct gdrpin_user *user;	/* the opener's uid: limits */
 };
 
 extern struct mutex gdrpin_ctx_list_lock;
@@ -175,12 +192,17 @@ struct gdrpin_range {
 	bool notified;
 
 	bool listed;			/* owns its slot (ctx->lock + ev_lock) */
+	struct rb_node itnode;		/* ctx->itree while listed */
+	u64 it_subtree_last;
 	struct list_head revoked_node;	/* ctx->revoked, under ctx->ev_lock */
 	struct list_head tmp_node;	/* private lists of the releasing thread */
+	struct gdrpin_dmabuf *db;	/* GDRPIN_MODE_DMABUF (gdrpin_dmabuf.c) */
 };
 
 int gdrpin_pin_create(struct gdrpin_ctx *ctx, struct gdrpin_pin_args *args);
 struct gdrpin_range *gdrpin_pin_lookup(struct gdrpin_ctx *ctx, u64 handle);
+struct gdrpin_range *gdrpin_pin_get_cover(struct gdrpin_ctx *ctx, u64 va,
+					  u64 end);
 void gdrpin_pin_unlist(struct gdrpin_ctx *ctx, struct gdrpin_range *pin);
 void gdrpin_pin_teardown(struct gdrpin_range *pin);
 void gdrpin_pin_get(struct gdrpin_range *pin);
@@ -189,6 +211,34 @@ void gdrpin_pin_notify(struct gdrpin_range *pin, int reason);
 u32 gdrpin_pin_user_state(struct gdrpin_range *pin);
 bool gdrpin_pin_busy_enter(struct gdrpin_range *pin);
 void gdrpin_pin_busy_exit(struct gdrpin_range *pin);
+
+/* Pins of other providers than nv-p2p (gdrpin_pin.c). */
+struct gdrpin_range *gdrpin_pin_new(struct gdrpin_ctx *ctx, u64 va, u64 len,
+				    u32 mode);
+void gdrpin_pin_abandon(struct gdrpin_ctx *ctx, struct gdrpin_range *pin);
+bool gdrpin_pin_publish(struct gdrpin_ctx *ctx, struct gdrpin_range *pin,
+			u64 t0);
+bool gdrpin_pin_revoke(struct gdrpin_range *pin);
+
+/* --- DMA-BUF pins (gdrpin_dmabuf.c) ------------------------------------ */
+
+void gdrpin_dmabuf_setup(struct device *dev);
+int gdrpin_dmabuf_pin(struct gdrpin_ctx *ctx,
+		      struct gdrpin_pin_dmabuf_args *args);
+void gdrpin_dmabuf_teardown(struct gdrpin_range *pin);
+
+/*
+ * The lock rules above, checked by lockdep: nv-p2p calls that can take
+ * NVIDIA's locks are made with no gdrpin lock held.
+ */
+static inline void gdrpin_assert_nv_callable(struct gdrpin_range *pin)
+{
+	lockdep_assert_not_held(&gdrpin_ctx_list_lock);
+	lockdep_assert_not_held(&pin->ctx->lock);
+	lockdep_assert_not_held(&pin->notify_lock);
+	lockdep_assert_not_held(&pin->map_lock);
+	lockdep_assert_not_held(&pin->lock);
+}
 
 extern wait_queue_head_t gdrpin_live_wq;
 extern atomic_t gdrpin_live_ctx;
@@ -201,6 +251,13 @@ int gdrpin_status_mmap(struct gdrpin_ctx *ctx, struct vm_area_struct *vma);
 void gdrpin_status_set(struct gdrpin_ctx *ctx, u32 slot, u64 gen, u32 state);
 void gdrpin_status_revoked(struct gdrpin_ctx *ctx, struct gdrpin_range *pin);
 int gdrpin_status_set_eventfd(struct gdrpin_ctx *ctx, int fd);
+
+/* --- per-user limits (gdrpin_user.c) ----------------------------------- */
+
+struct gdrpin_user *gdrpin_user_open(void);
+void gdrpin_user_close(struct gdrpin_user *u);
+bool gdrpin_user_reserve(struct gdrpin_user *u, u64 bytes);
+void gdrpin_user_unreserve(struct gdrpin_user *u, u64 bytes);
 
 /* --- accounting (gdrpin_stats.c) --------------------------------------- */
 
@@ -224,8 +281,8 @@ struct gdrpin_counters {
 extern struct gdrpin_counters gdrpin_cnt;
 extern const struct attribute_group *gdrpin_attr_groups[];
 
-bool gdrpin_quota_reserve(u64 bytes);
-void gdrpin_quota_release(u64 bytes);
+bool gdrpin_quota_reserve(struct gdrpin_ctx *ctx, u64 bytes);
+void gdrpin_quota_release(struct gdrpin_ctx *ctx, u64 bytes);
 void gdrpin_count_failure(int err);
 void gdrpin_count_pin_time(u64 ns);
 

@@ -2,10 +2,9 @@
 /*
  * gdrpin: in-kernel API for peer device drivers (include/gdrpin_kapi.h).
  *
- * Lookups walk the global context list (gdrpin_ctx_list_lock), then the
- * context's pins (ctx->lock); both are short and never held across nv-p2p
- * calls. A lookup is linear in the number of pins of that process: it is a
- * control-path call (done when a peer driver registers memory).
+ * Lookups walk the global context list (gdrpin_ctx_list_lock), then search
+ * the interval tree of each context of that process (ctx->lock); neither
+ * lock is held across nv-p2p calls. A lookup costs O(contexts + log pins).
  */
 #include <linux/module.h>
 #include <linux/pci.h>
@@ -14,16 +13,10 @@
 
 #include "gdrpin.h"
 
-static bool gdrpin_range_covers(struct gdrpin_range *pin, u64 va, u64 end)
-{
-	return va >= pin->va && end <= pin->va + pin->len;
-}
-
 struct gdrpin_range *gdrpin_range_get(struct pid *tgid, u64 va, u64 len)
 {
-	struct gdrpin_range *pin, *found = NULL;
+	struct gdrpin_range *found = NULL;
 	struct gdrpin_ctx *ctx;
-	unsigned long slot;
 	u64 end;
 
 	if (!tgid || !len || check_add_overflow(va, len, &end))
@@ -33,18 +26,7 @@ struct gdrpin_range *gdrpin_range_get(struct pid *tgid, u64 va, u64 len)
 		if (ctx->tgid != tgid)
 			continue;
 		mutex_lock(&ctx->lock);
-		xa_for_each(&ctx->pins, slot, pin) {
-			if (!pin->listed || !gdrpin_range_covers(pin, va, end))
-				continue;
-			spin_lock(&pin->lock);
-			if (pin->state == GDRPIN_PS_ACTIVE && !pin->cb_fired) {
-				gdrpin_pin_get(pin);
-				found = pin;
-			}
-			spin_unlock(&pin->lock);
-			if (found)
-				break;
-		}
+		found = gdrpin_pin_get_cover(ctx, va, end);
 		mutex_unlock(&ctx->lock);
 		if (found)
 			break;
@@ -116,7 +98,7 @@ int gdrpin_range_dma_map(struct gdrpin_range *r, struct pci_dev *pdev,
 	bool fired;
 	int ret;
 
-	if (!gdrpin_nv.dma_map_pages)
+	if (!gdrpin_nv.dma_map_pages || r->mode == GDRPIN_MODE_DMABUF)
 		return -EOPNOTSUPP;
 	w = kzalloc(sizeof(*w), GFP_KERNEL);
 	if (!w)
@@ -125,6 +107,7 @@ int gdrpin_range_dma_map(struct gdrpin_range *r, struct pci_dev *pdev,
 		kfree(w);
 		return -ESTALE;
 	}
+	gdrpin_assert_nv_callable(r);
 	ret = gdrpin_nv.dma_map_pages(pdev, r->pt, &m);
 	if (!ret && (!m || !GDRPIN_NVP2P_DMA_VERSION_COMPATIBLE(m))) {
 		pr_err_ratelimited("gdrpin: dma mapping version %#x unsupported\n",
@@ -187,6 +170,7 @@ void gdrpin_range_dma_unmap(struct gdrpin_range *r, struct gdrpin_dma_map *w)
 	mutex_unlock(&r->map_lock);
 	if (active) {
 		if (m) {
+			gdrpin_assert_nv_callable(r);
 			ret = gdrpin_nv.dma_unmap_pages(w->pdev, r->pt, m);
 			if (ret)
 				pr_err_ratelimited("gdrpin: dma_unmap_pages: %d\n",

@@ -26,6 +26,17 @@ module_param_named(max_pinned_bytes, gdrpin_max_pinned_bytes, ulong, 0644);
 MODULE_PARM_DESC(max_pinned_bytes,
 		 "Quota on bytes pinned by all fds; 0 = unlimited (-ENOSPC)");
 
+unsigned long gdrpin_max_user_pinned_bytes;
+module_param_named(max_user_pinned_bytes, gdrpin_max_user_pinned_bytes, ulong,
+		   0644);
+MODULE_PARM_DESC(max_user_pinned_bytes,
+		 "Quota on bytes pinned by the fds of one uid; 0 = unlimited (-ENOSPC)");
+
+unsigned int gdrpin_max_user_contexts = 256;
+module_param_named(max_user_contexts, gdrpin_max_user_contexts, uint, 0644);
+MODULE_PARM_DESC(max_user_contexts,
+		 "Open fds (each with its status area) per uid; 0 = unlimited (-EMFILE)");
+
 unsigned long gdrpin_max_pin_len = 1UL << 40;
 module_param_named(max_pin_len, gdrpin_max_pin_len, ulong, 0644);
 MODULE_PARM_DESC(max_pin_len, "Largest single pin in bytes (-EINVAL above)");
@@ -54,6 +65,7 @@ static void gdrpin_ctx_release(struct kref *ref)
 	if (ctx->evfd)
 		eventfd_ctx_put(ctx->evfd);
 	gdrpin_status_free(ctx);
+	gdrpin_user_close(ctx->user);
 	mmdrop(ctx->mm);
 	put_pid(ctx->tgid);
 	kfree(ctx);
@@ -71,42 +83,6 @@ static bool gdrpin_is_owner(struct gdrpin_ctx *ctx)
 	return task_tgid(current) == ctx->tgid && current->mm == ctx->mm;
 }
 
-static int gdrpin_open(struct inode *inode, struct file *file)
-{
-	struct gdrpin_ctx *ctx;
-	int ret;
-
-	if (!current->mm)
-		return -EINVAL;
-	ctx = kzalloc(sizeof(*ctx), GFP_KERNEL);
-	if (!ctx)
-		return -ENOMEM;
-	kref_init(&ctx->ref);
-	mutex_init(&ctx->lock);
-	xa_init_flags(&ctx->pins, XA_FLAGS_ALLOC);
-	spin_lock_init(&ctx->ev_lock);
-	INIT_LIST_HEAD(&ctx->revoked);
-	init_waitqueue_head(&ctx->wq);
-	atomic64_set(&ctx->pinned_bytes, 0);
-	ret = gdrpin_status_alloc(ctx);
-	if (ret) {
-		kfree(ctx);
-		return ret;
-	}
-	ctx->tgid = get_pid(task_tgid(current));
-	mmgrab(current->mm);
-	ctx->mm = current->mm;
-	atomic_inc(&gdrpin_live_ctx);
-
-	mutex_lock(&gdrpin_ctx_list_lock);
-	list_add_tail(&ctx->node, &gdrpin_ctx_list);
-	mutex_unlock(&gdrpin_ctx_list_lock);
-
-	file->private_data = ctx;
-	return nonseekable_open(inode, file);
-}
-
-/* Drop every pin of @ctx; ctx->dead stops new ones. */
 /*
  * Release a pin already taken off ctx's table: unpin it, give its bytes
  * back to the fd's and the global accounting, drop the table's reference.
@@ -117,18 +93,20 @@ static void gdrpin_pin_release(struct gdrpin_ctx *ctx,
 {
 	gdrpin_pin_teardown(pin);
 	atomic64_sub(pin->len, &ctx->pinned_bytes);
-	gdrpin_quota_release(pin->len);
+	gdrpin_quota_release(ctx, pin->len);
 	if (unpin)
 		atomic64_inc(&gdrpin_cnt.unpins);
 	gdrpin_pin_put(pin);
 }
 
+/* Drop every pin of @ctx; ctx->dead stops new ones. */
 static void gdrpin_ctx_drain(struct gdrpin_ctx *ctx)
 {
 	struct gdrpin_range *pin, *tmp;
 	unsigned long slot;
 	LIST_HEAD(list);
 
+	lockdep_assert_not_held(&ctx->lock);
 	mutex_lock(&ctx->lock);
 	ctx->dead = true;
 	xa_for_each(&ctx->pins, slot, pin) {
@@ -145,6 +123,72 @@ static void gdrpin_ctx_drain(struct gdrpin_ctx *ctx)
 	}
 }
 
+/*
+ * The opener's address space is going away (exit or exec of the opener;
+ * also called by mmu_notifier_unregister() if that has not happened yet).
+ * Pins belong to the opener, so they go now, even while a forked child
+ * still holds the fd.
+ */
+static void gdrpin_mm_release(struct mmu_notifier *mn, struct mm_struct *mm)
+{
+	gdrpin_ctx_drain(container_of(mn, struct gdrpin_ctx, mn));
+}
+
+static const struct mmu_notifier_ops gdrpin_mn_ops = {
+	.release = gdrpin_mm_release,
+};
+
+static int gdrpin_open(struct inode *inode, struct file *file)
+{
+	struct gdrpin_ctx *ctx;
+	int ret;
+
+	if (!current->mm)
+		return -EINVAL;
+	ctx = kzalloc(sizeof(*ctx), GFP_KERNEL_ACCOUNT);
+	if (!ctx)
+		return -ENOMEM;
+	ctx->user = gdrpin_user_open();
+	if (IS_ERR(ctx->user)) {
+		ret = PTR_ERR(ctx->user);
+		kfree(ctx);
+		return ret;
+	}
+	kref_init(&ctx->ref);
+	mutex_init(&ctx->lock);
+	xa_init_flags(&ctx->pins, XA_FLAGS_ALLOC);
+	ctx->itree = RB_ROOT_CACHED;
+	spin_lock_init(&ctx->ev_lock);
+	INIT_LIST_HEAD(&ctx->revoked);
+	init_waitqueue_head(&ctx->wq);
+	atomic64_set(&ctx->pinned_bytes, 0);
+	ret = gdrpin_status_alloc(ctx);
+	if (ret)
+		goto err_user;
+	ctx->mn.ops = &gdrpin_mn_ops;
+	ret = mmu_notifier_register(&ctx->mn, current->mm);
+	if (ret)
+		goto err_status;
+	ctx->tgid = get_pid(task_tgid(current));
+	mmgrab(current->mm);
+	ctx->mm = current->mm;
+	atomic_inc(&gdrpin_live_ctx);
+
+	mutex_lock(&gdrpin_ctx_list_lock);
+	list_add_tail(&ctx->node, &gdrpin_ctx_list);
+	mutex_unlock(&gdrpin_ctx_list_lock);
+
+	file->private_data = ctx;
+	return nonseekable_open(inode, file);
+
+err_status:
+	gdrpin_status_free(ctx);
+err_user:
+	gdrpin_user_close(ctx->user);
+	kfree(ctx);
+	return ret;
+}
+
 static int gdrpin_release(struct inode *inode, struct file *file)
 {
 	struct gdrpin_ctx *ctx = file->private_data;
@@ -153,7 +197,9 @@ static int gdrpin_release(struct inode *inode, struct file *file)
 	list_del_init(&ctx->node);
 	mutex_unlock(&gdrpin_ctx_list_lock);
 
-	gdrpin_ctx_drain(ctx);
+	/* Drains the pins through ->release unless the mm already did. */
+	mmu_notifier_unregister(&ctx->mn, ctx->mm);
+	gdrpin_ctx_drain(ctx);	/* no-op after ->release; kept for clarity */
 	gdrpin_status_set_eventfd(ctx, -1);
 	gdrpin_ctx_put(ctx);
 	return 0;
@@ -183,7 +229,7 @@ static long gdrpin_ioc_version(struct gdrpin_ctx *ctx, void __user *uarg)
 	a.abi_major = GDRPIN_ABI_MAJOR;
 	a.abi_minor = GDRPIN_ABI_MINOR;
 	a.caps = GDRPIN_CAP_POLL | GDRPIN_CAP_EVENTFD | GDRPIN_CAP_STATUS_PAGE |
-		 gdrpin_provider_caps();
+		 gdrpin_provider_caps() | GDRPIN_CAP_DMABUF;
 	a.status_header_size = sizeof(struct gdrpin_status_header);
 	a.status_slot_size = sizeof(struct gdrpin_status_slot);
 	a.status_nslots = ctx->nslots;
@@ -211,6 +257,40 @@ static long gdrpin_ioc_pin(struct gdrpin_ctx *ctx, void __user *uarg)
 		goto fail;
 	}
 	ret = gdrpin_pin_create(ctx, &a);
+	if (ret)
+		goto fail;
+	if (!copy_to_user(uarg, &a, sizeof(a)))
+		return 0;
+
+	/* The caller cannot learn the handle: undo the pin. */
+	mutex_lock(&ctx->lock);
+	pin = gdrpin_pin_lookup(ctx, a.handle);
+	if (pin)
+		gdrpin_pin_unlist(ctx, pin);
+	mutex_unlock(&ctx->lock);
+	if (pin)
+		gdrpin_pin_release(ctx, pin, false);
+	return -EFAULT;
+fail:
+	gdrpin_count_failure(ret);
+	return ret;
+}
+
+static long gdrpin_ioc_pin_dmabuf(struct gdrpin_ctx *ctx, void __user *uarg)
+{
+	struct gdrpin_pin_dmabuf_args a;
+	struct gdrpin_range *pin;
+	int ret;
+
+	if (copy_from_user(&a, uarg, sizeof(a)))
+		return -EFAULT;
+	if (a.size != sizeof(a) || a.flags || a.pad || a.pad2 ||
+	    !gdrpin_zero(a.reserved, ARRAY_SIZE(a.reserved)) ||
+	    !PAGE_ALIGNED(a.va)) {
+		ret = -EINVAL;
+		goto fail;
+	}
+	ret = gdrpin_dmabuf_pin(ctx, &a);
 	if (ret)
 		goto fail;
 	if (!copy_to_user(uarg, &a, sizeof(a)))
@@ -286,7 +366,7 @@ static long gdrpin_ioc_get_revoked(struct gdrpin_ctx *ctx, void __user *uarg)
 	u64 __user *out;
 	u64 *handles = NULL;
 	LIST_HEAD(list);
-	u32 n = 0;
+	u32 n = 0, i;
 	int ret = 0;
 
 	if (copy_from_user(&a, uarg, sizeof(a)))
@@ -300,33 +380,43 @@ static long gdrpin_ioc_get_revoked(struct gdrpin_ctx *ctx, void __user *uarg)
 		if (!handles)
 			return -ENOMEM;
 	}
+	/*
+	 * Both copies to user space come before any pin is released: on
+	 * -EFAULT every revoked handle stays pending for the next call.
+	 * Holding ctx->lock keeps the first n entries of ctx->revoked in
+	 * place (the callback only appends; only ctx->lock holders remove).
+	 */
 	mutex_lock(&ctx->lock);
-	while (n < a.max_handles) {
-		spin_lock(&ctx->ev_lock);
-		pin = list_first_entry_or_null(&ctx->revoked,
-					       struct gdrpin_range, revoked_node);
-		spin_unlock(&ctx->ev_lock);
-		if (!pin)
+	spin_lock(&ctx->ev_lock);
+	list_for_each_entry(pin, &ctx->revoked, revoked_node) {
+		if (n == a.max_handles)
 			break;
 		handles[n++] = pin->handle;
+	}
+	a.pending = ctx->nrevoked - n;
+	spin_unlock(&ctx->ev_lock);
+	a.count = n;
+	if ((n && copy_to_user(out, handles, n * sizeof(u64))) ||
+	    copy_to_user(uarg, &a, sizeof(a))) {
+		ret = -EFAULT;
+		n = 0;
+	}
+	for (i = 0; i < n; i++) {
+		spin_lock(&ctx->ev_lock);
+		pin = list_first_entry(&ctx->revoked, struct gdrpin_range,
+				       revoked_node);
+		spin_unlock(&ctx->ev_lock);
+		WARN_ON_ONCE(pin->handle != handles[i]);
 		gdrpin_pin_unlist(ctx, pin);
 		list_add_tail(&pin->tmp_node, &list);
 	}
-	spin_lock(&ctx->ev_lock);
-	a.pending = ctx->nrevoked;
-	spin_unlock(&ctx->ev_lock);
 	mutex_unlock(&ctx->lock);
+	kvfree(handles);
 
 	list_for_each_entry_safe(pin, tmp, &list, tmp_node) {
 		list_del_init(&pin->tmp_node);
 		gdrpin_pin_release(ctx, pin, true);
 	}
-	a.count = n;
-	if (n && copy_to_user(out, handles, n * sizeof(u64)))
-		ret = -EFAULT;
-	kvfree(handles);
-	if (!ret && copy_to_user(uarg, &a, sizeof(a)))
-		ret = -EFAULT;
 	return ret;
 }
 
@@ -385,6 +475,8 @@ static long gdrpin_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		return gdrpin_ioc_set_eventfd(ctx, uarg);
 	case GDRPIN_IOC_GET_STATS:
 		return gdrpin_ioc_stats(ctx, uarg);
+	case GDRPIN_IOC_PIN_DMABUF:
+		return gdrpin_ioc_pin_dmabuf(ctx, uarg);
 	default:
 		return -ENOTTY;
 	}
@@ -422,7 +514,7 @@ static const struct file_operations gdrpin_fops = {
 	.compat_ioctl = compat_ptr_ioctl,
 	.mmap = gdrpin_mmap,
 	.poll = gdrpin_poll,
-	.llseek = no_llseek,
+	/* no .llseek: nonseekable_open() makes lseek fail with -ESPIPE */
 };
 
 static struct miscdevice gdrpin_misc = {
@@ -444,6 +536,7 @@ static int __init gdrpin_init(void)
 	ret = misc_register(&gdrpin_misc);
 	if (ret)
 		return ret;
+	gdrpin_dmabuf_setup(gdrpin_misc.this_device);
 	pr_info("gdrpin: ABI %u.%u loaded\n", GDRPIN_ABI_MAJOR,
 		GDRPIN_ABI_MINOR);
 	return 0;

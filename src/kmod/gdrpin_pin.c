@@ -4,6 +4,7 @@
  * The lock order and the page-table ownership rules are in gdrpin.h.
  */
 #include <linux/hashtable.h>
+#include <linux/interval_tree_generic.h>
 #include <linux/ktime.h>
 #include <linux/module.h>
 #include <linux/pci.h>
@@ -16,6 +17,16 @@ static DEFINE_HASHTABLE(gdrpin_ticket_hash, 10);
 static u64 gdrpin_ticket_seq;		/* under gdrpin_ticket_lock */
 
 DECLARE_WAIT_QUEUE_HEAD(gdrpin_live_wq);
+
+/*
+ * Listed pins of a context by VA, for in-kernel lookups by address
+ * (gdrpin_range_get): an augmented rbtree, O(log n) per lookup instead of a
+ * walk over every pin of the process. Under ctx->lock.
+ */
+#define GDRPIN_IT_START(p)	((p)->va)
+#define GDRPIN_IT_LAST(p)	((p)->va + (p)->len - 1)
+INTERVAL_TREE_DEFINE(struct gdrpin_range, itnode, u64, it_subtree_last,
+		     GDRPIN_IT_START, GDRPIN_IT_LAST, static, gdrpin_it)
 
 void gdrpin_pin_get(struct gdrpin_range *pin)
 {
@@ -114,6 +125,7 @@ static void gdrpin_free_nv(struct gdrpin_range *pin,
 {
 	struct gdrpin_dma_map *w, *tmp;
 
+	lockdep_assert_not_held(&pin->lock);
 	mutex_lock(&pin->map_lock);
 	list_for_each_entry_safe(w, tmp, &pin->maps, node) {
 		if (w->m) {
@@ -193,6 +205,8 @@ static void gdrpin_free_callback(void *data)
 	pin = gdrpin_ticket_lookup((unsigned long)data);
 	if (!pin)
 		return;		/* already torn down: nothing of ours left */
+	/* Runs under NVIDIA's locks: never ctx->lock (gdrpin.h). */
+	lockdep_assert_not_held(&pin->ctx->lock);
 
 	spin_lock(&pin->lock);
 	if (pin->cb_fired) {
@@ -234,6 +248,7 @@ static int gdrpin_nv_pin(struct gdrpin_range *pin, u32 flags,
 	bool legacy = flags & GDRPIN_PIN_LEGACY;
 	int ret;
 
+	gdrpin_assert_nv_callable(pin);
 	if (!legacy && !gdrpin_nv.get_pages_persistent) {
 		if (flags & GDRPIN_PIN_FORCE_BAR1)
 			return -EOPNOTSUPP;
@@ -269,6 +284,7 @@ static void gdrpin_nv_unpin(struct gdrpin_range *pin,
 {
 	int ret;
 
+	gdrpin_assert_nv_callable(pin);
 	if (pin->mode == GDRPIN_MODE_PERSISTENT)
 		ret = gdrpin_nv.put_pages_persistent(pin->va, pt, 0);
 	else
@@ -384,7 +400,7 @@ int gdrpin_pin_create(struct gdrpin_ctx *ctx, struct gdrpin_pin_args *args)
 	ret = gdrpin_ctx_provider(ctx);
 	if (ret)
 		return ret;
-	if (!gdrpin_quota_reserve(end - start))
+	if (!gdrpin_quota_reserve(ctx, end - start))
 		return -ENOSPC;
 	pin = gdrpin_pin_alloc(ctx);
 	if (!pin) {
@@ -438,6 +454,7 @@ int gdrpin_pin_create(struct gdrpin_ctx *ctx, struct gdrpin_pin_args *args)
 		pin->pt = pt;
 		pin->state = GDRPIN_PS_ACTIVE;
 		pin->pin_ns = ktime_get_ns() - t0;
+		gdrpin_it_insert(pin, &ctx->itree);
 		spin_lock(&ctx->ev_lock);
 		pin->listed = true;
 		gdrpin_status_set(ctx, pin->slot, pin->gen, GDRPIN_SLOT_ACTIVE);
@@ -473,7 +490,7 @@ err_slot:
 err_pin:
 	gdrpin_pin_put(pin);
 err_quota:
-	gdrpin_quota_release(end - start);
+	gdrpin_quota_release(ctx, end - start);
 	return ret;
 }
 
@@ -509,7 +526,34 @@ void gdrpin_pin_unlist(struct gdrpin_ctx *ctx, struct gdrpin_range *pin)
 	gdrpin_status_set(ctx, pin->slot, pin->gen, GDRPIN_SLOT_FREE);
 	spin_unlock(&ctx->ev_lock);
 	xa_erase(&ctx->pins, pin->slot);
+	gdrpin_it_remove(pin, &ctx->itree);
 	ctx->npins--;
+}
+
+/*
+ * An ACTIVE listed pin of @ctx that covers [va, end), with a reference
+ * for the caller; NULL if there is none. ctx->lock held.
+ */
+struct gdrpin_range *gdrpin_pin_get_cover(struct gdrpin_ctx *ctx, u64 va,
+					  u64 end)
+{
+	struct gdrpin_range *pin;
+	bool ok;
+
+	lockdep_assert_held(&ctx->lock);
+	for (pin = gdrpin_it_iter_first(&ctx->itree, va, end - 1); pin;
+	     pin = gdrpin_it_iter_next(pin, va, end - 1)) {
+		if (va < pin->va || end > pin->va + pin->len)
+			continue;	/* overlaps, does not cover */
+		spin_lock(&pin->lock);
+		ok = pin->state == GDRPIN_PS_ACTIVE && !pin->cb_fired;
+		if (ok)
+			gdrpin_pin_get(pin);
+		spin_unlock(&pin->lock);
+		if (ok)
+			return pin;
+	}
+	return NULL;
 }
 
 u32 gdrpin_pin_user_state(struct gdrpin_range *pin)
@@ -546,6 +590,10 @@ void gdrpin_pin_teardown(struct gdrpin_range *pin)
 	bool fired, claim;
 	int ret;
 
+	if (pin->mode == GDRPIN_MODE_DMABUF) {
+		gdrpin_dmabuf_teardown(pin);
+		return;
+	}
 	spin_lock(&pin->lock);
 	if (pin->state != GDRPIN_PS_ACTIVE) {
 		spin_unlock(&pin->lock);
@@ -574,6 +622,7 @@ void gdrpin_pin_teardown(struct gdrpin_range *pin)
 		mutex_unlock(&pin->map_lock);
 		if (!m)
 			break;
+		gdrpin_assert_nv_callable(pin);
 		ret = gdrpin_nv.dma_unmap_pages(pdev, pin->pt, m);
 		if (ret) {
 			spin_lock(&pin->lock);
@@ -621,4 +670,102 @@ void gdrpin_pin_teardown(struct gdrpin_range *pin)
 out:
 	/* No callback can start after put_pages returned. */
 	gdrpin_ticket_del(pin);
+}
+
+/* --- pins of other providers (gdrpin_dmabuf.c) ------------------------- */
+
+/*
+ * A PINNING pin of @ctx covering [va, va + len) with a slot and a handle;
+ * the caller holds the returned reference and the table holds another.
+ * Quota is the caller's.
+ */
+struct gdrpin_range *gdrpin_pin_new(struct gdrpin_ctx *ctx, u64 va, u64 len,
+				    u32 mode)
+{
+	struct gdrpin_range *pin;
+	int ret;
+
+	mutex_lock(&ctx->lock);
+	ret = ctx->dead ? -EBADF : 0;
+	mutex_unlock(&ctx->lock);
+	if (ret)
+		return ERR_PTR(ret);
+	pin = gdrpin_pin_alloc(ctx);
+	if (!pin)
+		return ERR_PTR(-ENOMEM);
+	pin->va = va;
+	pin->len = len;
+	pin->mode = mode;
+	pin->pt_freed = true;	/* no nv-p2p page table, ever */
+	ret = gdrpin_slot_reserve(ctx, pin);
+	if (ret) {
+		gdrpin_pin_put(pin);
+		return ERR_PTR(ret);
+	}
+	return pin;
+}
+
+/* Undo gdrpin_pin_new(): free the slot, drop both references. */
+void gdrpin_pin_abandon(struct gdrpin_ctx *ctx, struct gdrpin_range *pin)
+{
+	gdrpin_slot_drop(ctx, pin);
+	gdrpin_pin_put(pin);
+}
+
+/*
+ * Make a pinned PINNING pin ACTIVE and listed, unless it was revoked
+ * meanwhile (then false: the caller releases it and abandons it).
+ */
+bool gdrpin_pin_publish(struct gdrpin_ctx *ctx, struct gdrpin_range *pin,
+			u64 t0)
+{
+	bool revoked;
+
+	mutex_lock(&ctx->lock);
+	spin_lock(&pin->lock);
+	revoked = pin->cb_fired;
+	if (!revoked) {
+		pin->state = GDRPIN_PS_ACTIVE;
+		pin->pin_ns = ktime_get_ns() - t0;
+		gdrpin_it_insert(pin, &ctx->itree);
+		spin_lock(&ctx->ev_lock);
+		pin->listed = true;
+		gdrpin_status_set(ctx, pin->slot, pin->gen, GDRPIN_SLOT_ACTIVE);
+		spin_unlock(&ctx->ev_lock);
+	}
+	spin_unlock(&pin->lock);
+	mutex_unlock(&ctx->lock);
+	if (revoked)
+		return false;
+	atomic64_add(pin->len, &ctx->pinned_bytes);
+	atomic64_inc(&gdrpin_cnt.pins);
+	gdrpin_count_pin_time(pin->pin_ns);
+	return true;
+}
+
+/*
+ * The provider took the memory away (dma-buf move_notify): mark the pin
+ * revoked, stop kapi users, report it on the fd. Takes no ctx->lock.
+ * True if this call revoked it.
+ */
+bool gdrpin_pin_revoke(struct gdrpin_range *pin)
+{
+	enum gdrpin_pin_state prev;
+
+	spin_lock(&pin->lock);
+	if (pin->cb_fired) {
+		spin_unlock(&pin->lock);
+		return false;
+	}
+	pin->cb_fired = true;
+	prev = pin->state;
+	if (prev == GDRPIN_PS_ACTIVE)
+		pin->state = GDRPIN_PS_REVOKED;
+	spin_unlock(&pin->lock);
+	if (prev != GDRPIN_PS_ACTIVE)
+		return false;
+	gdrpin_pin_notify(pin, GDRPIN_REVOKE_FREED);
+	atomic64_inc(&gdrpin_cnt.revocations);
+	gdrpin_status_revoked(pin->ctx, pin);
+	return true;
 }

@@ -7,7 +7,8 @@
  * pinned_bytes counts pins still held by an fd (revoked ones included until
  * they are released with UNPIN or GET_REVOKED); max_pinned_bytes (module
  * parameter, 0 = unlimited) bounds it, and a pin that would exceed it fails
- * with -ENOSPC.
+ * with -ENOSPC; so does one over its opener's max_user_pinned_bytes
+ * (gdrpin_user.c).
  */
 #include <linux/device.h>
 #include <linux/errno.h>
@@ -17,7 +18,8 @@
 
 struct gdrpin_counters gdrpin_cnt;
 
-bool gdrpin_quota_reserve(u64 bytes)
+/* Charge a pin's bytes to the global quota and the opener's uid. */
+bool gdrpin_quota_reserve(struct gdrpin_ctx *ctx, u64 bytes)
 {
 	u64 max = READ_ONCE(gdrpin_max_pinned_bytes);
 	u64 now = atomic64_add_return(bytes, &gdrpin_cnt.pinned_bytes);
@@ -26,11 +28,16 @@ bool gdrpin_quota_reserve(u64 bytes)
 		atomic64_sub(bytes, &gdrpin_cnt.pinned_bytes);
 		return false;
 	}
+	if (!gdrpin_user_reserve(ctx->user, bytes)) {
+		atomic64_sub(bytes, &gdrpin_cnt.pinned_bytes);
+		return false;
+	}
 	return true;
 }
 
-void gdrpin_quota_release(u64 bytes)
+void gdrpin_quota_release(struct gdrpin_ctx *ctx, u64 bytes)
 {
+	gdrpin_user_unreserve(ctx->user, bytes);
 	WARN_ON(atomic64_sub_return(bytes, &gdrpin_cnt.pinned_bytes) < 0);
 }
 

@@ -2,8 +2,7 @@
 /*
  * gdrpin: the per-fd status page, revocation events, poll and eventfd.
  *
- * The status area is vmalloc_user() memory mapped read-only into the owner
- * (offset 0). The kernel writes a slot's state before it bumps revoke_count
+ * The status area is mapped read-only into the owner (offset 0). The kernel writes a slot's state before it bumps revoke_count
  * (smp_wmb in between), so user space polls one counter on its data path.
  */
 #include <linux/eventfd.h>
@@ -11,18 +10,35 @@
 #include <linux/vmalloc.h>
 
 #include "gdrpin.h"
+#include "gdrpin_compat.h"
 
+/*
+ * The status area is pages of our own, charged to the opener's memory
+ * cgroup (an open fd costs status_pages pages that user space made the
+ * kernel allocate), mapped into the kernel with vmap() and into the owner
+ * with vm_insert_pages().
+ */
 int gdrpin_status_alloc(struct gdrpin_ctx *ctx)
 {
-	u32 size = gdrpin_status_pages * PAGE_SIZE;
+	u32 npages = gdrpin_status_pages, size = npages * PAGE_SIZE, i;
 	u32 nslots;
 
 	nslots = (size - sizeof(struct gdrpin_status_header)) /
 		 sizeof(struct gdrpin_status_slot);
 	nslots = min_t(u32, nslots, GDRPIN_MAX_SLOTS);
-	ctx->status = vmalloc_user(size);
-	if (!ctx->status)
+	ctx->status_pages = kcalloc(npages, sizeof(*ctx->status_pages),
+				    GFP_KERNEL_ACCOUNT);
+	if (!ctx->status_pages)
 		return -ENOMEM;
+	for (i = 0; i < npages; i++) {
+		ctx->status_pages[i] = alloc_page(GFP_KERNEL_ACCOUNT |
+						  __GFP_ZERO);
+		if (!ctx->status_pages[i])
+			goto err;
+	}
+	ctx->status = vmap(ctx->status_pages, npages, VM_MAP, PAGE_KERNEL);
+	if (!ctx->status)
+		goto err;
 	ctx->status_size = size;
 	ctx->nslots = nslots;
 	ctx->slots = (struct gdrpin_status_slot *)(ctx->status + 1);
@@ -32,26 +48,39 @@ int gdrpin_status_alloc(struct gdrpin_ctx *ctx)
 	ctx->status->slot_size = sizeof(struct gdrpin_status_slot);
 	ctx->status->nslots = nslots;
 	return 0;
+err:
+	ctx->status_size = size;
+	gdrpin_status_free(ctx);
+	return -ENOMEM;
 }
 
 void gdrpin_status_free(struct gdrpin_ctx *ctx)
 {
-	vfree(ctx->status);
+	u32 i;
+
+	if (ctx->status)
+		vunmap(ctx->status);
 	ctx->status = NULL;
+	for (i = 0; ctx->status_pages && i < ctx->status_size / PAGE_SIZE; i++)
+		if (ctx->status_pages[i])
+			__free_page(ctx->status_pages[i]);
+	kfree(ctx->status_pages);
+	ctx->status_pages = NULL;
 }
 
 int gdrpin_status_mmap(struct gdrpin_ctx *ctx, struct vm_area_struct *vma)
 {
 	unsigned long len = vma->vm_end - vma->vm_start;
+	unsigned long npages = len >> PAGE_SHIFT;
 
 	if (vma->vm_pgoff != 0 || len > ctx->status_size)
 		return -EINVAL;
 	if (vma->vm_flags & VM_WRITE)
 		return -EPERM;
-	vma->vm_flags &= ~VM_MAYWRITE;
+	vm_flags_clear(vma, VM_MAYWRITE);
 	/* Not inherited by fork; the child is not the owner anyway. */
-	vma->vm_flags |= VM_DONTCOPY | VM_DONTEXPAND | VM_DONTDUMP;
-	return remap_vmalloc_range(vma, ctx->status, 0);
+	vm_flags_set(vma, VM_DONTCOPY | VM_DONTEXPAND | VM_DONTDUMP);
+	return vm_insert_pages(vma, vma->vm_start, ctx->status_pages, &npages);
 }
 
 /* ctx->ev_lock held. */
@@ -90,7 +119,7 @@ void gdrpin_status_revoked(struct gdrpin_ctx *ctx, struct gdrpin_range *pin)
 		ctx->nrevoked++;
 		ctx->revocations++;
 		if (ctx->evfd)
-			eventfd_signal(ctx->evfd, 1);
+			gdrpin_eventfd_signal(ctx->evfd);
 	}
 	spin_unlock(&ctx->ev_lock);
 	if (listed)
@@ -113,7 +142,7 @@ int gdrpin_status_set_eventfd(struct gdrpin_ctx *ctx, int fd)
 	ctx->evfd = evfd;
 	/* Revocations already pending are announced to the new eventfd. */
 	if (evfd && ctx->nrevoked)
-		eventfd_signal(evfd, 1);
+		gdrpin_eventfd_signal(evfd);
 	spin_unlock(&ctx->ev_lock);
 	if (old)
 		eventfd_ctx_put(old);

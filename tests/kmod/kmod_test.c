@@ -17,7 +17,9 @@
 #include <stddef.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
+#include <grp.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -323,6 +325,8 @@ static void reset_fake(void)
 	fake_set("pt_version", "0x20000");
 	fake_inject(1, 0);
 	set_param("max_pinned_bytes", "0");
+	set_param("max_user_pinned_bytes", "0");
+	set_param("max_user_contexts", "256");
 }
 
 static uint64_t now_ns(void)
@@ -646,15 +650,28 @@ static void t_get_revoked_invalid(void)
 	CHECK_OK(ioctl(fd, GDRPIN_IOC_GET_REVOKED, &g));
 	CHECK(g.count == 0 && g.pending == 0, "nothing revoked");
 
-	/* a bad output pointer: EFAULT, and the revocation is then released */
+	/*
+	 * A bad output pointer: EFAULT, and nothing is released: the handle
+	 * is still pending and the next call with a good pointer returns it.
+	 */
 	char *buf = gpu_alloc(KT_ALIGN);
+	uint64_t h = pin_ok(fd, buf, KT_ALIGN, GDRPIN_PIN_LEGACY);
 
-	pin_ok(fd, buf, KT_ALIGN, GDRPIN_PIN_LEGACY);
 	fake_free(buf, KT_ALIGN);
 	g = (struct gdrpin_get_revoked_args){ .size = sizeof(g),
 		.handles_ptr = 8, .max_handles = 4 };
 	CHECK_ERR(ioctl(fd, GDRPIN_IOC_GET_REVOKED, &g), EFAULT);
-	CHECK(get_stats(fd).fd_pins == 0, "released anyway");
+	CHECK(get_stats(fd).fd_pins == 1 && get_stats(fd).fd_revoked == 1,
+	      "EFAULT kept the revoked handle");
+	memset(hs, 0xcc, sizeof(hs));
+	g = (struct gdrpin_get_revoked_args){ .size = sizeof(g),
+		.handles_ptr = (uintptr_t)hs, .max_handles = 4 };
+	CHECK_OK(ioctl(fd, GDRPIN_IOC_GET_REVOKED, &g));
+	CHECK(g.count == 1 && g.pending == 0 && hs[0] == h,
+	      "count %u pending %llu handle %#llx want %#llx", g.count,
+	      (unsigned long long)g.pending, (unsigned long long)hs[0],
+	      (unsigned long long)h);
+	CHECK(get_stats(fd).fd_pins == 0, "released after the good call");
 	close(fd);
 	check_idle();
 }
@@ -992,6 +1009,152 @@ static void t_exit_releases(void)
 	CHECK(waitpid(pid, &status, 0) == pid && WIFSIGNALED(status), "killed");
 	check_idle();
 	CHECK(stat_val("live_ctx") == 0, "context freed");
+}
+
+/*
+ * The opener exits while a child it forked still holds the fd: the
+ * opener's pins go with its address space, not with the last fd reference
+ * (persistent pins have no free callback that would ever release them).
+ */
+static void t_fork_parent_exit(void)
+{
+	int p[2], status, i;
+	pid_t opener, holder;
+
+	CHECK_OK(prctl(PR_SET_CHILD_SUBREAPER, 1));	/* the holder comes back here */
+	CHECK_OK(pipe(p));
+	opener = fork();
+	CHECK(opener >= 0, "fork");
+	if (opener == 0) {
+		int fd = open_dev();
+		char *buf = gpu_alloc(4 * KT_ALIGN);
+		pid_t c;
+
+		map_status(fd, NULL);
+		for (i = 0; i < 4; i++)
+			pin_ok(fd, buf + i * KT_ALIGN, KT_ALIGN,
+			       i & 1 ? GDRPIN_PIN_LEGACY : 0);
+		c = fork();
+		CHECK(c >= 0, "fork holder");
+		if (c == 0) {
+			for (;;)
+				pause();	/* holds the inherited fd */
+		}
+		CHECK(write(p[1], &c, sizeof(c)) == sizeof(c), "holder pid");
+		_exit(0);
+	}
+	close(p[1]);
+	CHECK(read(p[0], &holder, sizeof(holder)) == sizeof(holder), "holder");
+	CHECK(waitpid(opener, &status, 0) == opener && WIFEXITED(status) &&
+	      WEXITSTATUS(status) == 0, "opener exited");
+	/* The fd (and its context) is alive in the holder, the pins are not. */
+	for (i = 0; i < 100 && stat_val("live_pins"); i++)
+		usleep(20000);
+	CHECK(kill(holder, 0) == 0, "holder alive");
+	CHECK(stat_val("live_ctx") == 1, "holder keeps the context: %lld",
+	      stat_val("live_ctx"));
+	CHECK(stat_val("live_pins") == 0, "opener's pins outlive it: %lld",
+	      stat_val("live_pins"));
+	CHECK(stat_val("pinned_bytes") == 0, "pinned_bytes");
+	CHECK(fake_stat("pinned_pages") == 0, "provider still pins pages");
+	kill(holder, SIGKILL);
+	CHECK(waitpid(holder, &status, 0) == holder, "holder reaped");
+	check_idle();
+	CHECK(stat_val("live_ctx") == 0, "context freed");
+}
+
+/* A child that drops to @uid (group @gid for /dev/gdrpin, as udev does). */
+static pid_t fork_as(uid_t uid, gid_t gid)
+{
+	pid_t pid = fork();
+
+	CHECK(pid >= 0, "fork");
+	if (pid == 0) {
+		CHECK_OK(setgroups(1, &gid));
+		CHECK_OK(setresgid(gid, gid, gid));
+		CHECK_OK(setresuid(uid, uid, uid));
+	}
+	return pid;
+}
+
+static void wait_ok(pid_t pid, const char *what)
+{
+	int status;
+
+	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+	      WEXITSTATUS(status) == 0, "%s", what);
+}
+
+#define USER_GID 4242
+
+static pid_t user_limits_pid;
+
+static void user_limits_restore(void)
+{
+	if (getpid() != user_limits_pid)
+		return;		/* a child's exit: the case is not over */
+	set_param("max_user_contexts", "256");
+	set_param("max_user_pinned_bytes", "0");
+	if (chown("/dev/gdrpin", 0, 0))
+		perror("chown /dev/gdrpin");
+}
+
+/*
+ * Per-uid limits: one uid cannot pin more than max_user_pinned_bytes nor
+ * hold more than max_user_contexts open fds, whatever others do.
+ */
+static void t_user_limits(void)
+{
+	int p[2], fds[4], i;
+	char *buf = gpu_alloc(1 << 20);
+	pid_t a, b;
+	char c;
+
+	user_limits_pid = getpid();
+	CHECK_OK(atexit(user_limits_restore));
+	CHECK_OK(chown("/dev/gdrpin", 0, USER_GID));
+	set_param("max_user_pinned_bytes", "524288");
+	set_param("max_user_contexts", "3");
+	CHECK_OK(pipe(p));
+
+	a = fork_as(1000, USER_GID);
+	if (a == 0) {
+		for (i = 0; i < 3; i++)
+			fds[i] = open_dev();
+		errno = 0;
+		CHECK(open("/dev/gdrpin", O_RDWR) == -1 && errno == EMFILE,
+		      "fourth fd of uid 1000");
+		pin_ok(fds[0], buf, 256 << 10, 0);
+		pin_ok(fds[1], buf, 256 << 10, GDRPIN_PIN_LEGACY); /* full */
+		CHECK_ERR(do_pin(fds[2], buf, KT_ALIGN, 0, NULL), ENOSPC);
+		close(fds[2]);
+		fds[2] = open_dev();	/* a closed fd frees its place */
+		CHECK(write(p[1], "x", 1) == 1, "ready");
+		pause();
+		_exit(0);
+	}
+	close(p[1]);
+	CHECK(read(p[0], &c, 1) == 1, "uid 1000 ready");
+	/* uid 1000 is at both limits; uid 1001 has its own */
+	b = fork_as(1001, USER_GID);
+	if (b == 0) {
+		for (i = 0; i < 3; i++)
+			fds[i] = open_dev();
+		pin_ok(fds[0], buf, 512 << 10, 0);
+		CHECK_ERR(do_pin(fds[1], buf, KT_ALIGN, 0, NULL), ENOSPC);
+		_exit(0);
+	}
+	wait_ok(b, "uid 1001 checks");
+	/* root is a uid like the others */
+	for (i = 0; i < 3; i++)
+		fds[i] = open_dev();
+	CHECK_ERR(open("/dev/gdrpin", O_RDWR), EMFILE);
+	for (i = 0; i < 3; i++)
+		close(fds[i]);
+	kill(a, SIGKILL);
+	waitpid(a, NULL, 0);
+	user_limits_restore();
+	check_idle();
 }
 
 static void t_close_releases(void)
@@ -1459,6 +1622,84 @@ static void lat_run(int fd, size_t len, uint32_t flags, int n)
 	free(tu);
 }
 
+/* ns per in-kernel lookup of [va, va+len) of this process, best of 5. */
+static uint64_t consumer_lookup_ns(const void *va, uint64_t len)
+{
+	uint64_t best = UINT64_MAX, ns;
+	char cmd[128], res[128];
+	int fd, i;
+	ssize_t n;
+	unsigned int cnt;
+
+	for (i = 0; i < 5; i++) {
+		fd = open(CONS_CTL, O_RDWR);
+		CHECK(fd >= 0, "open consumer");
+		snprintf(cmd, sizeof(cmd), "lookup %d %" PRIxPTR " %" PRIx64 " 2000",
+			 (int)getpid(), (uintptr_t)va, len);
+		CHECK(write(fd, cmd, strlen(cmd)) == (ssize_t)strlen(cmd),
+		      "lookup %p", va);
+		n = read(fd, res, sizeof(res) - 1);
+		CHECK(n > 0, "lookup result");
+		res[n] = '\0';
+		CHECK(sscanf(res, "lookup ns=%" SCNu64 " n=%u", &ns, &cnt) == 2,
+		      "result %s", res);
+		close(fd);
+		if (ns < best)
+			best = ns;
+	}
+	return best;
+}
+
+#define SCALE_PINS	10000
+#define SCALE_FDS	3
+
+/*
+ * In-kernel lookup cost against the number of pins of the process: 100
+ * pins, then 10 000 (over three fds, as a process that outgrows one fd's
+ * slots does). Distinct VAs, all backed by the same 64 KiB of a memfd, so
+ * 10 000 pins cost no memory. A lookup over a list grows ~100x from 100 to
+ * 10 000 pins; over the interval trees it stays within a few times.
+ */
+static void t_lookup_scale(void)
+{
+	size_t span = (size_t)(SCALE_PINS + 1) * KT_ALIGN;
+	int fds[SCALE_FDS], mfd, i, per_fd;
+	uint64_t small, large;
+	char *base, *p;
+
+	mfd = memfd_create("gdrpin-scale", 0);
+	CHECK(mfd >= 0, "memfd");
+	CHECK_OK(ftruncate(mfd, KT_ALIGN));
+	p = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(p != MAP_FAILED, "reserve");
+	base = (char *)(((uintptr_t)p + KT_ALIGN - 1) & ~(uintptr_t)(KT_ALIGN - 1));
+	for (i = 0; i < SCALE_PINS; i++)
+		CHECK(mmap(base + (size_t)i * KT_ALIGN, KT_ALIGN,
+			   PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, mfd,
+			   0) != MAP_FAILED, "map %d", i);
+	for (i = 0; i < SCALE_FDS; i++)
+		fds[i] = open_dev();
+	per_fd = (SCALE_PINS + SCALE_FDS - 1) / SCALE_FDS;
+	CHECK((uint32_t)per_fd <= get_version(fds[0]).status_nslots,
+	      "slots per fd");
+
+	for (i = 0; i < 100; i++)
+		pin_ok(fds[0], base + (size_t)i * KT_ALIGN, KT_ALIGN, 0);
+	small = consumer_lookup_ns(base + 99 * KT_ALIGN, 4096);
+	for (i = 100; i < SCALE_PINS; i++)
+		pin_ok(fds[i / per_fd], base + (size_t)i * KT_ALIGN, KT_ALIGN, 0);
+	large = consumer_lookup_ns(base + (size_t)(SCALE_PINS - 1) * KT_ALIGN,
+				   4096);
+	printf("lookup: %" PRIu64 " ns at 100 pins, %" PRIu64 " ns at %d pins "
+	       "(%d fds), x%.1f\n", small, large, SCALE_PINS, SCALE_FDS,
+	       (double)large / (double)(small ? small : 1));
+	CHECK(large < 8 * small, "lookup grows with the pins: %" PRIu64
+	      " ns at 100, %" PRIu64 " ns at %d", small, large, SCALE_PINS);
+	for (i = 0; i < SCALE_FDS; i++)
+		close(fds[i]);
+	check_idle();
+}
+
 static void t_latency(void)
 {
 	int fd = open_dev();
@@ -1472,6 +1713,8 @@ static void t_latency(void)
 	close(fd);
 	check_idle();
 }
+
+#include "kmod_test_dmabuf.c"
 
 /* --- driver --------------------------------------------------------------- */
 
@@ -1500,6 +1743,8 @@ static const struct {
 	{ "scm_rights", t_scm_rights },
 	{ "threads_same_process", t_threads_same_process },
 	{ "exit_releases", t_exit_releases },
+	{ "fork_parent_exit", t_fork_parent_exit },
+	{ "user_limits", t_user_limits },
 	{ "close_releases", t_close_releases },
 	{ "quota", t_quota },
 	{ "inject_errors", t_inject_errors },
@@ -1511,6 +1756,13 @@ static const struct {
 	{ "concurrency", t_concurrency },
 	{ "fuzz", t_fuzz },
 	{ "latency", t_latency },
+	{ "lookup_scale", t_lookup_scale },
+	{ "dmabuf_pin", t_dmabuf_pin },
+	{ "dmabuf_revoke", t_dmabuf_revoke },
+	{ "dmabuf_invalid", t_dmabuf_invalid },
+	{ "dmabuf_quota", t_dmabuf_quota },
+	{ "dmabuf_exit", t_dmabuf_exit },
+	{ "dmabuf_race", t_dmabuf_race },
 };
 
 int main(int argc, char **argv)

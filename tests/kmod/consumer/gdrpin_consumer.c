@@ -13,15 +13,20 @@
  *   write "hold <tgid> <va> <len>"  look up, register a revocation notifier,
  *                                   DMA-map, and keep all of it
  *   write "release"                 unmap, unregister, put
+ *   write "lookup <tgid> <va> <len> <n>"
+ *                                   n lookups (gdrpin_range_get + put);
+ *                                   read gives "lookup ns=<per lookup> n=<n>"
  *   read                            "ok csum=<hex> len=<n> dma=<ok|none>"
  *                                   or "held revoked=<0|1> reason=<n>"
  * The checksum is 64-bit FNV-1a over the bytes.
  */
 #include <linux/debugfs.h>
 #include <linux/highmem.h>
+#include <linux/ktime.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
 #include <linux/pci.h>
+#include <linux/scatterlist.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 
@@ -34,6 +39,7 @@ struct cons_state {
 	struct gdrpin_range *r;
 	struct gdrpin_notifier nb;
 	struct gdrpin_dma_map *map;
+	struct gdrpin_dmabuf_map *dmap;	/* DMA-BUF pins: mapped for pdev */
 	struct pci_dev *pdev;
 	bool registered;
 	bool revoked;
@@ -64,6 +70,48 @@ static u64 cons_fnv(u64 h, const u8 *p, size_t n)
 	return h;
 }
 
+/* st->lock held; reads [va, va + len) through our mapping of a dma-buf. */
+static int cons_checksum_dmabuf(struct cons_state *st, u64 va, u64 len,
+				u64 *sum)
+{
+	const struct sg_table *sgt = gdrpin_dmabuf_map_sgt(st->dmap);
+	struct gdrpin_range_info info;
+	u64 off, h = 0xcbf29ce484222325ULL;
+	struct scatterlist *sg;
+	unsigned int i;
+
+	if (st->revoked)
+		return -ESTALE;
+	gdrpin_range_info(st->r, &info);
+	off = va - info.va;
+	/* no IOMMU in the lab: DMA address == physical address */
+	for_each_sgtable_dma_sg(sgt, sg, i) {
+		u64 seg = sg_dma_len(sg), a;
+
+		if (off >= seg) {
+			off -= seg;
+			continue;
+		}
+		for (a = sg_dma_address(sg) + off; len && a < sg_dma_address(sg) + seg;) {
+			size_t chunk = min_t(u64, len, PAGE_SIZE - offset_in_page(a));
+			void *kva = kmap_local_page(pfn_to_page(PHYS_PFN(a)));
+
+			h = cons_fnv(h, (u8 *)kva + offset_in_page(a), chunk);
+			kunmap_local(kva);
+			a += chunk;
+			len -= chunk;
+		}
+		off = 0;
+		if (!len)
+			break;
+		cond_resched();
+	}
+	if (len)
+		return -ERANGE;
+	*sum = h;
+	return 0;
+}
+
 /* st->lock held; reads [va, va + len) through the page table. */
 static int cons_checksum(struct cons_state *st, u64 va, u64 len, u64 *sum)
 {
@@ -72,6 +120,8 @@ static int cons_checksum(struct cons_state *st, u64 va, u64 len, u64 *sum)
 	u64 off, h = 0xcbf29ce484222325ULL;
 	u32 psz;
 
+	if (st->dmap)
+		return cons_checksum_dmabuf(st, va, len, sum);
 	pt = gdrpin_range_page_table(st->r);
 	if (!pt || st->revoked)
 		return -ESTALE;
@@ -109,6 +159,15 @@ static int cons_check_dma(struct cons_state *st)
 	const struct nvidia_p2p_page_table *pt;
 	u32 i;
 
+	if (st->dmap) {
+		const struct sg_table *sgt = gdrpin_dmabuf_map_sgt(st->dmap);
+		struct scatterlist *sg;
+
+		for_each_sgtable_dma_sg(sgt, sg, i)
+			if (sg_dma_address(sg) != sg_phys(sg))
+				return -EPROTO;
+		return 0;
+	}
 	m = gdrpin_dma_map_mapping(st->map);
 	pt = gdrpin_range_page_table(st->r);
 	if (!m || !pt)
@@ -128,6 +187,9 @@ static void cons_release(struct cons_state *st)
 	if (st->map)
 		gdrpin_range_dma_unmap(st->r, st->map);
 	st->map = NULL;
+	if (st->dmap)
+		gdrpin_range_dmabuf_unmap(st->r, st->dmap);
+	st->dmap = NULL;
 	if (st->registered)
 		gdrpin_range_notifier_unregister(st->r, &st->nb);
 	st->registered = false;
@@ -139,6 +201,7 @@ static void cons_release(struct cons_state *st)
 
 static int cons_acquire(struct cons_state *st, pid_t tgid, u64 va, u64 len)
 {
+	struct gdrpin_range_info info;
 	struct gdrpin_range *r;
 	int ret;
 
@@ -157,7 +220,15 @@ static int cons_acquire(struct cons_state *st, pid_t tgid, u64 va, u64 len)
 	st->registered = true;
 	/* Any PCI device will do as the "peer"; none -> no DMA check. */
 	st->pdev = pci_get_device(PCI_ANY_ID, PCI_ANY_ID, NULL);
-	if (st->pdev) {
+	gdrpin_range_info(r, &info);
+	if (info.mode == GDRPIN_MODE_DMABUF) {
+		ret = st->pdev ? gdrpin_range_dmabuf_map(r, &st->pdev->dev,
+							 &st->dmap) : -ENODEV;
+		if (ret) {
+			cons_release(st);
+			return ret;
+		}
+	} else if (st->pdev) {
 		ret = gdrpin_range_dma_map(r, st->pdev, &st->map);
 		if (ret) {
 			cons_release(st);
@@ -167,10 +238,42 @@ static int cons_acquire(struct cons_state *st, pid_t tgid, u64 va, u64 len)
 	return 0;
 }
 
+/* The cost of one in-kernel lookup by address (pins of a process). */
+static int cons_lookup(struct cons_state *st, pid_t tgid, u64 va, u64 len,
+		       unsigned int n)
+{
+	struct gdrpin_range *r;
+	struct pid *pid;
+	unsigned int i;
+	u64 t0, ns;
+	int ret = 0;
+
+	if (!n)
+		return -EINVAL;
+	pid = find_get_pid(tgid);
+	if (!pid)
+		return -ESRCH;
+	t0 = ktime_get_ns();
+	for (i = 0; i < n && !ret; i++) {
+		r = gdrpin_range_get(pid, va, len);
+		if (IS_ERR(r))
+			ret = PTR_ERR(r);
+		else
+			gdrpin_range_put(r);
+	}
+	ns = ktime_get_ns() - t0;
+	put_pid(pid);
+	if (!ret)
+		snprintf(st->result, sizeof(st->result),
+			 "lookup ns=%llu n=%u\n", ns / n, n);
+	return ret;
+}
+
 static int cons_cmd(struct cons_state *st, char *cmd)
 {
 	long long tgid;
 	u64 va, len, sum = 0;
+	unsigned int n;
 	int ret;
 
 	if (!strcmp(cmd, "release")) {
@@ -184,7 +287,7 @@ static int cons_cmd(struct cons_state *st, char *cmd)
 		ret = cons_acquire(st, (pid_t)tgid, va, len);
 		if (ret)
 			return ret;
-		ret = st->map ? cons_check_dma(st) : 0;
+		ret = st->map || st->dmap ? cons_check_dma(st) : 0;
 		if (!ret) {
 			mutex_lock(&st->lock);
 			ret = cons_checksum(st, va, len, &sum);
@@ -193,10 +296,12 @@ static int cons_cmd(struct cons_state *st, char *cmd)
 		if (!ret)
 			snprintf(st->result, sizeof(st->result),
 				 "ok csum=%016llx len=%llu dma=%s\n", sum, len,
-				 st->map ? "ok" : "none");
+				 st->map || st->dmap ? "ok" : "none");
 		cons_release(st);
 		return ret;
 	}
+	if (sscanf(cmd, "lookup %lld %llx %llx %u", &tgid, &va, &len, &n) == 4)
+		return cons_lookup(st, (pid_t)tgid, va, len, n);
 	if (sscanf(cmd, "hold %lld %llx %llx", &tgid, &va, &len) == 3) {
 		if (st->r)
 			return -EBUSY;
@@ -265,7 +370,6 @@ static const struct file_operations cons_fops = {
 	.release = cons_close,
 	.read = cons_read,
 	.write = cons_write,
-	.llseek = no_llseek,
 };
 
 static int __init cons_init(void)

@@ -49,6 +49,8 @@ static const struct gh_opt gh_opts[] = {
 	       "Most bytes the registration cache keeps pinned (suffixes k, m, g; `0`: no limit). Idle registrations are evicted, least recently used first."),
 	GH_OPT("CACHE_MAX_COUNT", "0", GH_OPT_SIZE, cache_max_count,
 	       "Most registrations the cache keeps (`0`: its capacity, 262144). Idle ones are evicted, least recently used first."),
+	GH_OPT("REMOTE_EXPOSURE", "exact", GH_OPT_STR, remote_exposure,
+	       "What an rkey of cached GPU memory reaches. `exact`: exactly the range the program registered, until its last MR on that range is deregistered (dereg and `ibv_rereg_mr` act as natively; pins stay cached, so a new registration costs only the NIC's part). `allocation`: the whole allocation, until it is freed or evicted, even after `ibv_dereg_mr` (every later registration inside it is a hit)."),
 	GH_OPT("BUFFER_ID", "registry", GH_OPT_STR, buffer_id,
 	       "`registry`: `cuPointerGetAttribute(s)` answers `CU_POINTER_ATTRIBUTE_BUFFER_ID` of a tracked allocation from the registry (its generation with bit 63 set; no driver call). `driver`: always ask the driver."),
 };

@@ -49,7 +49,7 @@ static int dmabuf_possible(int dev, const char **why)
 	return 1;
 }
 
-static int peermem_loaded(void)
+int gh_pin_peermem_loaded(void)
 {
 	return !access("/sys/module/nvidia_peermem", F_OK) ||
 	       !access("/sys/module/nv_peer_mem", F_OK);
@@ -88,7 +88,7 @@ static const struct gh_pin_ops *decide(int dev)
 		gh_info("pin backend: dmabuf (auto: %s)", why);
 		return &gh_pin_dmabuf;
 	}
-	if (peermem_loaded()) {
+	if (gh_pin_peermem_loaded()) {
 		gh_info("pin backend: peermem (auto: %s; nvidia-peermem is loaded)",
 			why);
 		return &gh_pin_peermem;

@@ -72,6 +72,7 @@
 
 #include "internal.h"
 #include "rcache.h"
+#include "vreal.h"
 #include "log.h"
 #include "evlog.h"
 
@@ -87,7 +88,15 @@
 #define W_DEAD		(1ULL << 31)
 #define W_VER_SHIFT	32
 
-enum { E_FREE = 0, E_CACHED, E_RETIRED, E_WRAP };
+/*
+ * E_CACHED: allocation-wide, shared, lazy (key gen, pd, access);
+ * E_RETIRED: replaced by an access upgrade, goes with its last holder;
+ * E_EXACT: exactly the range asked (key gen, pd, access, addr, len),
+ *   shared by identical requests, deregistered with its last holder;
+ * E_WRAP: a registration the program made itself; one per allocation
+ *   it touches, linked in a ring (sib) around one real MR.
+ */
+enum { E_FREE = 0, E_CACHED, E_RETIRED, E_WRAP, E_EXACT };
 
 struct rc_entry {
 	uint64_t word;		/* version | dead | clock | refs (atomic) */
@@ -104,6 +113,9 @@ struct rc_entry {
 	uint32_t handle, lkey, rkey;	/* read by holders of a reference */
 	uint32_t pad_;
 	uint64_t cookie;	/* the pin's, for ops->valid (atomic) */
+	uint64_t addr, len;	/* E_EXACT key (atomic), else 0 */
+	uint32_t sib;		/* E_WRAP ring: next entry + 1 (lock) */
+	uint32_t pad2_;
 };
 
 struct rc_rec {
@@ -128,6 +140,7 @@ struct rc_alias {
 static struct {
 	int ready;
 	int stopped;
+	int exact;		/* GH_RC_EXPOSE_EXACT */
 	const struct gh_pin_ops *ops;
 	uint64_t max_size, max_count;
 	pthread_mutex_t lock;
@@ -137,7 +150,7 @@ static struct {
 	uint32_t *bucket;	/* entry hash heads (atomic) */
 
 	struct rc_rec *rec;
-	uint32_t rec_hi, rec_free;
+	uint32_t rec_hi, rec_free, rec_hand;
 	uint32_t *rec_head;	/* record hash heads (lock) */
 	uint32_t *rec_cnt;	/* records per bucket (atomic, fenced) */
 
@@ -174,7 +187,7 @@ static void atfork_release(void)
 }
 
 int gh_rcache_init(const struct gh_pin_ops *ops, uint64_t max_size,
-		   uint64_t max_count)
+		   uint64_t max_count, unsigned int flags)
 {
 	static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 	int rc_ = 0;
@@ -196,6 +209,7 @@ int gh_rcache_init(const struct gh_pin_ops *ops, uint64_t max_size,
 		goto out;
 	}
 	rc.ops = ops;
+	rc.exact = !!(flags & GH_RC_EXPOSE_EXACT);
 	rc.max_size = max_size;
 	rc.max_count = max_count && max_count < RC_ENT_CAP ? max_count :
 		       RC_ENT_CAP;
@@ -214,6 +228,11 @@ int gh_rcache_ready(void)
 const struct gh_pin_ops *gh_rcache_ops(void)
 {
 	return LD_ACQ(&rc.ready) ? rc.ops : NULL;
+}
+
+int gh_rcache_exact(void)
+{
+	return LD_ACQ(&rc.ready) && rc.exact;
 }
 
 int gh_rcache_access_ok(unsigned int access)
@@ -235,12 +254,20 @@ static int kind_cacheable(const struct gh_range *r)
 	       r->kind == GDRHOOK_KIND_IPC;
 }
 
-static uint32_t hash_ent(uint64_t gen, uint64_t pd, unsigned int access)
+/* addr, len: the E_EXACT key; 0, 0 for allocation-wide entries. */
+static uint32_t hash_ent(uint64_t gen, uint64_t pd, unsigned int access,
+			 uint64_t addr, uint64_t len)
 {
 	uint64_t h = gen * 0x9e3779b97f4a7c15ULL ^
-		     (pd + (access & GH_RC_ACCESS_EXACT)) * 0xc2b2ae3d27d4eb4fULL;
+		     (pd + (access & GH_RC_ACCESS_EXACT)) * 0xc2b2ae3d27d4eb4fULL ^
+		     (addr * 0x165667b19e3779f9ULL + len) * 0x27d4eb2f165667c5ULL;
 
 	return (uint32_t)(h >> (64 - RC_HBITS));
+}
+
+static uint32_t hash_of(const struct rc_entry *e)
+{
+	return hash_ent(e->gen, e->pd, e->access, e->addr, e->len);
 }
 
 static uint32_t hash_rec(uint64_t gen)
@@ -258,47 +285,92 @@ static struct rc_rec *rec_of(const struct rc_entry *e)
 	return e->rec ? &rc.rec[e->rec - 1] : NULL;
 }
 
-/* ---------------------------------------------------------------- events */
+/* ------------------------------------------------------------ event log */
+
+/*
+ * Every record the registration path writes is built here, straight into
+ * the event log layer (evlog.h): pin/unpin, reg/dereg, revoke (r, gen,
+ * mr, pd, access), hit/miss (api, addr, len, alias).
+ */
+struct rc_logarg {
+	const char *api;
+	uint64_t addr, len;	/* hit/miss: what the program asked */
+	const struct rc_rec *r;
+	const struct gh_range *g;
+	uint64_t gen, mr, pd;
+	unsigned int access;
+	int err;
+};
+
+static void rc_log(unsigned int ev, uint64_t t0, const struct rc_logarg *a)
+{
+	uint64_t now = gh_now_ns();
+	struct gh_evrec e;
+
+	memset(&e, 0, sizeof(e));
+	e.ev = (uint16_t)ev;
+	e.t_ns = t0 ? t0 : now;
+	e.dur_ns = t0 ? now - t0 : 0;
+	e.tid = gh_gettid();
+	e.dev = -1;
+	e.gen = a->gen;
+	e.rc = a->err;
+	e.api = a->api;
+	e.aux = a->mr;
+	e.aux2 = a->pd;
+	e.kind = (uint16_t)a->access;
+	if (a->r) {
+		e.ptr = a->r->pin.base;
+		e.size = a->r->pin.size;
+		e.dev = a->r->pin.dev;
+	}
+	if (a->g) {
+		e.ptr = a->addr;
+		e.size = a->len;
+		e.dev = a->g->dev;
+	}
+	if (ev == GH_EV_PIN || ev == GH_EV_UNPIN) {
+		if (a->r->pin.pin_size) {
+			e.ptr = a->r->pin.pin_base;
+			e.size = a->r->pin.pin_size;
+		}
+		e.kind = a->r->pin.kind;
+		e.what = rc.ops->name;
+	}
+	gh_evlog_put(&e);
+}
 
 static void ev_pin(unsigned int ev, const struct rc_rec *r, int err,
 		   uint64_t t0)
 {
-	struct gh_evrec e;
+	struct rc_logarg a = { .r = r, .gen = r->gen, .err = err };
 
-	if (!gh_evlog_enabled())
-		return;
-	gh_evrec_init(&e, ev, t0);
-	e.ptr = r->pin.pin_base ? r->pin.pin_base : r->pin.base;
-	e.size = r->pin.pin_size ? r->pin.pin_size : r->pin.size;
-	e.gen = r->gen;
-	e.dev = r->pin.dev;
-	e.kind = r->pin.kind;
-	e.what = rc.ops->name;
-	e.rc = err;
-	gh_emit(&e);
+	if (gh_evlog_enabled())
+		rc_log(ev, t0, &a);
 }
 
 static void ev_reg(unsigned int ev, const struct rc_entry *x,
 		   const struct rc_rec *r, int err, uint64_t t0)
 {
-	struct gh_evrec e;
+	struct rc_logarg a = { .r = r, .gen = x->gen,
+			       .mr = (uint64_t)(uintptr_t)x->mr, .pd = x->pd,
+			       .access = x->access, .err = err };
 
-	if (!gh_evlog_enabled())
-		return;
-	gh_evrec_init(&e, ev, t0);
-	if (r) {
-		e.ptr = r->pin.base;
-		e.size = r->pin.size;
-		e.dev = r->pin.dev;
-	} else {
-		e.dev = -1;
-	}
-	e.gen = x->gen;
-	e.aux = (uint64_t)(uintptr_t)x->mr;
-	e.aux2 = x->pd;
-	e.kind = (uint16_t)x->access;
-	e.rc = err;
-	gh_emit(&e);
+	if (gh_evlog_enabled())
+		rc_log(ev, t0, &a);
+}
+
+void gh_rcache_log_lookup(int hit, const char *api, uint64_t addr,
+			  uint64_t len, const struct gh_range *g,
+			  const struct ibv_mr *mr, const struct ibv_pd *pd,
+			  unsigned int access, uint64_t t0)
+{
+	struct rc_logarg a = { .api = api, .addr = addr, .len = len, .g = g,
+			       .gen = g->gen, .mr = (uint64_t)(uintptr_t)mr,
+			       .pd = (uint64_t)(uintptr_t)pd, .access = access };
+
+	if (gh_evlog_enabled())
+		rc_log(hit ? GH_EV_HIT : GH_EV_MISS, t0, &a);
 }
 
 /* ------------------------------------------------------- entry word ops */
@@ -333,21 +405,28 @@ static int ent_kill_idle(struct rc_entry *e, uint64_t ver)
 					   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 }
 
-/* Lock-free: find a live entry for (gen, pd) covering want; take a ref. */
+/*
+ * Lock-free: find a live entry for (gen, pd) serving want; take a ref.
+ * len 0: an allocation-wide entry whose access covers want; else the
+ * E_EXACT entry of exactly [addr, addr + len) and exactly want.
+ */
 static struct rc_entry *lookup_ref(uint64_t gen, uint64_t pd,
-				   unsigned int want)
+				   unsigned int want, uint64_t addr,
+				   uint64_t len)
 {
-	uint32_t i = LD_ACQ(&rc.bucket[hash_ent(gen, pd, want)]);
+	uint32_t i = LD_ACQ(&rc.bucket[hash_ent(gen, pd, want, addr, len)]);
 
 	for (int steps = 0; i && steps < RC_STEPS; steps++) {
 		struct rc_entry *e = &rc.ent[i - 1];
 		uint64_t w = LD_ACQ(&e->word);
 
 		if (!(w & W_DEAD) && LD(&e->gen) == gen && LD(&e->pd) == pd &&
-		    covers(LD(&e->access), want)) {
+		    LD(&e->addr) == addr && LD(&e->len) == len &&
+		    (len ? LD(&e->access) == want :
+		     covers(LD(&e->access), want))) {
 			uint32_t t = LD(&e->type);
 
-			if ((t == E_CACHED || t == E_RETIRED) &&
+			if ((t == E_CACHED || t == E_RETIRED || t == E_EXACT) &&
 			    (w & W_REFS) < W_REFS &&
 			    (!rc.ops->valid || rc.ops->valid(LD(&e->cookie))) &&
 			    __atomic_compare_exchange_n(&e->word, &w,
@@ -365,7 +444,7 @@ static struct rc_entry *lookup_ref(uint64_t gen, uint64_t pd,
 
 static void hash_unlink(struct rc_entry *e)
 {
-	uint32_t *pp = &rc.bucket[hash_ent(e->gen, e->pd, e->access)];
+	uint32_t *pp = &rc.bucket[hash_of(e)];
 	uint32_t me = ent_idx(e), i;
 
 	while ((i = LD(pp)) != 0) {
@@ -381,7 +460,7 @@ static void hash_unlink(struct rc_entry *e)
 static struct rc_entry *hash_find_cur(uint64_t gen, uint64_t pd,
 				      unsigned int access)
 {
-	uint32_t i = LD(&rc.bucket[hash_ent(gen, pd, access)]);
+	uint32_t i = LD(&rc.bucket[hash_ent(gen, pd, access, 0, 0)]);
 
 	while (i) {
 		struct rc_entry *e = &rc.ent[i - 1];
@@ -425,7 +504,7 @@ static void ent_reclaim(struct rc_entry *e)
 
 static struct rc_entry *ent_new(struct rc_rec *r, uint32_t type,
 				struct ibv_pd *pd, unsigned int access,
-				struct ibv_mr *mr)
+				struct ibv_mr *mr, uint64_t addr, uint64_t len)
 {
 	struct rc_entry *e;
 	uint64_t ver;
@@ -445,6 +524,9 @@ static struct rc_entry *ent_new(struct rc_rec *r, uint32_t type,
 	ST(&e->access, access);
 	ST(&e->type, type);
 	ST(&e->cookie, r ? r->pin.cookie : 0);
+	ST(&e->addr, addr);
+	ST(&e->len, len);
+	e->sib = 0;
 	e->mr = mr;
 	e->ctx = pd ? (uint64_t)(uintptr_t)pd->context : 0;
 	e->handle = mr->handle;
@@ -464,7 +546,7 @@ static struct rc_entry *ent_new(struct rc_rec *r, uint32_t type,
 
 static void hash_insert(struct rc_entry *e)
 {
-	uint32_t *head = &rc.bucket[hash_ent(e->gen, e->pd, e->access)];
+	uint32_t *head = &rc.bucket[hash_of(e)];
 
 	ST(&e->hnext, LD(head));
 	ST_REL(head, ent_idx(e));
@@ -474,6 +556,33 @@ static void hash_insert(struct rc_entry *e)
  * e was just killed by us (refs references left).  Deregister for real;
  * reclaim it, or leave it detached for its last holder (revoked).
  */
+static void rec_free_if_unused(struct rc_rec *r);
+static void ent_finish(struct rc_entry *e, int64_t refs, int revoke);
+
+/*
+ * e (E_WRAP) was finished: its real MR is gone, so every other entry of
+ * its ring goes too (one per allocation the registration touched).
+ */
+static void ring_finish(struct rc_entry *e, int revoke)
+{
+	uint32_t me = ent_idx(e), i = e->sib;
+
+	e->sib = 0;
+	while (i && i != me) {
+		struct rc_entry *x = &rc.ent[i - 1];
+		struct rc_rec *xr = rec_of(x);
+		int64_t refs;
+
+		i = x->sib;
+		x->sib = 0;
+		x->mr = NULL;		/* deregistered with e */
+		refs = ent_kill(x);
+		if (refs >= 0)
+			ent_finish(x, refs, revoke);
+		rec_free_if_unused(xr);
+	}
+}
+
 static void ent_finish(struct rc_entry *e, int64_t refs, int revoke)
 {
 	uint32_t type = LD(&e->type);
@@ -481,9 +590,9 @@ static void ent_finish(struct rc_entry *e, int64_t refs, int revoke)
 	uint64_t t0 = gh_now_ns();
 	int err = 0;
 
-	if (type == E_CACHED)
+	if (type == E_CACHED || type == E_EXACT)
 		hash_unlink(e);
-	if (type == E_CACHED || type == E_RETIRED)
+	if (type == E_CACHED || type == E_RETIRED || type == E_EXACT)
 		__atomic_sub_fetch(&rc.n_entries, 1, __ATOMIC_RELAXED);
 	if (e->mr) {
 		err = rc.ops->dereg(e->mr);
@@ -494,22 +603,16 @@ static void ent_finish(struct rc_entry *e, int64_t refs, int revoke)
 				(void *)e->mr, -err);
 		e->mr = NULL;
 	}
+	if (e->sib)
+		ring_finish(e, revoke);
 	if (revoke)
 		CTR(stale_averted, 1);
 	if (refs > 0) {
 		CTR(revoked, 1);
 		if (gh_evlog_enabled()) {
-			struct gh_evrec v;
+			struct rc_logarg a = { .r = r, .gen = e->gen };
 
-			memset(&v, 0, sizeof(v));
-			v.ev = GH_EV_REVOKE;
-			v.t_ns = t0;
-			v.tid = gh_gettid();
-			v.ptr = r ? r->pin.base : 0;
-			v.size = r ? r->pin.size : 0;
-			v.gen = e->gen;
-			v.dev = r ? r->pin.dev : -1;
-			gh_emit(&v);
+			rc_log(GH_EV_REVOKE, t0, &a);
 		}
 		rec_unlink_ent(e);	/* the last holder reclaims it */
 	} else {
@@ -666,6 +769,34 @@ static int evict_one(const struct rc_rec *skip, int ignore_clock)
 	return 0;
 }
 
+/*
+ * Unpin one record that holds a pin but no registration (exact exposure
+ * keeps pins after the last MR on them is gone); not skip.  1 if done.
+ */
+static int evict_idle_pin(const struct rc_rec *skip)
+{
+	uint32_t hi = rc.rec_hi;
+
+	for (uint32_t n = 0; n < hi; n++) {
+		struct rc_rec *r;
+
+		if (rc.rec_hand >= hi)
+			rc.rec_hand = 0;
+		r = &rc.rec[rc.rec_hand++];
+		if (r == skip || !r->used || !r->pinned || r->ents || r->busy)
+			continue;
+		rec_free_if_unused(r);
+		CTR(evictions, 1);
+		return 1;
+	}
+	return 0;
+}
+
+static int evict_any(const struct rc_rec *skip, int ignore_clock)
+{
+	return evict_idle_pin(skip) || evict_one(skip, ignore_clock);
+}
+
 static uint64_t pin_bytes_of(const struct rc_rec *r)
 {
 	uint64_t lo = r->pin.base & ~(GH_PIN_ALIGN - 1);
@@ -683,7 +814,7 @@ static int make_room(const struct rc_rec *r)
 		if (!evict_one(r, 0))
 			return -ENOSPC;
 	while (rc.max_size && rc.pinned_bytes + need > rc.max_size)
-		if (!evict_one(r, 0))
+		if (!evict_any(r, 0))
 			return -ENOSPC;
 	return 0;
 }
@@ -692,7 +823,7 @@ static int evict_all_idle(const struct rc_rec *skip)
 {
 	int n = 0;
 
-	while (evict_one(skip, 1))
+	while (evict_any(skip, 1))
 		n++;
 	return n;
 }
@@ -721,14 +852,14 @@ static int do_pin(struct rc_rec *r)
 	return 0;
 }
 
-static int do_reg(struct rc_rec *r, struct ibv_pd *pd, unsigned int access,
-		  struct ibv_mr **mr_p)
+static int do_reg(struct rc_rec *r, struct ibv_pd *pd, uint64_t addr,
+		  uint64_t len, unsigned int access, struct ibv_mr **mr_p)
 {
-	int err = rc.ops->reg(&r->pin, pd, access, mr_p);
+	int err = rc.ops->reg(&r->pin, pd, addr, len, access, mr_p);
 
 	if (retryable(err) && evict_all_idle(r)) {
 		CTR(retries, 1);
-		err = rc.ops->reg(&r->pin, pd, access, mr_p);
+		err = rc.ops->reg(&r->pin, pd, addr, len, access, mr_p);
 	}
 	return err;
 }
@@ -829,7 +960,9 @@ static void put_ref(struct rc_entry *e)
 		struct rc_rec *r = rec_of(e);
 
 		ent_finish(e, 0, 0);
-		rec_free_if_unused(r);
+		/* exact: the NIC registration goes, the pin stays cached */
+		if (type != E_EXACT || LD(&rc.stopped))
+			rec_free_if_unused(r);
 	}
 	pthread_mutex_unlock(&rc.lock);
 	gh_guard_leave(was);
@@ -846,7 +979,8 @@ int gh_rcache_reg(const struct gh_range *g, struct ibv_pd *pd, uint64_t addr,
 	struct ibv_mr *mr = NULL, *am;
 	struct rc_rec *r;
 	unsigned int asked = access;
-	int err, hit = 1;
+	uint64_t ka, kl;	/* E_EXACT key, or 0, 0 */
+	int err, hit = 1, ex;
 
 	if (!LD_ACQ(&rc.ready) || LD(&rc.stopped) || !pd)
 		return -ENOTSUP;
@@ -854,12 +988,15 @@ int gh_rcache_reg(const struct gh_range *g, struct ibv_pd *pd, uint64_t addr,
 		return -ENOTSUP;
 	if (!len || addr < g->base || addr - g->base + len > g->size)
 		return -EINVAL;
-	e = lookup_ref(g->gen, pdk, access);
+	ex = rc.exact && (access & GH_RC_ACCESS_REMOTE);
+	ka = ex ? addr : 0;
+	kl = ex ? len : 0;
+	e = lookup_ref(g->gen, pdk, access, ka, kl);
 	if (e)
 		goto found;
 
 	pthread_mutex_lock(&rc.lock);
-	e = lookup_ref(g->gen, pdk, access);
+	e = lookup_ref(g->gen, pdk, access, ka, kl);
 	if (e) {
 		pthread_mutex_unlock(&rc.lock);
 		goto found;
@@ -878,7 +1015,7 @@ int gh_rcache_reg(const struct gh_range *g, struct ibv_pd *pd, uint64_t addr,
 			goto unlock;
 	}
 	r->busy = 1;
-	old = hash_find_cur(g->gen, pdk, access);
+	old = ex ? NULL : hash_find_cur(g->gen, pdk, access);
 	if (old)
 		access |= old->access & GH_RC_ACCESS_PERM;
 	err = make_room(r);
@@ -896,14 +1033,15 @@ int gh_rcache_reg(const struct gh_range *g, struct ibv_pd *pd, uint64_t addr,
 		struct rc_entry tmp = { .gen = g->gen, .pd = pdk,
 					.access = access };
 
-		err = do_reg(r, pd, access, &mr);
+		err = do_reg(r, pd, ex ? addr : g->base, ex ? len : g->size,
+			     access, &mr);
 		tmp.mr = mr;
 		ev_reg(GH_EV_REG, &tmp, r, err, t0);
 	}
 	if (err)
 		goto out;
 	CTR(regs, 1);
-	e = ent_new(r, E_CACHED, pd, access, mr);
+	e = ent_new(r, ex ? E_EXACT : E_CACHED, pd, access, mr, ka, kl);
 	if (!e) {
 		rc.ops->dereg(mr);
 		CTR(deregs, 1);
@@ -940,39 +1078,125 @@ found:
 	return 0;
 }
 
-int gh_rcache_wrap(const struct gh_range *g, struct ibv_mr *real,
-		   unsigned int access, struct ibv_mr **alias_p)
+static int kind_gpu(const struct gh_range *g)
 {
+	return g->kind != GDRHOOK_KIND_HOST &&
+	       g->kind != GDRHOOK_KIND_HOST_REGISTERED;
+}
+
+static int first_gpu(const struct gh_range *g, void *arg)
+{
+	if (!kind_gpu(g))
+		return 0;
+	*(struct gh_range *)arg = *g;
+	return 1;
+}
+
+int gh_rcache_touches(uint64_t addr, uint64_t len, struct gh_range *first_p)
+{
+	struct gh_range g;
+
+	memset(&g, 0, sizeof(g));
+	gh_registry_overlaps(addr, len ? len : 1, first_gpu, &g);
+	if (!g.size)
+		return -ENOENT;
+	*first_p = g;
+	return 0;
+}
+
+struct wrap_walk {
+	struct ibv_mr *real;
+	struct rc_entry *first, *last;
+	int err;
+};
+
+/* Unlink a ring under construction; real stays the program's. */
+static void wrap_undo(struct rc_entry *first)
+{
+	uint32_t me = ent_idx(first), i = first->sib;
+
+	first->sib = 0;
+	while (i && i != me) {
+		struct rc_entry *x = &rc.ent[i - 1];
+		struct rc_rec *xr = rec_of(x);
+
+		i = x->sib;
+		x->sib = 0;
+		ent_kill(x);
+		x->mr = NULL;
+		ent_reclaim(x);
+		rec_free_if_unused(xr);
+	}
+	{
+		struct rc_rec *fr = rec_of(first);
+
+		ent_kill(first);
+		first->mr = NULL;
+		ent_reclaim(first);
+		rec_free_if_unused(fr);
+	}
+}
+
+/* Registry walk (its writer lock held: none of these can be freed now). */
+static int wrap_one(const struct gh_range *g, void *arg)
+{
+	struct wrap_walk *w = arg;
 	struct rc_entry *e = NULL;
-	struct rc_rec *r = NULL;
+	struct rc_rec *r;
+
+	if (!kind_gpu(g))
+		return 0;
+	pthread_mutex_lock(&rc.lock);
+	w->err = rec_get(g, &r);
+	if (!w->err) {
+		e = ent_new(r, E_WRAP, w->real->pd, 0, w->real, 0, 0);
+		if (!e) {
+			w->err = -ENOSPC;
+			rec_free_if_unused(r);
+		}
+	}
+	if (e && !w->first) {
+		w->first = w->last = e;
+	} else if (e) {
+		/* only the first holds the alias's reference */
+		ST_REL(&e->word, LD(&e->word) & ~W_REFS);
+		e->sib = ent_idx(w->first);
+		w->last->sib = ent_idx(e);
+		w->last = e;
+	}
+	pthread_mutex_unlock(&rc.lock);
+	return w->err != 0;
+}
+
+int gh_rcache_wrap(struct ibv_mr *real, uint64_t addr, uint64_t len,
+		   unsigned int access, int plain, struct ibv_mr **alias_p)
+{
+	struct wrap_walk w = { .real = real };
 	struct ibv_mr *am;
-	int err = 0;
 
 	if (!LD_ACQ(&rc.ready) || !real)
 		return -ENOTSUP;
+	gh_registry_overlaps(addr, len ? len : 1, wrap_one, &w);
 	pthread_mutex_lock(&rc.lock);
-	if (g) {
-		err = rec_get(g, &r);
-		if (err)
-			goto unlock;
+	if (w.err && w.first) {
+		wrap_undo(w.first);
+		w.first = NULL;
 	}
-	e = ent_new(r, E_WRAP, real->pd, 0, real);
-	if (!e)
-		err = -ENOSPC;
-	rec_free_if_unused(r);
-unlock:
+	if (!w.err && !w.first) {
+		w.err = -ENOENT;
+		if (plain) {
+			w.first = ent_new(NULL, E_WRAP, real->pd, 0, real, 0, 0);
+			w.err = w.first ? 0 : -ENOSPC;
+		}
+	}
 	pthread_mutex_unlock(&rc.lock);
-	if (err)
-		return err;
-	am = alias_make(e, real->pd, (uint64_t)(uintptr_t)real->addr,
+	if (w.err)
+		return w.err;
+	am = alias_make(w.first, real->pd, (uint64_t)(uintptr_t)real->addr,
 			real->length, access);
 	if (!am) {
-		/* Give the program its own MR back, unwrapped. */
 		pthread_mutex_lock(&rc.lock);
-		ent_kill(e);
-		e->mr = NULL;
-		ent_reclaim(e);
-		rec_free_if_unused(r);
+		wrap_undo(w.first);
 		pthread_mutex_unlock(&rc.lock);
 		return -ENOSPC;
 	}
@@ -1001,11 +1225,12 @@ int gh_rcache_dereg(struct ibv_mr *mr)
 					       __ATOMIC_ACQ_REL,
 					       __ATOMIC_ACQUIRE))
 		return -EINVAL;
-	e = &rc.ent[a->ent - 1];
+	e = a->ent ? &rc.ent[a->ent - 1] : NULL;
 	a->ent = 0;
 	alias_put(a);
 	__atomic_sub_fetch(&rc.ctr.aliases, 1, __ATOMIC_RELAXED);
-	put_ref(e);
+	if (e)
+		put_ref(e);
 	return 0;
 }
 
@@ -1014,16 +1239,22 @@ void gh_rcache_move(struct ibv_mr *mr, struct ibv_mr *new_alias)
 	struct rc_alias *a = alias_of(mr), *n = alias_of(new_alias);
 	struct rc_entry *old;
 
-	if (!a || !n)
+	if (!a)
 		return;
-	old = &rc.ent[a->ent - 1];
-	a->mr = n->mr;
-	a->ent = n->ent;
-	ST(&n->state, 0);
-	n->ent = 0;
-	alias_put(n);
-	__atomic_sub_fetch(&rc.ctr.aliases, 1, __ATOMIC_RELAXED);
-	put_ref(old);
+	old = a->ent ? &rc.ent[a->ent - 1] : NULL;
+	if (n) {
+		a->mr = n->mr;
+		a->ent = n->ent;
+		a->access = n->access;
+		ST(&n->state, 0);
+		n->ent = 0;
+		alias_put(n);
+		__atomic_sub_fetch(&rc.ctr.aliases, 1, __ATOMIC_RELAXED);
+	} else {
+		a->ent = 0;	/* holds nothing; ibv_dereg_mr still works */
+	}
+	if (old)
+		put_ref(old);
 }
 
 unsigned int gh_rcache_alias_access(const struct ibv_mr *mr)
@@ -1039,7 +1270,7 @@ struct ibv_mr *gh_rcache_wrapped(const struct ibv_mr *mr)
 	struct rc_entry *e;
 	struct ibv_mr *real = NULL;
 
-	if (!a)
+	if (!a || !a->ent)
 		return NULL;
 	e = &rc.ent[a->ent - 1];
 	pthread_mutex_lock(&rc.lock);
@@ -1147,11 +1378,20 @@ void gh_rcache_drop_context(struct ibv_context *ctx)
 
 void gh_rcache_purge(int stop)
 {
+	int was;
+
 	if (!LD_ACQ(&rc.ready))
 		return;
 	if (stop)
 		ST(&rc.stopped, 1);
 	drop_matching(0, 0, 0);
+	/* and the pins exact exposure keeps after their last MR */
+	was = gh_guard_enter();
+	pthread_mutex_lock(&rc.lock);
+	while (evict_idle_pin(NULL))
+		;
+	pthread_mutex_unlock(&rc.lock);
+	gh_guard_leave(was);
 }
 
 void gh_rcache_counters(struct gh_rc_counters *c_p)

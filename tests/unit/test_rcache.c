@@ -103,8 +103,8 @@ static struct mock_mr *mock_new(void)
 	return &mk.mr[i];
 }
 
-static int mock_reg(const struct gh_pin *p, struct ibv_pd *pd,
-		    unsigned int access, struct ibv_mr **mr_p)
+static int mock_reg(const struct gh_pin *p, struct ibv_pd *pd, uint64_t addr,
+		    uint64_t len, unsigned int access, struct ibv_mr **mr_p)
 {
 	struct mock_mr *m;
 
@@ -115,11 +115,11 @@ static int mock_reg(const struct gh_pin *p, struct ibv_pd *pd,
 	m = mock_new();
 	m->mr.pd = pd;
 	m->mr.context = pd->context;
-	m->mr.addr = (void *)(uintptr_t)p->base;
-	m->mr.length = p->size;
+	m->mr.addr = (void *)(uintptr_t)addr;
+	m->mr.length = len;
 	m->gen = p->gen;
-	m->base = p->base;
-	m->size = p->size;
+	m->base = addr;
+	m->size = len;
 	m->access = access;
 	__atomic_add_fetch(&mk.regs, 1, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&mk.live_mrs, 1, __ATOMIC_RELAXED);
@@ -165,10 +165,17 @@ static struct ibv_context ctx1, ctx2;
 static struct ibv_pd pd1 = { .context = &ctx1 }, pd2 = { .context = &ctx1 },
 		     pd3 = { .context = &ctx2 };
 
-static void setup(uint64_t max_size, uint64_t max_count)
+static void setup_flags(uint64_t max_size, uint64_t max_count,
+			unsigned int flags)
 {
 	CHECK_EQ(gh_registry_init(), 0);
-	CHECK_EQ(gh_rcache_init(&mock_ops, max_size, max_count), 0);
+	CHECK_EQ(gh_rcache_init(&mock_ops, max_size, max_count, flags), 0);
+}
+
+/* GDRHOOK_REMOTE_EXPOSURE=allocation */
+static void setup(uint64_t max_size, uint64_t max_count)
+{
+	setup_flags(max_size, max_count, 0);
 }
 
 static struct gh_range alloc_kind(uint64_t base, uint64_t size,
@@ -499,18 +506,17 @@ TEST(invalidate_on_ctx_destroy_and_unmap)
 
 TEST(wrapped_registrations_are_revoked)
 {
-	struct gh_range r;
 	struct mock_mr *m;
 	struct ibv_mr *al;
 
 	setup(0, 0);
-	r = alloc_kind(A1, MiB, GDRHOOK_KIND_POOL, 1);
+	alloc_kind(A1, MiB, GDRHOOK_KIND_POOL, 1);
 	m = mock_new();		/* the program's own registration */
 	m->mr.pd = &pd1;
 	m->mr.addr = (void *)(uintptr_t)A1;
 	m->mr.length = 4096;
 	mk.live_mrs++;
-	CHECK_EQ(gh_rcache_wrap(&r, &m->mr, LW, &al), 0);
+	CHECK_EQ(gh_rcache_wrap(&m->mr, A1, 4096, LW, 0, &al), 0);
 	CHECK(al != &m->mr);
 	CHECK_EQ(al->lkey, m->mr.lkey);
 	CHECK_EQ(gh_rcache_alias_access(al), LW);
@@ -519,18 +525,182 @@ TEST(wrapped_registrations_are_revoked)
 	CHECK_EQ(gh_rcache_dereg(al), 0);
 	CHECK_EQ(ctrs().revoked, 1);
 	/* Wrapped, not freed: the program's dereg is the real one. */
-	r = alloc_dev(A1, MiB);
+	alloc_dev(A1, MiB);
 	m = mock_new();
 	mk.live_mrs++;
 	m->mr.pd = &pd1;
-	CHECK_EQ(gh_rcache_wrap(&r, &m->mr, LW, &al), 0);
+	CHECK_EQ(gh_rcache_wrap(&m->mr, A1, 4096, LW, 0, &al), 0);
 	CHECK_EQ(gh_rcache_dereg(al), 0);
 	CHECK(!m->live);
-	/* A wrap of memory already freed is refused (-ESTALE). */
+	/* A wrap of memory already freed: nothing tracked (-ENOENT). */
 	m = mock_new();
 	m->mr.pd = &pd1;
 	free_dev(A1);
-	CHECK_EQ(gh_rcache_wrap(&r, &m->mr, LW, &al), -ESTALE);
+	CHECK_EQ(gh_rcache_wrap(&m->mr, A1, 4096, LW, 0, &al), -ENOENT);
+}
+
+/* A program registration of [addr, addr + len): a mock MR, wrapped. */
+static struct ibv_mr *wrap_span(uint64_t addr, uint64_t len,
+				struct mock_mr **m_p)
+{
+	struct mock_mr *m = mock_new();
+	struct ibv_mr *al = NULL;
+
+	m->mr.pd = &pd1;
+	m->mr.addr = (void *)(uintptr_t)addr;
+	m->mr.length = len;
+	__atomic_add_fetch(&mk.live_mrs, 1, __ATOMIC_RELAXED);
+	CHECK_EQ(gh_rcache_wrap(&m->mr, addr, len, LW | RW, 0, &al), 0);
+	CHECK(al && al != &m->mr);
+	*m_p = m;
+	return al;
+}
+
+/*
+ * Seen: two adjacent allocations, a registration of A + 9000 for 4000
+ * bytes runs into B.  The free of EITHER must revoke it first; so must
+ * the free of the one allocation a registration runs one byte past.
+ */
+TEST(straddling_registrations_revoked_by_any_free)
+{
+	struct mock_mr *m;
+	struct ibv_mr *al;
+
+	setup(0, 0);
+	/* directly adjacent (a sub-allocated granule) */
+	alloc_dev(A1, 10000);
+	alloc_dev(A1 + 10000, 10000);
+	al = wrap_span(A1 + 9000, 4000, &m);
+	free_dev(A1);
+	CHECK(!m->live);		/* revoked before A's free */
+	CHECK_EQ(gh_rcache_dereg(al), 0);
+	free_dev(A1 + 10000);
+	/* B at A's 64 KiB-rounded end: B's free revokes it */
+	alloc_dev(A1, 10000);
+	alloc_dev(A1 + 65536, 10000);
+	al = wrap_span(A1 + 9000, 65536, &m);
+	free_dev(A1 + 65536);
+	CHECK(!m->live);
+	CHECK_EQ(gh_rcache_dereg(al), 0);
+	free_dev(A1);
+	/* one byte past the end of one allocation */
+	alloc_dev(A1, 10000);
+	al = wrap_span(A1 + 5000, 5001, &m);
+	free_dev(A1);
+	CHECK(!m->live);
+	CHECK_EQ(gh_rcache_dereg(al), 0);
+	/* covering several: the middle one's free revokes it */
+	for (int i = 0; i < 5; i++)
+		alloc_dev(A1 + (uint64_t)i * 20000, 10000);
+	al = wrap_span(A1, 5 * 20000, &m);
+	free_dev(A1 + 2 * 20000);
+	CHECK(!m->live);
+	CHECK_EQ(gh_rcache_dereg(al), 0);
+	for (int i = 0; i < 5; i++)
+		if (i != 2)
+			free_dev(A1 + (uint64_t)i * 20000);
+	/* the program deregisters first: every ring member goes */
+	alloc_dev(A1, 10000);
+	alloc_dev(A1 + 10000, 10000);
+	al = wrap_span(A1 + 9000, 4000, &m);
+	CHECK_EQ(gh_rcache_dereg(al), 0);
+	CHECK(!m->live);
+	free_dev(A1);
+	free_dev(A1 + 10000);
+	CHECK_EQ(mk.live_mrs, 0);
+	CHECK_EQ(ctrs().revoked, 4);
+	CHECK_EQ(ctrs().aliases, 0);
+	/* host memory and untracked ranges are not wrapped */
+	{
+		struct mock_mr *h = mock_new();
+
+		h->mr.pd = &pd1;
+		CHECK_EQ(gh_rcache_wrap(&h->mr, A1, 4096, LW, 0, &al), -ENOENT);
+		alloc_kind(A1, MiB, GDRHOOK_KIND_HOST, 0);
+		CHECK_EQ(gh_rcache_wrap(&h->mr, A1, 4096, LW, 0, &al), -ENOENT);
+	}
+}
+
+/*
+ * GDRHOOK_REMOTE_EXPOSURE=exact: a remote-access registration is exactly
+ * the range asked, shared only by identical requests, and deregistered
+ * with the program's last MR on it; the pin stays cached.
+ */
+TEST(exact_exposure)
+{
+	struct gh_range r;
+	struct ibv_mr *a, *b, *c, *l;
+	long pins;
+	int hit;
+
+	setup_flags(0, 0, GH_RC_EXPOSE_EXACT);
+	r = alloc_dev(A1, 4 * MiB);
+	a = reg(&r, &pd1, 4096, 512, LW | RW, &hit);
+	CHECK_EQ(hit, 0);
+	CHECK_EQ(backing(a)->base, A1 + 4096);
+	CHECK_EQ(backing(a)->size, 512);
+	CHECK_EQ(backing(a)->access, LW | RW);
+	b = reg(&r, &pd1, 4096, 512, LW | RW, &hit);
+	CHECK_EQ(hit, 1);
+	CHECK_EQ(b->rkey, a->rkey);
+	/* another range, or other access: its own registration */
+	c = reg(&r, &pd1, 8192, 512, LW | RW, &hit);
+	CHECK_EQ(hit, 0);
+	CHECK(c->rkey != a->rkey);
+	l = reg(&r, &pd1, 4096, 512, LW | RW | RR, &hit);
+	CHECK_EQ(hit, 0);
+	CHECK(l->rkey != a->rkey);
+	CHECK_EQ(gh_rcache_dereg(l), 0);
+	/* local only: allocation-wide, cached lazily as before */
+	l = reg(&r, &pd1, 100, 10, LW, &hit);
+	CHECK_EQ(backing(l)->size, 4 * MiB);
+	CHECK(!(backing(l)->access & RW));
+	pins = mk.pins;
+	CHECK_EQ(mk.live_mrs, 3);
+	CHECK_EQ(gh_rcache_dereg(a), 0);
+	CHECK_EQ(mk.live_mrs, 3);	/* b still holds it */
+	CHECK_EQ(gh_rcache_dereg(b), 0);
+	CHECK_EQ(mk.live_mrs, 2);	/* the rkey is dead */
+	CHECK_EQ(gh_rcache_dereg(c), 0);
+	CHECK_EQ(gh_rcache_dereg(l), 0);
+	CHECK_EQ(mk.live_mrs, 1);	/* the local-only one stays cached */
+	CHECK_EQ(mk.live_pins, 1);	/* and so does the pin */
+	a = reg(&r, &pd1, 4096, 512, LW | RW, &hit);
+	CHECK_EQ(hit, 0);
+	CHECK_EQ(mk.pins, pins);	/* NIC part only */
+	/* the free revokes the held one and unpins */
+	free_dev(A1);
+	CHECK_EQ(mk.live_mrs, 0);
+	CHECK_EQ(mk.live_pins, 0);
+	CHECK_EQ(gh_rcache_dereg(a), 0);
+}
+
+/* ibv_rereg_mr's core: the MR moves; exact: nothing of the old grant. */
+TEST(move_drops_old_grant)
+{
+	struct gh_range r;
+	struct ibv_mr *a, *n;
+	uint32_t old;
+
+	setup_flags(0, 0, GH_RC_EXPOSE_EXACT);
+	r = alloc_dev(A1, MiB);
+	a = reg(&r, &pd1, 4096, 512, LW | RW, NULL);
+	old = a->lkey;
+	n = reg(&r, &pd1, 4096, 512, LW, NULL);
+	gh_rcache_move(a, n);
+	CHECK(!mk.mr[old].live);
+	CHECK_EQ(gh_rcache_alias_access(a), LW);
+	CHECK(!(backing(a)->access & RW));
+	/* the new registration failed: the MR holds nothing */
+	n = reg(&r, &pd1, 0, 64, LW | RW, NULL);
+	old = n->lkey;
+	gh_rcache_move(n, NULL);
+	CHECK(!mk.mr[old].live);
+	CHECK_EQ(gh_rcache_dereg(n), 0);
+	CHECK_EQ(gh_rcache_dereg(a), 0);
+	free_dev(A1);
+	CHECK_EQ(mk.live_mrs, 0);
+	CHECK_EQ(ctrs().aliases, 0);
 }
 
 TEST(lru_count_limit)

@@ -284,8 +284,7 @@ int gh_manual_ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 		return gh_vreal_rereg_mr(mr, flags, pd, addr, length, access);
 	if ((flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) ||
 	    ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!length || !addr)) ||
-	    (access && !(flags & IBV_REREG_MR_CHANGE_ACCESS)) ||
-	    ((flags & IBV_REREG_MR_CHANGE_PD) && !pd)) {
+	    (access && !(flags & IBV_REREG_MR_CHANGE_ACCESS))) {
 		errno = EINVAL;
 		return IBV_REREG_MR_ERR_INPUT;
 	}

@@ -29,6 +29,11 @@
  * makes the cache drop the registration: the next one is a miss, the
  * helper thread unpins), dmabuf (does rxe take ibv_reg_dmabuf_mr?).
  *
+ * GDRHOOK_REMOTE_EXPOSURE=exact (the default): the second registration is
+ * a miss on the same pin (its own NIC registration, another rkey), and
+ * after ibv_dereg_mr, before the free, the NIC must already refuse the
+ * first rkey.  =allocation: the second registration is a hit.
+ *
  * Usage: rdma_realloc CASE [ITERS]   prints "ok CASE: ..." or
  * "FAIL CASE: why" and exits 0 / 1 (77: skipped).
  */
@@ -52,6 +57,7 @@
 #define BG		0xEE
 
 static const char *cname = "?";
+static int exact;	/* GDRHOOK_REMOTE_EXPOSURE */
 static struct gdrhook_preload gh;
 
 static void fail(const char *fmt, ...)
@@ -482,8 +488,15 @@ static int run_route(enum route r, int iters)
 			fail("iteration %d: second ibv_reg_mr: %s", it,
 			     strerror(errno));
 		log_read(&ev);
-		if (cacheable && (ev.hits != 1 || ev.misses ||
-				  ev.hit_gen != gen || m2->rkey != m1->rkey))
+		if (cacheable && exact &&
+		    (ev.hits || ev.misses != 1 || ev.pins ||
+		     ev.miss_gen != gen || m2->rkey == m1->rkey))
+			fail("iteration %d: second registration inside generation %llu (exact): %d hits, %d misses, %d pins, rkey %#x vs %#x; want a miss on the same pin with its own rkey",
+			     it, (unsigned long long)gen, ev.hits, ev.misses,
+			     ev.pins, m2->rkey, m1->rkey);
+		if (cacheable && !exact &&
+		    (ev.hits != 1 || ev.misses ||
+		     ev.hit_gen != gen || m2->rkey != m1->rkey))
 			fail("iteration %d: second registration inside generation %llu: %d hits, %d misses, rkey %#x vs %#x; want one hit on the same registration",
 			     it, (unsigned long long)gen, ev.hits, ev.misses,
 			     m2->rkey, m1->rkey);
@@ -501,6 +514,10 @@ static int run_route(enum route r, int iters)
 		if (ibv_dereg_mr(m2) || ibv_dereg_mr(m1))
 			fail("iteration %d: ibv_dereg_mr: %s", it,
 			     strerror(errno));
+		if (exact && probe_stale(p + off1, prev_rkey, 4096) ==
+		    IBV_WC_SUCCESS)
+			fail("iteration %d: exact exposure: an RDMA WRITE with rkey %#x was accepted after ibv_dereg_mr",
+			     it, prev_rkey);
 		r_free(p);
 		log_read(&ev);
 		if (!ev.deregs || (cacheable && ev.unpins != 1))
@@ -517,8 +534,10 @@ static int run_route(enum route r, int iters)
 	if (iters > 1 && same != iters - 1)
 		fail("the driver double returned the same address %d of %d times (expected every time: the test relies on it)",
 		     same, iters - 1);
-	printf("ok %s: %d iterations at %#llx, %d same-address reallocations, each a miss of a new generation, data landed in the new buffer every time, %d stale rkeys refused by the NIC\n",
-	       cname, iters, (unsigned long long)prev, same, refused);
+	printf("ok %s (%s exposure): %d iterations at %#llx, %d same-address reallocations, each a miss of a new generation, data landed in the new buffer every time, %d stale rkeys refused by the NIC%s\n",
+	       cname, exact ? "exact" : "allocation", iters,
+	       (unsigned long long)prev, same, refused,
+	       exact ? " (and each rkey refused right after ibv_dereg_mr)" : "");
 	return 0;
 }
 
@@ -672,6 +691,8 @@ int main(int argc, char **argv)
 	if (argc < 2)
 		fail("usage: rdma_realloc free|freeasync|pool|ctx|vmm|revoke|dmabuf [ITERS]");
 	cname = argv[1];
+	exact = !getenv("GDRHOOK_REMOTE_EXPOSURE") ||
+		strcmp(getenv("GDRHOOK_REMOTE_EXPOSURE"), "allocation");
 	if (gdrhook_preload_open(&gh))
 		fail("libgdrhook.so is not preloaded");
 	log_path = getenv("GDRHOOK_LOG");

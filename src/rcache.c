@@ -65,6 +65,7 @@
  * another thread.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -79,9 +80,10 @@
 #define RC_ENT_CAP	(1u << 18)
 #define RC_REC_CAP	(1u << 18)
 #define RC_ALIAS_CAP	(1u << 20)
-#define RC_HBITS	16
+#define RC_HBITS	18
 #define RC_RBITS	14
 #define RC_STEPS	32	/* lock-free chain walk bound: then slow path */
+#define RC_ADOPT_CAP	4096
 
 #define W_REFS		0x3fffffffULL
 #define W_CLOCK		(1ULL << 30)
@@ -98,25 +100,26 @@
  */
 enum { E_FREE = 0, E_CACHED, E_RETIRED, E_WRAP, E_EXACT };
 
+/* A hit reads the first cache line only. */
 struct rc_entry {
 	uint64_t word;		/* version | dead | clock | refs (atomic) */
 	uint64_t gen;		/* key: atomic */
 	uint64_t pd;		/* key: atomic */
+	uint64_t addr, len;	/* E_EXACT key (atomic), else 0 */
 	uint32_t access;	/* key: atomic */
 	uint32_t type;		/* E_*: atomic */
 	uint32_t hnext;		/* hash chain, index + 1: atomic */
+	uint32_t handle, lkey, rkey;	/* read by holders of a reference */
+	/* second line */
+	uint64_t cookie;	/* the pin's, for ops->valid (atomic) */
+	struct ibv_mr *mr;	/* the real registration (lock) */
+	uint64_t ctx;		/* pd->context */
 	uint32_t rnext;		/* record's entry list (lock) */
 	uint32_t rec;		/* record index + 1, 0: detached (lock) */
 	uint32_t fnext;		/* free list (lock) */
-	struct ibv_mr *mr;	/* the real registration (lock) */
-	uint64_t ctx;		/* pd->context */
-	uint32_t handle, lkey, rkey;	/* read by holders of a reference */
-	uint32_t pad_;
-	uint64_t cookie;	/* the pin's, for ops->valid (atomic) */
-	uint64_t addr, len;	/* E_EXACT key (atomic), else 0 */
 	uint32_t sib;		/* E_WRAP ring: next entry + 1 (lock) */
-	uint32_t pad2_;
-};
+	uint32_t adopted;	/* E_WRAP of a program MR with no alias */
+} __attribute__((aligned(64)));
 
 struct rc_rec {
 	uint64_t gen;
@@ -159,6 +162,12 @@ static struct {
 	uint64_t alias_top;	/* tag << 32 | index + 1 (atomic) */
 
 	uint64_t n_entries, pinned_bytes;	/* lock; read relaxed */
+
+	/* adopted program MRs (gh_rcache_adopt), by pointer (lock) */
+	struct ibv_mr *adopt_mr[RC_ADOPT_CAP];
+	uint32_t adopt_ent[RC_ADOPT_CAP];	/* ring entry + 1, 0: revoked */
+	uint32_t n_adopted;			/* atomic */
+	void *dummy;		/* the page revoked adopted MRs move to */
 	struct gh_rc_counters ctr;
 } rc = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -167,6 +176,46 @@ static struct {
 #define ST(p, v)	__atomic_store_n((p), (v), __ATOMIC_RELAXED)
 #define ST_REL(p, v)	__atomic_store_n((p), (v), __ATOMIC_RELEASE)
 #define CTR(f, n)	__atomic_add_fetch(&rc.ctr.f, (n), __ATOMIC_RELAXED)
+
+/*
+ * What every hit counts (hits, aliases held) goes to a per-thread shard,
+ * written by its owner with plain relaxed load + store: no shared line,
+ * no locked instruction.  Threads past RC_SHARDS share the last shard
+ * with atomic adds.  Readers sum the shards.
+ */
+#define RC_SHARDS	256
+struct rc_shard {
+	uint64_t hits;
+	uint64_t aliases;	/* made minus dropped (wraps around) */
+	uint64_t pad_[6];
+} __attribute__((aligned(64)));
+static struct rc_shard rc_shards[RC_SHARDS];
+static uint32_t rc_shard_next;
+static __thread struct rc_shard *rc_my_shard;
+static __thread int rc_my_shared;
+
+static inline void shard_add(size_t off, uint64_t n)
+{
+	struct rc_shard *s = rc_my_shard;
+	uint64_t *p;
+
+	if (GH_UNLIKELY(!s)) {
+		uint32_t i = __atomic_fetch_add(&rc_shard_next, 1,
+						__ATOMIC_RELAXED);
+
+		rc_my_shared = i >= RC_SHARDS - 1;
+		s = &rc_shards[rc_my_shared ? RC_SHARDS - 1 : i];
+		rc_my_shard = s;
+	}
+	p = (uint64_t *)((char *)s + off);
+	if (GH_UNLIKELY(rc_my_shared))
+		__atomic_add_fetch(p, n, __ATOMIC_RELAXED);
+	else
+		__atomic_store_n(p, __atomic_load_n(p, __ATOMIC_RELAXED) + n,
+				 __ATOMIC_RELAXED);
+}
+
+#define SHARD(f, n)	shard_add(offsetof(struct rc_shard, f), (uint64_t)(n))
 
 static void *map_zero(size_t bytes)
 {
@@ -205,6 +254,11 @@ int gh_rcache_init(const struct gh_pin_ops *ops, uint64_t max_size,
 	rc.rec_cnt = map_zero(sizeof(uint32_t) << RC_RBITS);
 	if (!rc.ent || !rc.rec || !rc.alias || !rc.bucket || !rc.rec_head ||
 	    !rc.rec_cnt) {
+		rc_ = -ENOMEM;
+		goto out;
+	}
+	rc.dummy = map_zero(4096);
+	if (!rc.dummy) {
 		rc_ = -ENOMEM;
 		goto out;
 	}
@@ -527,6 +581,7 @@ static struct rc_entry *ent_new(struct rc_rec *r, uint32_t type,
 	ST(&e->addr, addr);
 	ST(&e->len, len);
 	e->sib = 0;
+	e->adopted = 0;
 	e->mr = mr;
 	e->ctx = pd ? (uint64_t)(uintptr_t)pd->context : 0;
 	e->handle = mr->handle;
@@ -558,6 +613,41 @@ static void hash_insert(struct rc_entry *e)
  */
 static void rec_free_if_unused(struct rc_rec *r);
 static void ent_finish(struct rc_entry *e, int64_t refs, int revoke);
+
+/* The adopt table slot of mr, or -1. */
+static int adopt_find(const struct ibv_mr *mr)
+{
+	for (uint32_t i = 0; i < RC_ADOPT_CAP; i++)
+		if (rc.adopt_mr[i] == mr)
+			return (int)i;
+	return -1;
+}
+
+/*
+ * Take the NIC's access away from an adopted MR without freeing the
+ * program's object: re-register it onto a private page, local read only.
+ * If the provider cannot, deregister it and remember the pointer as
+ * revoked (the program's ibv_dereg_mr then succeeds without a call).
+ */
+static int adopt_revoke(struct ibv_mr *mr)
+{
+	int i = adopt_find(mr), err;
+
+	err = gh_vreal_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION |
+				IBV_REREG_MR_CHANGE_ACCESS, NULL, rc.dummy,
+				4096, 0);
+	if (!err) {
+		if (i >= 0) {
+			rc.adopt_mr[i] = NULL;
+			__atomic_sub_fetch(&rc.n_adopted, 1, __ATOMIC_RELAXED);
+		}
+		return 0;
+	}
+	err = gh_vreal_dereg_mr(mr);
+	if (i >= 0)
+		rc.adopt_ent[i] = 0;
+	return err;
+}
 
 /*
  * e (E_WRAP) was finished: its real MR is gone, so every other entry of
@@ -595,7 +685,7 @@ static void ent_finish(struct rc_entry *e, int64_t refs, int revoke)
 	if (type == E_CACHED || type == E_RETIRED || type == E_EXACT)
 		__atomic_sub_fetch(&rc.n_entries, 1, __ATOMIC_RELAXED);
 	if (e->mr) {
-		err = rc.ops->dereg(e->mr);
+		err = e->adopted ? adopt_revoke(e->mr) : rc.ops->dereg(e->mr);
 		ev_reg(GH_EV_DEREG, e, r, err, t0);
 		CTR(deregs, 1);
 		if (err)
@@ -922,7 +1012,7 @@ static struct ibv_mr *alias_make(struct rc_entry *e, struct ibv_pd *pd,
 	a->ent = ent_idx(e);
 	a->access = access;
 	ST_REL(&a->state, 1);
-	CTR(aliases, 1);
+	SHARD(aliases, 1);
 	return &a->mr;
 }
 
@@ -1072,7 +1162,7 @@ found:
 		return -ENOSPC;
 	}
 	if (hit)
-		CTR(hits, 1);
+		SHARD(hits, 1);
 	*mr_p = am;
 	*hit_p = hit;
 	return 0;
@@ -1205,6 +1295,84 @@ int gh_rcache_wrap(struct ibv_mr *real, uint64_t addr, uint64_t len,
 	return 0;
 }
 
+int gh_rcache_adopt(struct ibv_mr *mr)
+{
+	struct wrap_walk w = { .real = mr };
+	int slot, err = 0;
+
+	if (!LD_ACQ(&rc.ready) || !mr)
+		return -ENOTSUP;
+	gh_registry_overlaps((uintptr_t)mr->addr,
+			     mr->length ? mr->length : 1, wrap_one, &w);
+	pthread_mutex_lock(&rc.lock);
+	if (!w.err && !w.first)
+		err = -ENOENT;
+	else if (w.err)
+		err = w.err;
+	else if ((slot = adopt_find(NULL)) < 0)
+		err = -ENOSPC;
+	if (err) {
+		if (w.first)
+			wrap_undo(w.first);
+		/* never leave it reaching GPU memory untracked */
+		if (err != -ENOENT &&
+		    gh_vreal_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION |
+				      IBV_REREG_MR_CHANGE_ACCESS, NULL,
+				      rc.dummy, 4096, 0))
+			gh_warn("ibv_rereg_mr: mr %p reaches untracked GPU memory",
+				(void *)mr);
+		pthread_mutex_unlock(&rc.lock);
+		return err;
+	}
+	{
+		uint32_t me = ent_idx(w.first), i = me;
+
+		do {
+			struct rc_entry *x = &rc.ent[i - 1];
+
+			x->adopted = 1;
+			i = x->sib;
+		} while (i && i != me);
+	}
+	/* no alias holds it: only a free (or the program) ends it */
+	ST_REL(&w.first->word, LD(&w.first->word) & ~W_REFS);
+	rc.adopt_mr[slot] = mr;
+	rc.adopt_ent[slot] = ent_idx(w.first);
+	__atomic_add_fetch(&rc.n_adopted, 1, __ATOMIC_RELAXED);
+	CTR(wrapped, 1);
+	pthread_mutex_unlock(&rc.lock);
+	return 0;
+}
+
+int gh_rcache_unadopt(struct ibv_mr *mr)
+{
+	int i, rc_ = 0;
+
+	if (!LD_ACQ(&rc.ready) || !LD(&rc.n_adopted))
+		return 0;
+	pthread_mutex_lock(&rc.lock);
+	i = adopt_find(mr);
+	if (i >= 0) {
+		uint32_t ei = rc.adopt_ent[i];
+
+		rc_ = ei ? 1 : -1;
+		rc.adopt_mr[i] = NULL;
+		__atomic_sub_fetch(&rc.n_adopted, 1, __ATOMIC_RELAXED);
+		if (ei) {
+			struct rc_entry *e = &rc.ent[ei - 1];
+			struct rc_rec *r = rec_of(e);
+			int64_t refs = ent_kill(e);
+
+			e->mr = NULL;	/* still the program's */
+			if (refs >= 0)
+				ent_finish(e, refs, 0);
+			rec_free_if_unused(r);
+		}
+	}
+	pthread_mutex_unlock(&rc.lock);
+	return rc_;
+}
+
 static struct rc_alias *alias_of(const struct ibv_mr *mr)
 {
 	struct rc_alias *a;
@@ -1228,7 +1396,7 @@ int gh_rcache_dereg(struct ibv_mr *mr)
 	e = a->ent ? &rc.ent[a->ent - 1] : NULL;
 	a->ent = 0;
 	alias_put(a);
-	__atomic_sub_fetch(&rc.ctr.aliases, 1, __ATOMIC_RELAXED);
+	SHARD(aliases, -1);
 	if (e)
 		put_ref(e);
 	return 0;
@@ -1249,7 +1417,7 @@ void gh_rcache_move(struct ibv_mr *mr, struct ibv_mr *new_alias)
 		ST(&n->state, 0);
 		n->ent = 0;
 		alias_put(n);
-		__atomic_sub_fetch(&rc.ctr.aliases, 1, __ATOMIC_RELAXED);
+		SHARD(aliases, -1);
 	} else {
 		a->ent = 0;	/* holds nothing; ibv_dereg_mr still works */
 	}
@@ -1402,6 +1570,11 @@ void gh_rcache_counters(struct gh_rc_counters *c_p)
 
 	for (size_t i = 0; i < sizeof(c) / sizeof(uint64_t); i++)
 		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+	c.hits = c.aliases = 0;
+	for (int i = 0; i < RC_SHARDS; i++) {
+		c.hits += LD(&rc_shards[i].hits);
+		c.aliases += LD(&rc_shards[i].aliases);
+	}
 	c.entries = LD(&rc.n_entries);
 	c.pinned_bytes = LD(&rc.pinned_bytes);
 	*c_p = c;

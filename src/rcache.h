@@ -88,6 +88,20 @@ void gh_rcache_log_lookup(int hit, const char *api, uint64_t addr,
 			  const struct ibv_mr *mr, const struct ibv_pd *pd,
 			  unsigned int access, uint64_t t0);
 
+/*
+ * A program MR the shim did not hand out (libibverbs' own object) that
+ * the program's ibv_rereg_mr moved onto tracked GPU memory: track it
+ * without an alias, so that the free of anything it touches first moves
+ * it onto a private page with no remote access (or deregisters it when
+ * the provider cannot).  0, -ENOENT (touches no tracked GPU memory),
+ * -ENOSPC (it was moved onto that page at once: never left reaching GPU
+ * memory untracked).  gh_rcache_unadopt (its ibv_dereg_mr or ibv_rereg_mr): 1 if it
+ * was adopted and live, -1 if it was already deregistered by a free (do
+ * not call libibverbs on it), 0 if not adopted.
+ */
+int gh_rcache_adopt(struct ibv_mr *mr);
+int gh_rcache_unadopt(struct ibv_mr *mr);
+
 /* Is mr one of our aliases (live or revoked)? */
 int gh_rcache_is_alias(const struct ibv_mr *mr);
 

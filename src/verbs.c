@@ -257,7 +257,46 @@ int gh_manual_ibv_dereg_mr(struct ibv_mr *mr)
 		errno = saved;
 		return rc ? -rc : 0;
 	}
+	if (gh_rcache_unadopt(mr) < 0) {
+		errno = saved;
+		return 0;	/* a free deregistered it already */
+	}
 	return gh_vreal_dereg_mr_raw(mr);
+}
+
+/*
+ * ibv_rereg_mr of an MR libibverbs handed out (not through the cache):
+ * natively; if that moves it onto tracked GPU memory it is adopted
+ * (rcache.h), so a free still revokes it first.  One already revoked by
+ * a free is a failed command.
+ */
+static int rereg_real(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
+		      void *addr, size_t length, int access)
+{
+	struct gh_range r;
+	int rc, was, e, a;
+
+	if (!gh_active())
+		return gh_vreal_rereg_mr(mr, flags, pd, addr, length, access);
+	was = gh_guard_enter();
+	a = gh_rcache_unadopt(mr);
+	if (a < 0) {
+		gh_guard_leave(was);
+		errno = EINVAL;
+		return IBV_REREG_MR_ERR_CMD;
+	}
+	rc = gh_vreal_rereg_mr(mr, flags, pd, addr, length, access);
+	e = errno;
+	if (!rc && !gh_rcache_touches((uintptr_t)mr->addr, mr->length, &r) &&
+	    gh_rcache_start(&r, mr->pd) && gh_rcache_adopt(mr)) {
+		/* untracked: gh_rcache_adopt moved it off GPU memory */
+		gh_warn_once("ibv_rereg_mr: cannot track a registration moved onto GPU memory: refused");
+		rc = IBV_REREG_MR_ERR_CMD;
+		e = ENOMEM;
+	}
+	gh_guard_leave(was);
+	errno = e;
+	return rc;
 }
 
 /*
@@ -281,7 +320,7 @@ int gh_manual_ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 	int saved = errno, was, e;
 
 	if (!gh_rcache_is_alias(mr))
-		return gh_vreal_rereg_mr(mr, flags, pd, addr, length, access);
+		return rereg_real(mr, flags, pd, addr, length, access);
 	if ((flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) ||
 	    ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!length || !addr)) ||
 	    (access && !(flags & IBV_REREG_MR_CHANGE_ACCESS))) {

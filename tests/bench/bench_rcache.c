@@ -15,7 +15,10 @@
  *
  *   hit         gdrhook: gh_registry_lookup (what the verbs wrapper does)
  *               + gh_rcache_reg + gh_rcache_dereg of 4 KiB inside it;
- *               UCX: ucs_rcache_get + ucs_rcache_region_put of the same.
+ *               UCX: ucs_rcache_get + ucs_rcache_region_put of the same;
+ *               "random": any of the LIVE allocations (cache misses in
+ *               the CPU's caches dominate), "hot": one of 64 (a library's
+ *               working set of buffers).
  *   miss        a registration in an allocation never registered before
  *               (the pin and NIC calls are no-ops): 1 thread.
  *   invalidate  the free of an allocation with one cached registration:
@@ -185,7 +188,7 @@ static uint64_t now_ns(void)
 	return (uint64_t)t.tv_sec * 1000000000ULL + (uint64_t)t.tv_nsec;
 }
 
-static int live;
+static int live, span;
 static struct gh_range *rng;
 
 struct th {
@@ -217,7 +220,7 @@ static void *hitter(void *arg)
 		uint64_t t0, t1;
 
 		for (int k = 0; k < BATCH; k++)
-			addr[k] = BASE0 + (xs(&t->x) % (uint64_t)live) * STRIDE +
+			addr[k] = BASE0 + (xs(&t->x) % (uint64_t)span) * STRIDE +
 				  (xs(&t->x) % 15) * 4096;
 		t0 = now_ns();
 		for (int k = 0; k < BATCH; k++) {
@@ -354,12 +357,14 @@ int main(int argc, char **argv)
 	printf("bench_rcache: %d live allocations of 64 KiB, no-op NIC, %ld cores; ns per operation (batches of %d), p50 / p99, and Mops/s over all threads\n",
 	       live, sysconf(_SC_NPROCESSORS_ONLN), BATCH);
 	printf("UCX ucs_rcache: %s\n", why ? why : "libucs.so.0 (dlopen), same addresses");
-	printf("%-8s | %-28s | %-28s\n", "threads", "gdrhook hit p50/p99 Mops/s",
-	       "UCX hit p50/p99 Mops/s");
+	for (int hot = 0; hot < 2; hot++) {
+	span = hot ? 64 : live;
+	printf("%-8s | %-28s | %-28s\n", hot ? "hot" : "random",
+	       "gdrhook hit p50/p99 Mops/s", "UCX hit p50/p99 Mops/s");
 	for (int nt = 1; nt <= MAXT; nt *= 2) {
 		struct stat g = run_hits(nt, 0, ops / nt > 40000 ? ops / nt : 40000);
 
-		printf("%-8d | %7.0f %7.0f %10.2f%s |", nt, g.p50, g.p99, g.mops,
+		printf("%2d thr   | %7.0f %7.0f %10.2f%s |", nt, g.p50, g.p99, g.mops,
 		       g.bad ? " BAD" : "");
 		if (!why) {
 			struct stat u = run_hits(nt, 1, ops / nt > 40000 ?
@@ -370,6 +375,7 @@ int main(int argc, char **argv)
 		} else {
 			printf(" %s\n", "-");
 		}
+	}
 	}
 	/* misses: allocations never registered, then their frees */
 	{

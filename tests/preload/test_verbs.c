@@ -558,6 +558,44 @@ static int scenario_rereg(void)
 	return 0;
 }
 
+/*
+ * An MR libibverbs made on host memory, moved onto GPU memory by the
+ * program's own ibv_rereg_mr: the free still revokes it first, and the
+ * program's ibv_dereg_mr of it still works.
+ */
+static int scenario_adopt(void)
+{
+	static char host[8192] __attribute__((aligned(4096)));
+	struct ibv_pd *pd;
+	struct ibv_mr *h;
+	CUdeviceptr a, b;
+
+	primary_ctx(0);
+	verbs_load();
+	pd = v.alloc_pd(v.open());
+	a = dev_alloc(MiB);
+	b = dev_alloc(MiB);
+	h = v.reg(pd, host, sizeof(host), LW | RW);
+	CHECK(h && v.is_mr(h));		/* host memory: libibverbs' own */
+	CHECK_EQ(v.rereg(h, IBV_REREG_MR_CHANGE_TRANSLATION, NULL,
+			 (void *)(a + 4096), 512, 0), 0);
+	CHECK_EQ(v.write(pd, h->rkey, a + 4096, "in", 2), 0);
+	CU_OK(cuMemFree(a));
+	CHECK(refused(pd, h->rkey, a + 4096));
+	CHECK_EQ(v.stale(), 0);
+	/* moved again (onto b), then the program deregisters it */
+	CHECK_EQ(v.rereg(h, IBV_REREG_MR_CHANGE_TRANSLATION |
+			 IBV_REREG_MR_CHANGE_ACCESS, NULL, (void *)b, 4096,
+			 LW | RW), 0);
+	CHECK_EQ(v.write(pd, h->rkey, b + 100, "in", 2), 0);
+	CHECK_EQ(v.dereg(h), 0);
+	CHECK(refused(pd, h->rkey, b + 100));
+	CU_OK(cuMemFree(b));
+	CHECK_EQ(v.live(), 0);
+	CHECK_EQ(v.calls("stale_writes"), 0);
+	return 0;
+}
+
 /* stderr into a file while fn runs: how many lines contain what. */
 static int count_in_stderr(const char *path, const char *what)
 {
@@ -658,6 +696,7 @@ static const struct {
 	{ "rereg", scenario_rereg },
 	{ "auto_noimport", scenario_auto_noimport },
 	{ "fds", scenario_fds },
+	{ "adopt", scenario_adopt },
 };
 
 /* ------------------------------------------------------------- cases */
@@ -750,6 +789,15 @@ TEST(rereg_as_natively)
 		const char *env[] = { backends[i], NULL };
 
 		CHECK_EQ(run_scenario("rereg", env), 0);
+	}
+}
+
+TEST(rereg_of_a_real_mr_onto_gpu_memory)
+{
+	for (int i = 0; i < 2; i++) {
+		const char *env[] = { backends[i], NULL };
+
+		CHECK_EQ(run_scenario("adopt", env), 0);
 	}
 }
 

@@ -677,7 +677,7 @@ static void ent_finish(struct rc_entry *e, int64_t refs, int revoke)
 {
 	uint32_t type = LD(&e->type);
 	struct rc_rec *r = rec_of(e);
-	uint64_t t0 = gh_now_ns();
+	uint64_t t0 = gh_evlog_clock();
 	int err = 0;
 
 	if (type == E_CACHED || type == E_EXACT)
@@ -717,7 +717,7 @@ static void rec_free_if_unused(struct rc_rec *r)
 	if (!r || r->ents || r->busy || !r->used)
 		return;
 	if (r->pinned) {
-		uint64_t t0 = gh_now_ns(), bytes = r->pin.pin_size;
+		uint64_t t0 = gh_evlog_clock(), bytes = r->pin.pin_size;
 
 		/* (the backend may clear pin_size) */
 		rc.ops->unpin(&r->pin);
@@ -925,12 +925,12 @@ static int retryable(int err)
 
 static int do_pin(struct rc_rec *r)
 {
-	uint64_t t0 = gh_now_ns();
+	uint64_t t0 = gh_evlog_clock();
 	int err = rc.ops->pin(&r->pin);
 
 	if (retryable(err) && evict_all_idle(r)) {
 		CTR(retries, 1);
-		t0 = gh_now_ns();
+		t0 = gh_evlog_clock();
 		err = rc.ops->pin(&r->pin);
 	}
 	ev_pin(GH_EV_PIN, r, err, t0);
@@ -1119,7 +1119,7 @@ int gh_rcache_reg(const struct gh_range *g, struct ibv_pd *pd, uint64_t addr,
 			goto out;
 	}
 	{
-		uint64_t t0 = gh_now_ns();
+		uint64_t t0 = gh_evlog_clock();
 		struct rc_entry tmp = { .gen = g->gen, .pd = pdk,
 					.access = access };
 

@@ -9,12 +9,15 @@
  * Why the proof: the driver exporting DMA-BUF and libibverbs having
  * ibv_reg_dmabuf_mr say nothing about the NIC (soft-RoCE refuses with
  * EOPNOTSUPP); trusting them made every registration fail once and retry
- * uncached, slower than no shim.  The probe exports the first 64 KiB of
- * the allocation being registered and registers one page of it in the
- * program's own PD (the device the program uses), once per process; on
- * failure auto falls back to peermem when it is loaded, else to none
- * (pass-through), and says so once at the warn level.
+ * uncached, slower than no shim.  The probe allocates a 64 KiB buffer of
+ * its own on the device of the allocation being registered (untracked:
+ * the hook guard is up), exports it and registers one page of it in the
+ * program's own PD, once per process (if that buffer cannot be had, the
+ * program's allocation serves); on failure auto falls back to peermem
+ * when it is loaded, else to none (pass-through), and says so once at
+ * the warn level.
  */
+#include <cuda.h>
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
@@ -40,17 +43,64 @@ static int exposure_flags(void)
 	return GH_RC_EXPOSE_EXACT;
 }
 
-/* Can pd's NIC import a DMA-BUF of g?  0 or -errno (*what: which step). */
+typedef CUresult (*ctx_get_fn)(CUcontext *);
+typedef CUresult (*ctx_set_fn)(CUcontext);
+typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t);
+typedef CUresult (*free_fn)(CUdeviceptr);
+
+static void *drv_sym(const char *name)
+{
+	void *h = gh_libcuda_handle();
+	void *p = h ? gh_real_dlsym(h, name) : NULL;
+
+	return p && !gh_addr_is_ours(p) ? p : NULL;
+}
+
+/*
+ * The probe's own buffer on g's device (op 1: allocate into *d_p, 0:
+ * free *d_p), with g's context (or its device's primary one) bound when
+ * the thread has none.  0, or -1.
+ */
+static int probe_buffer(const struct gh_range *g, int op, CUdeviceptr *d_p)
+{
+	ctx_get_fn get = (ctx_get_fn)drv_sym("cuCtxGetCurrent");
+	ctx_set_fn set = (ctx_set_fn)drv_sym("cuCtxSetCurrent");
+	alloc_fn alloc = (alloc_fn)drv_sym("cuMemAlloc_v2");
+	free_fn fr = (free_fn)drv_sym("cuMemFree_v2");
+	CUcontext cur = NULL;
+	int bound = 0, rc;
+
+	if (!get || !set || !alloc || !fr)
+		return -1;
+	if (get(&cur) != CUDA_SUCCESS || !cur) {
+		uint64_t ctx = g->ctx;
+
+		if (!ctx && (g->dev < 0 || gh_drv_primary_ctx(g->dev, &ctx)))
+			return -1;
+		if (set((CUcontext)(uintptr_t)ctx) != CUDA_SUCCESS)
+			return -1;
+		bound = 1;
+	}
+	rc = op ? alloc(d_p, GH_PIN_ALIGN) : fr(*d_p);
+	if (bound)
+		set(NULL);
+	return rc == CUDA_SUCCESS ? 0 : -1;
+}
+
+/* Can pd's NIC import a DMA-BUF of g's device?  0 or -errno (*what: which
+ * step failed). */
 static int dmabuf_probe(const struct gh_range *g, struct ibv_pd *pd,
 			const char **what)
 {
 	struct gh_pin p;
 	struct ibv_mr *mr = NULL;
-	int err;
+	CUdeviceptr own = 0;
+	int err, have = !probe_buffer(g, 1, &own);
 
 	memset(&p, 0, sizeof(p));
-	p.base = g->base;
-	p.size = g->size < GH_PIN_ALIGN ? g->size : GH_PIN_ALIGN;
+	p.base = have ? (uint64_t)own : g->base;
+	p.size = have ? GH_PIN_ALIGN :
+		 g->size < GH_PIN_ALIGN ? g->size : GH_PIN_ALIGN;
 	p.gen = g->gen;
 	p.ctx = g->ctx;
 	p.dev = g->dev;
@@ -59,13 +109,16 @@ static int dmabuf_probe(const struct gh_range *g, struct ibv_pd *pd,
 	*what = "cuMemGetHandleForAddressRange";
 	err = gh_pin_dmabuf.pin(&p);
 	if (err)
-		return err;
+		goto out;
 	*what = "ibv_reg_dmabuf_mr";
 	err = gh_pin_dmabuf.reg(&p, pd, p.base, p.size < 4096 ? p.size : 4096,
 				IBV_ACCESS_LOCAL_WRITE, &mr);
 	if (!err)
 		gh_pin_dmabuf.dereg(mr);
 	gh_pin_dmabuf.unpin(&p);
+out:
+	if (have)
+		probe_buffer(g, 0, &own);
 	return err;
 }
 

@@ -215,7 +215,8 @@ static inline void shard_add(size_t off, uint64_t n)
 				 __ATOMIC_RELAXED);
 }
 
-#define SHARD(f, n)	shard_add(offsetof(struct rc_shard, f), (uint64_t)(n))
+#define SHARD(f, n) \
+	shard_add(offsetof(struct rc_shard, f), (uint64_t)(n))
 
 static void *map_zero(size_t bytes)
 {
@@ -1275,7 +1276,8 @@ int gh_rcache_wrap(struct ibv_mr *real, uint64_t addr, uint64_t len,
 	if (!w.err && !w.first) {
 		w.err = -ENOENT;
 		if (plain) {
-			w.first = ent_new(NULL, E_WRAP, real->pd, 0, real, 0, 0);
+			w.first = ent_new(NULL, E_WRAP, real->pd, 0, real,
+					  0, 0);
 			w.err = w.first ? 0 : -ENOSPC;
 		}
 	}

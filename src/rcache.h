@@ -94,10 +94,11 @@ void gh_rcache_log_lookup(int hit, const char *api, uint64_t addr,
  * without an alias, so that the free of anything it touches first moves
  * it onto a private page with no remote access (or deregisters it when
  * the provider cannot).  0, -ENOENT (touches no tracked GPU memory),
- * -ENOSPC (it was moved onto that page at once: never left reaching GPU
- * memory untracked).  gh_rcache_unadopt (its ibv_dereg_mr or ibv_rereg_mr): 1 if it
- * was adopted and live, -1 if it was already deregistered by a free (do
- * not call libibverbs on it), 0 if not adopted.
+ * -ENOSPC (then it was moved onto that page at once: never left reaching
+ * GPU memory untracked).
+ * gh_rcache_unadopt, for its ibv_dereg_mr or ibv_rereg_mr: 1 if it was
+ * adopted and live, -1 if a free deregistered it already (do not call
+ * libibverbs on it), 0 if it was not adopted.
  */
 int gh_rcache_adopt(struct ibv_mr *mr);
 int gh_rcache_unadopt(struct ibv_mr *mr);

@@ -354,7 +354,7 @@ int gh_manual_ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 		}
 	}
 	e = errno;
-	gh_rcache_move(mr, nm);	/* NULL: the old grant goes all the same */
+	gh_rcache_move(mr, nm);	/* NULL: the old grant goes too */
 	gh_guard_leave(was);
 	if (!nm) {
 		errno = e;

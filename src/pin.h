@@ -80,6 +80,14 @@ int gh_pin_gdrpin_open(const char **why);
  */
 const struct gh_pin_ops *gh_pin_choose(int dev);
 
+/*
+ * Who a backend tells that the pin of generation gen with this cookie was
+ * revoked behind the hooks' back (gdrpin's helper thread): the cache sets
+ * it at init (gh_rcache_revoke), so no backend calls up into the cache.
+ */
+typedef int (*gh_pin_revoked_fn)(uint64_t gen, uint64_t cookie);
+void gh_pin_on_revoked(gh_pin_revoked_fn fn);
+
 /* Is a peer-memory client for NVIDIA GPUs (nvidia-peermem) loaded? */
 int gh_pin_peermem_loaded(void);
 

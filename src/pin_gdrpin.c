@@ -30,8 +30,9 @@
  *    revoked pin turns the hit into a miss that drops it;
  *  - helper thread (started at the first pin, all signals blocked): waits
  *    in poll() on an eventfd the module signals, drains GET_REVOKED and
- *    drops the affected cache entries (gh_rcache_revoke), so registrations
- *    of revoked memory do not linger until the next use.
+ *    tells the cache (the function it set with gh_pin_on_revoked: no
+ *    call up into the cache's file), which drops the affected entries, so
+ *    registrations of revoked memory do not linger until the next use.
  *
  * Process rules: the fd is opened O_CLOEXEC and bound to this process by
  * the module; in a forked child every pin fails (-EACCES) and registrations
@@ -53,7 +54,13 @@
 #include "internal.h"
 #include "log.h"
 #include "pin.h"
-#include "rcache.h"
+
+static gh_pin_revoked_fn revoked_fn;
+
+void gh_pin_on_revoked(gh_pin_revoked_fn fn)
+{
+	__atomic_store_n(&revoked_fn, fn, __ATOMIC_RELEASE);
+}
 
 const char *gh_gdrpin_dev = "/dev/" GDRPIN_DEVICE_NAME;
 
@@ -199,7 +206,9 @@ static void drain(void)
 		}
 		pthread_mutex_unlock(&gp.lock);
 		for (uint32_t i = 0; i < n; i++) {
-			int hit = gen[i] && gh_rcache_revoke(gen[i], h[i]);
+			gh_pin_revoked_fn fn = __atomic_load_n(&revoked_fn,
+							       __ATOMIC_ACQUIRE);
+			int hit = gen[i] && fn && fn(gen[i], h[i]);
 
 			gh_info("gdrpin: pin %#llx (generation %llu) revoked by the driver%s",
 				(unsigned long long)h[i],

@@ -269,6 +269,7 @@ int gh_rcache_init(const struct gh_pin_ops *ops, uint64_t max_size,
 	rc.max_count = max_count && max_count < RC_ENT_CAP ? max_count :
 		       RC_ENT_CAP;
 	pthread_atfork(atfork_prepare, atfork_release, atfork_release);
+	gh_pin_on_revoked(gh_rcache_revoke);
 	ST_REL(&rc.ready, 1);
 out:
 	pthread_mutex_unlock(&init_lock);

@@ -224,6 +224,13 @@ static void *hitter(void *arg)
 				  (xs(&t->x) % 15) * 4096;
 		t0 = now_ns();
 		for (int k = 0; k < BATCH; k++) {
+			if (t->ucx == 2) {	/* the registry's part alone */
+				struct gh_range g;
+
+				t->bad += gh_registry_lookup(addr[k], 4096,
+							     &g) != 0;
+				continue;
+			}
 #ifdef HAVE_UCS_H
 			if (t->ucx) {
 				ucs_rcache_region_t *r;
@@ -375,6 +382,12 @@ int main(int argc, char **argv)
 		} else {
 			printf(" %s\n", "-");
 		}
+	}
+	{
+		struct stat r = run_hits(1, 2, ops);
+
+		printf("  of which gh_registry_lookup alone (1 thread): p50 %.0f p99 %.0f ns\n",
+		       r.p50, r.p99);
 	}
 	}
 	/* misses: allocations never registered, then their frees */

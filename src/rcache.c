@@ -920,9 +920,11 @@ static int evict_all_idle(const struct rc_rec *skip)
 	return n;
 }
 
+/* Out of memory, NIC resources, or fds (each dmabuf pin holds one). */
 static int retryable(int err)
 {
-	return err == -ENOMEM || err == -ENOSPC;
+	return err == -ENOMEM || err == -ENOSPC || err == -EMFILE ||
+	       err == -ENFILE;
 }
 
 static int do_pin(struct rc_rec *r)

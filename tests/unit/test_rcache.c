@@ -803,6 +803,25 @@ TEST(enomem_retry)
 		 -EACCES);
 }
 
+/* Out of fds (a dmabuf pin holds one): an idle pin goes, then retry;
+ * exact exposure's pins without a registration are idle too. */
+TEST(emfile_retry_evicts_idle_pins)
+{
+	struct gh_range r[2];
+
+	setup_flags(0, 0, GH_RC_EXPOSE_EXACT);
+	r[0] = alloc_dev(A1, MiB);
+	r[1] = alloc_dev(A1 + 2 * MiB, MiB);
+	CHECK_EQ(gh_rcache_dereg(reg(&r[0], &pd1, 0, 64, LW | RW, NULL)), 0);
+	CHECK_EQ(mk.live_mrs, 0);	/* exact: the NIC part went */
+	CHECK_EQ(mk.live_pins, 1);	/* the pin stayed */
+	mk.fail_pin_n = 1;
+	mk.fail_pin_rc = -EMFILE;
+	reg(&r[1], &pd1, 0, 64, LW | RW, NULL);
+	CHECK_EQ(ctrs().retries, 1);
+	CHECK_EQ(mk.live_pins, 1);	/* r[0]'s went, r[1]'s came */
+}
+
 TEST(stale_registration_raced_with_free)
 {
 	struct gh_range r, old;

@@ -569,6 +569,7 @@ static int scenario_adopt(void)
 	struct ibv_pd *pd;
 	struct ibv_mr *h;
 	CUdeviceptr a, b;
+	uint32_t rkey;
 
 	primary_ctx(0);
 	verbs_load();
@@ -588,8 +589,9 @@ static int scenario_adopt(void)
 			 IBV_REREG_MR_CHANGE_ACCESS, NULL, (void *)b, 4096,
 			 LW | RW), 0);
 	CHECK_EQ(v.write(pd, h->rkey, b + 100, "in", 2), 0);
+	rkey = h->rkey;
 	CHECK_EQ(v.dereg(h), 0);
-	CHECK(refused(pd, h->rkey, b + 100));
+	CHECK(refused(pd, rkey, b + 100));
 	CU_OK(cuMemFree(b));
 	CHECK_EQ(v.live(), 0);
 	CHECK_EQ(v.calls("stale_writes"), 0);

@@ -13,7 +13,7 @@
  * GDRHOOK_BACKEND (a single one when it is set in the environment, else
  * auto, peermem and dmabuf) under each GDRHOOK_REMOTE_EXPOSURE
  * (REGCACHE_EXPOSURES, default "exact allocation").  Per buffer size it
- * prints ns per call of
+ * prints the median ns (a loaded host preempts at random) per call of
  *   reg, dereg   ibv_reg_mr / ibv_dereg_mr of the same buffer again
  *                (with the shim: a hit, or the NIC part only with exact);
  *   miss         ibv_reg_mr of a freshly allocated buffer (pin + register);
@@ -181,19 +181,40 @@ static void write_wait(uint64_t raddr, uint32_t rkey)
 }
 
 /* One process: print "R size reg_ns dereg_ns miss_ns xfer_ns". */
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Median: a loaded host preempts the emulated CPU at random; a mean
+ * would be the preemptions' figure. */
+static double median(uint64_t *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_u64);
+	return (double)v[n / 2];
+}
+
 static void child(int iters)
 {
+	uint64_t *reg = calloc((size_t)iters, sizeof(uint64_t));
+	uint64_t *dereg = calloc((size_t)iters, sizeof(uint64_t));
+	uint64_t *miss = calloc((size_t)iters, sizeof(uint64_t));
+	uint64_t *xfer = calloc((size_t)iters, sizeof(uint64_t));
 	CUdevice dev;
 	CUcontext ctx;
 
+	if (!reg || !dereg || !miss || !xfer)
+		die("calloc");
 	if (cuInit(0) || cuDeviceGet(&dev, 0) ||
 	    cuDevicePrimaryCtxRetain(&ctx, dev) || cuCtxSetCurrent(ctx))
 		die("CUDA init");
 	verbs_open(getenv("RDMA_DEV") ? getenv("RDMA_DEV") : "rxe0");
 	for (size_t s = 0; s < NSIZES; s++) {
-		uint64_t t_reg = 0, t_dereg = 0, t_miss = 0, t0, t1, t2;
 		int nmiss = iters / 4 ? iters / 4 : 1;
 		size_t sz = sizes[s];
+		uint64_t t0, t1, t2;
 		CUdeviceptr p;
 		struct ibv_mr *mr;
 
@@ -213,8 +234,8 @@ static void child(int iters)
 			if (ibv_dereg_mr(mr))
 				die("ibv_dereg_mr");
 			t2 = now_ns();
-			t_reg += t1 - t0;
-			t_dereg += t2 - t1;
+			reg[i] = t1 - t0;
+			dereg[i] = t2 - t1;
 		}
 		for (int i = 0; i < nmiss; i++) {
 			CUdeviceptr q;
@@ -226,12 +247,12 @@ static void child(int iters)
 			t1 = now_ns();
 			if (!mr)
 				die("ibv_reg_mr (miss)");
-			t_miss += t1 - t0;
+			miss[i] = t1 - t0;
 			ibv_dereg_mr(mr);
 			cuMemFree(q);
 		}
-		t0 = now_ns();
 		for (int i = 0; i < iters; i++) {
+			t0 = now_ns();
 			mr = ibv_reg_mr(vb.pd, (void *)(uintptr_t)p, sz, ACC);
 			if (!mr)
 				die("ibv_reg_mr");
@@ -239,11 +260,11 @@ static void child(int iters)
 				   mr->rkey);
 			if (ibv_dereg_mr(mr))
 				die("ibv_dereg_mr");
+			xfer[i] = now_ns() - t0;
 		}
-		t1 = now_ns();
-		printf("R %zu %.0f %.0f %.0f %.0f\n", sz, (double)t_reg / iters,
-		       (double)t_dereg / iters, (double)t_miss / nmiss,
-		       (double)(t1 - t0) / iters);
+		printf("R %zu %.0f %.0f %.0f %.0f\n", sz, median(reg, iters),
+		       median(dereg, iters), median(miss, nmiss),
+		       median(xfer, iters));
 		fflush(stdout);
 		cuMemFree(p);
 	}
@@ -253,6 +274,10 @@ static void child(int iters)
 	ibv_destroy_cq(vb.cq);
 	ibv_dealloc_pd(vb.pd);
 	ibv_close_device(vb.ctx);
+	free(reg);
+	free(dereg);
+	free(miss);
+	free(xfer);
 }
 
 struct res {
@@ -330,7 +355,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench_regcache: the run without the shim failed\n");
 		return 1;
 	}
-	printf("registration on %s (\"GPU\" memory of the driver double), %d iterations, ns per call; speed-up = no shim / this, same run\n",
+	printf("registration on %s (\"GPU\" memory of the driver double), %d iterations, median ns per call; speed-up = no shim / this, same run\n",
 	       getenv("RDMA_DEV") ? getenv("RDMA_DEV") : "rxe0", iters);
 	printf("%-20s %9s | %10s %10s %10s %10s | %8s %8s %8s\n",
 	       "configuration", "size", "reg", "dereg", "miss", "xfer",

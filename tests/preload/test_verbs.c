@@ -598,6 +598,173 @@ static int scenario_adopt(void)
 	return 0;
 }
 
+/*
+ * Random shapes over the fake NIC, on the backend of the environment,
+ * with the default (exact) exposure: registrations of random offsets and
+ * lengths (inside one allocation, straddling, running past an end), in
+ * one of two PDs, with random access; random deregistrations, rereg of
+ * access or range, frees.  After every step a peer writes through a
+ * random held MR's rkey at a random address near it: the NIC must take
+ * the write exactly when the program's MR grants it (remote write, its
+ * range, its PD, everything under it still allocated), and no write may
+ * reach freed memory.
+ */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define RND_CYCLES	2000
+#else
+#define RND_CYCLES	20000
+#endif
+#define RND_SLOTS	6
+#define RND_HELD	24
+
+struct rnd_held {
+	struct ibv_mr *mr;
+	uint64_t addr, len;
+	unsigned int access;
+	int pd;
+	uint64_t gens[RND_SLOTS];	/* slot generations it touched */
+};
+
+static uint64_t rnd_next(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
+static int scenario_random(void)
+{
+	static const unsigned int acc[] = { LW, LW | RW,
+					    LW | RW | IBV_ACCESS_REMOTE_READ,
+					    LW | RW | IBV_ACCESS_RELAXED_ORDERING };
+	static struct rnd_held h[RND_HELD];
+	CUdeviceptr base[RND_SLOTS];
+	uint64_t size[RND_SLOTS], gen[RND_SLOTS], next_gen = 1;
+	uint64_t x = 0x853c49e6748fea9bULL, writes = 0, taken = 0, bad = 0;
+	struct ibv_pd *pds[2];
+	struct ibv_context *vctx;
+	int nh = 0, live[RND_SLOTS];
+
+	primary_ctx(0);
+	verbs_load();
+	vctx = v.open();
+	pds[0] = v.alloc_pd(vctx);
+	pds[1] = v.alloc_pd(vctx);
+	for (int i = 0; i < RND_SLOTS; i++) {
+		size[i] = 4096 + rnd_next(&x) % (3 * 65536);
+		base[i] = dev_alloc(size[i]);
+		gen[i] = next_gen++;
+		live[i] = 1;
+	}
+	for (long n = 0; n < RND_CYCLES; n++) {
+		uint64_t op = rnd_next(&x) % 16;
+		int i = (int)(rnd_next(&x) % RND_SLOTS);
+
+		if (op < 2) {			/* free, or allocate again */
+			if (live[i]) {
+				CU_OK(cuMemFree(base[i]));
+				live[i] = 0;
+				CHECK_EQ(v.stale(), 0);
+			} else {
+				base[i] = dev_alloc(size[i]);
+				gen[i] = next_gen++;
+				live[i] = 1;
+			}
+		} else if (op < 8 && nh < RND_HELD && live[i]) {
+			struct rnd_held *r = &h[nh];
+			int64_t off = (int64_t)(rnd_next(&x) % (size[i] + 8192)) - 4096;
+
+			r->addr = base[i] + (uint64_t)off;
+			r->len = 1 + rnd_next(&x) % (rnd_next(&x) % 4 ? 8192 : 4 * 65536);
+			r->access = acc[rnd_next(&x) % 4];
+			r->pd = (int)(rnd_next(&x) % 2);
+			for (int k = 0; k < RND_SLOTS; k++)
+				r->gens[k] = live[k] && base[k] < r->addr + r->len &&
+					     r->addr < base[k] + size[k] ?
+					     gen[k] : 0;
+			r->mr = v.reg2(pds[r->pd], (void *)(uintptr_t)r->addr,
+				       r->len, r->addr, r->access);
+			if (r->mr)
+				nh++;
+		} else if (op < 12 && nh) {
+			int k = (int)(rnd_next(&x) % (uint64_t)nh);
+
+			CHECK_EQ(v.dereg(h[k].mr), 0);
+			h[k] = h[--nh];
+		} else if (op < 14 && nh) {	/* rereg: access or range */
+			struct rnd_held *r = &h[rnd_next(&x) % (uint64_t)nh];
+
+			/* a rereg registers anew: on what is there now */
+			if (rnd_next(&x) & 1) {
+				r->access = acc[rnd_next(&x) % 4];
+				for (int k = 0; k < RND_SLOTS; k++)
+					r->gens[k] = live[k] &&
+						base[k] < r->addr + r->len &&
+						r->addr < base[k] + size[k] ?
+						gen[k] : 0;
+				if (v.rereg(r->mr, IBV_REREG_MR_CHANGE_ACCESS,
+					    NULL, NULL, 0, (int)r->access))
+					r->access = 0;	/* grants nothing */
+			} else if (live[i]) {
+				r->addr = base[i] + rnd_next(&x) % size[i];
+				r->len = 1 + rnd_next(&x) % 8192;
+				for (int k = 0; k < RND_SLOTS; k++)
+					r->gens[k] = live[k] &&
+						base[k] < r->addr + r->len &&
+						r->addr < base[k] + size[k] ?
+						gen[k] : 0;
+				if (v.rereg(r->mr,
+					    IBV_REREG_MR_CHANGE_TRANSLATION,
+					    NULL, (void *)(uintptr_t)r->addr,
+					    r->len, 0))
+					r->access = 0;
+			}
+		}
+		/* a peer's write near a random held MR */
+		if (nh) {
+			struct rnd_held *r = &h[rnd_next(&x) % (uint64_t)nh];
+			int64_t d = (int64_t)(rnd_next(&x) % (r->len + 128)) - 64;
+			uint64_t at = r->addr + (uint64_t)d;
+			int p = (int)(rnd_next(&x) % 4 == 0 ? !r->pd : r->pd);
+			int ok = (r->access & RW) && p == r->pd &&
+				 at >= r->addr && at < r->addr + r->len;
+			int got;
+
+			for (int k = 0; k < RND_SLOTS && ok; k++)
+				if (r->gens[k] && (!live[k] || gen[k] != r->gens[k]))
+					ok = 0;
+			/* only inside tracked memory: host pages are real */
+			for (int k = 0, in = 0; k < RND_SLOTS && ok; k++) {
+				in |= live[k] && at >= base[k] &&
+				      at < base[k] + size[k];
+				if (k == RND_SLOTS - 1 && !in)
+					ok = -1;
+			}
+			if (ok >= 0) {
+				got = v.write(pds[p], r->mr->rkey, at, "w", 1) == 0;
+				writes++;
+				taken += got;
+				bad += got != ok;
+			}
+		}
+	}
+	printf("  random shapes: %d cycles, %llu peer writes checked (%llu taken), %llu against the program's grants, stale writes %lu\n",
+	       RND_CYCLES, (unsigned long long)writes,
+	       (unsigned long long)taken, (unsigned long long)bad,
+	       v.calls("stale_writes"));
+	CHECK_EQ(bad, 0);
+	CHECK_EQ(v.calls("stale_writes"), 0);
+	CHECK(taken > 0 && taken < writes);
+	while (nh)
+		CHECK_EQ(v.dereg(h[--nh].mr), 0);
+	for (int i = 0; i < RND_SLOTS; i++)
+		if (live[i])
+			CU_OK(cuMemFree(base[i]));
+	CHECK_EQ(v.live(), 0);
+	return 0;
+}
+
 /* stderr into a file while fn runs: how many lines contain what. */
 static int count_in_stderr(const char *path, const char *what)
 {
@@ -709,6 +876,7 @@ static const struct {
 	{ "auto_noimport", scenario_auto_noimport },
 	{ "fds", scenario_fds },
 	{ "adopt", scenario_adopt },
+	{ "random", scenario_random },
 };
 
 /* ------------------------------------------------------------- cases */
@@ -810,6 +978,15 @@ TEST(rereg_of_a_real_mr_onto_gpu_memory)
 		const char *env[] = { backends[i], NULL };
 
 		CHECK_EQ(run_scenario("adopt", env), 0);
+	}
+}
+
+TEST_TIMEOUT(random_shapes_every_peer_write_checked, 600)
+{
+	for (int i = 0; i < 2; i++) {
+		const char *env[] = { backends[i], NULL };
+
+		CHECK_EQ(run_scenario("random", env), 0);
 	}
 }
 

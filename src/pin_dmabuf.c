@@ -3,8 +3,8 @@
  * The "dmabuf" backend: the driver exports the whole allocation, rounded
  * out to 64 KiB, as a DMA-BUF (cuMemGetHandleForAddressRange with
  * CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD); each registration is an
- * ibv_reg_dmabuf_mr of exactly the allocation within it (offset = base -
- * pin_base, length = size, iova = base, as UCX and NCCL do).  The fd is
+ * ibv_reg_dmabuf_mr of the range asked within it (offset = addr -
+ * pin_base, iova = addr, as UCX and NCCL do).  The fd is
  * the pin: kept open for further PDs and access upgrades until the
  * allocation is freed or evicted.
  *
@@ -110,13 +110,14 @@ static void dmabuf_unpin(struct gh_pin *p)
 }
 
 static int dmabuf_reg(const struct gh_pin *p, struct ibv_pd *pd,
-		      unsigned int access, struct ibv_mr **mr_p)
+		      uint64_t addr, uint64_t len, unsigned int access,
+		      struct ibv_mr **mr_p)
 {
 	struct ibv_mr *mr;
 
 	errno = 0;
-	mr = gh_vreal_reg_dmabuf_mr(pd, p->base - p->pin_base, p->size,
-				    p->base, p->fd, (int)access);
+	mr = gh_vreal_reg_dmabuf_mr(pd, addr - p->pin_base, len, addr, p->fd,
+				    (int)access);
 	if (!mr)
 		return errno ? -errno : -EIO;
 	*mr_p = mr;

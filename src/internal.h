@@ -34,6 +34,9 @@ struct gh_config {
 	uint64_t cache_max_size;	/* GDRHOOK_CACHE_MAX_SIZE (src/rcache.c) */
 	uint64_t cache_max_count;	/* GDRHOOK_CACHE_MAX_COUNT */
 	const char *buffer_id;		/* GDRHOOK_BUFFER_ID (src/ptrattr.c) */
+	int sync_memops;		/* GDRHOOK_SYNC_MEMOPS (src/syncmemops.c) */
+	uint64_t pin_whole_max;		/* GDRHOOK_PIN_WHOLE_MAX (src/bar.c) */
+	const char *dmabuf_mapping;	/* GDRHOOK_DMABUF_MAPPING (src/pin_dmabuf.c) */
 };
 extern struct gh_config gh_cfg;
 

@@ -32,6 +32,7 @@
 #include "internal.h"
 #include "hookrt.h"
 #include "rcache.h"
+#include "rcache_span.h"
 #include "log.h"
 #include "evlog.h"
 
@@ -211,12 +212,15 @@ static struct ibv_mr *vreg_guarded(const struct vreq *q, int saved_errno)
 	struct ibv_mr *mr, *alias;
 	struct gh_range r;
 	uint64_t t0;
-	int err, hit = 0, e;
+	int err, hit = 0, e, straddle;
 
 	if (untrusted_now() || !q->pd || !q->len)
 		goto pass;
-	if (gh_registry_lookup(addr, q->len, &r))
-		goto pass;	/* untracked, or runs past one allocation */
+	/* untracked, or runs past one allocation (served only as a span of
+	 * VMM mappings: src/rcache_span.c) */
+	straddle = gh_registry_lookup(addr, q->len, &r);
+	if (straddle && straddle != -ERANGE)
+		goto pass;
 	if (r.kind == GDRHOOK_KIND_HOST ||
 	    r.kind == GDRHOOK_KIND_HOST_REGISTERED)
 		goto pass;
@@ -233,8 +237,8 @@ static struct ibv_mr *vreg_guarded(const struct vreq *q, int saved_errno)
 		goto pass;
 	t0 = gh_evlog_clock();
 	if (q->fn != GH_SYM_ibv_reg_dmabuf_mr && q->iova == addr) {
-		err = gh_rcache_reg(&r, q->pd, addr, q->len, q->access, &alias,
-				    &hit);
+		err = gh_rcspan_reg(&r, straddle, q->pd, addr, q->len,
+				    q->access, &alias, &hit);
 		if (!err) {
 			ev_lookup(hit ? GH_EV_HIT : GH_EV_MISS, q, addr, &r,
 				  alias, t0);
@@ -245,6 +249,8 @@ static struct ibv_mr *vreg_guarded(const struct vreq *q, int saved_errno)
 			gh_dbg("%s: cache registration of %p+%zu failed: error %d; passing through",
 			       gh_syms[q->fn].name, q->addr, q->len, -err);
 	}
+	if (straddle)
+		goto pass;
 	errno = saved_errno;
 	mr = call_real(q);
 	if (!mr)

@@ -223,4 +223,8 @@ CUresult fc_getprocaddress(const char *symbol, void **pfn, int ver,
 			   cuuint64_t flags,
 			   CUdriverProcAddressQueryResult *status, int legacy);
 
+/* SYNC_MEMOPS per pointer (fakecuda_sync.c); fc lock held. */
+CUresult fc_syncmemops_set(const struct fc_alloc *a);
+int fc_syncmemops_get(const struct fc_alloc *a);
+
 #endif

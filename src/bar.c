@@ -128,11 +128,11 @@ static uint64_t bar1_nvml(const char *bus)
 
 	if (!h)
 		return 0;
-	init = (int (*)(void))dlsym(h, "nvmlInit_v2");
-	shut = (int (*)(void))dlsym(h, "nvmlShutdown");
-	by_bus = (int (*)(const char *, void **))dlsym(
+	init = (int (*)(void))gh_real_dlsym(h, "nvmlInit_v2");
+	shut = (int (*)(void))gh_real_dlsym(h, "nvmlShutdown");
+	by_bus = (int (*)(const char *, void **))gh_real_dlsym(
 		h, "nvmlDeviceGetHandleByPciBusId_v2");
-	get = (int (*)(void *, struct nvml_bar1 *))dlsym(
+	get = (int (*)(void *, struct nvml_bar1 *))gh_real_dlsym(
 		h, "nvmlDeviceGetBAR1MemoryInfo");
 	if (init && shut && by_bus && get && !init()) {
 		if (by_bus(bus, &d) || get(d, &m))

@@ -35,6 +35,7 @@
 #include <cuda.h>
 
 #include "internal.h"
+#include "log.h"
 #include "pin.h"
 
 typedef CUresult (*get_handle_fn)(void *, CUdeviceptr, size_t,
@@ -97,6 +98,9 @@ static CUresult export_range(get_handle_fn get, uint64_t base, uint64_t size,
 	if (rc != CUDA_SUCCESS && fl && fallback)
 		rc = get(&fd, (CUdeviceptr)base, (size_t)size,
 			 CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+	else if (rc == CUDA_ERROR_NOT_SUPPORTED && fl)
+		gh_warn_once("GDRHOOK_DMABUF_MAPPING=pcie: the driver refuses the PCIe mapping type on device %d; GPU registrations are passed through",
+			     dev);
 	if (rc == CUDA_SUCCESS)
 		*fd_p = fd;
 	return rc;

@@ -325,9 +325,12 @@ int gh_rcspan_reg(const struct gh_range *r, int straddle, struct ibv_pd *pd,
 	}
 	if (gh_bar_extent(r->dev, r->base, w.end - r->base, addr, len, &lo,
 			  &hi) && !straddle) {
-		/* The allocation whole: the cache's own unit. */
+		/* The allocation whole: the cache's own unit.  Memory the
+		 * cache does not pin (pool memory, odd access flags) is
+		 * registered by the program's own call next: it gets
+		 * SYNC_MEMOPS too. */
 		err = gh_rcache_reg(r, pd, addr, len, access, mr_p, hit_p);
-		if (!err && !*hit_p)
+		if ((!err && !*hit_p) || err == -ENOTSUP)
 			gh_syncmemops_ensure(r);
 		return err;
 	}

@@ -6,7 +6,7 @@ FAKE_DIR	:= $(BUILD)/fake
 FAKE_TYPEDEFS	:= $(if $(CUDA_INC),$(dir $(CUDA_INC))cudaTypedefs.h,)
 FAKE_CUDA_SRCS	:= tests/fake/fakecuda_core.c tests/fake/fakecuda_mem.c \
 		   tests/fake/fakecuda_gpa.c tests/fake/fakecuda_unmodeled.c \
-		   tests/fake/fakecuda_sync.c
+		   tests/fake/fakecuda_gdr.c
 FAKE_CUDA_OBJS	:= $(patsubst tests/fake/%.c,$(FAKE_DIR)/obj/%.o,$(FAKE_CUDA_SRCS))
 FAKE_HDRS	:= tests/fake/fakecuda_internal.h tests/fake/fakecuda.h
 FAKE_CFLAGS	:= $(ALL_CFLAGS) -fvisibility=hidden -Itests/fake -I$(FAKE_DIR)

@@ -1,13 +1,40 @@
 // SPDX-License-Identifier: MIT
 /*
- * Synchronous memory operations, as the real driver answers them (H100,
- * driver 580, tests/gpu/vmm_probe.c): cuCtxSetFlags/cuCtxGetFlags keep a
- * context's flags (CU_CTX_SYNC_MEMOPS among them), and the per-pointer
- * CU_POINTER_ATTRIBUTE_SYNC_MEMOPS reads 0 until cuPointerSetAttribute set
- * it; the context flag does not show in the pointer attribute.  The driver
- * refuses the pointer attribute for VMM mappings (NOT_SUPPORTED).
+ * GPUDirect RDMA details, as the real driver answers them (H100, driver
+ * 580, tests/gpu/vmm_probe.c):
+ *
+ *  - cuCtxSetFlags/cuCtxGetFlags keep a context's flags (CU_CTX_SYNC_MEMOPS
+ *    among them); the per-pointer CU_POINTER_ATTRIBUTE_SYNC_MEMOPS reads 0
+ *    until cuPointerSetAttribute set it, and the context flag does not
+ *    show in it; the driver refuses the pointer attribute for VMM mappings
+ *    (NOT_SUPPORTED);
+ *  - the DMA-BUF PCIe mapping type flag is refused (NOT_SUPPORTED) on a
+ *    PCIe-attached GPU; FAKECUDA_C2C=1 makes the devices C2C-attached
+ *    (CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED = 1, as on Grace),
+ *    where it is accepted.  Accepted exports with the flag are counted as
+ *    "cuMemGetHandleForAddressRange:pcie" (fakecuda_calls).
  */
+#include <stdlib.h>
+#include <string.h>
+
 #include "fakecuda_internal.h"
+
+int fc_c2c(void)
+{
+	const char *e = getenv("FAKECUDA_C2C");
+
+	return e && !strcmp(e, "1");
+}
+
+CUresult fc_dmabuf_flags(unsigned long long flags)
+{
+	if (!(flags & CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE))
+		return CUDA_SUCCESS;
+	if (!fc_c2c())
+		return CUDA_ERROR_NOT_SUPPORTED;
+	fc_sym_get("cuMemGetHandleForAddressRange:pcie")->calls++;
+	return CUDA_SUCCESS;
+}
 
 #define SM_CAP 4096
 

@@ -7,7 +7,11 @@
  *    buffers and vLLM-style pools likewise) is served as one cached
  *    registration of the mappings it touches, [first mapping's base, last
  *    mapping's end): within the program's own memory, as the exposure rule
- *    of rcache.c asks.  The real driver exports such a range as one
+ *    of rcache.c asks.  A later registration across mappings that a cached
+ *    span already covers is a hit on it (as a registration inside one
+ *    allocation is a hit on the allocation's registration); one inside a
+ *    single mapping stays that mapping's own (no span search on that
+ *    path).  The real driver exports such a range as one
  *    dma-buf even when the mappings are of different physical allocations
  *    (H100, driver 580; it refuses once one of them is unmapped), so the
  *    dmabuf backend pins a span with one export, like an allocation.
@@ -236,7 +240,19 @@ static int walk_mappings(const struct gh_range *r, uint64_t addr,
 	}
 }
 
-/* A span of w covering [*lo_p, *hi_p), made if needed (state S_NEW until
+/* Are w's mappings a run of s's?  (Then s serves w: its registration
+ * reaches only the program's own mappings, already registered in that
+ * PD.) */
+static int contains(const struct span *s, const struct walk *w)
+{
+	for (uint32_t j = 0; j + w->n <= s->n; j++)
+		if (s->gen[j] == w->gen[0])
+			return !memcmp(s->gen + j, w->gen,
+				       w->n * sizeof(uint64_t));
+	return 0;
+}
+
+/* A span of w, or one that contains it, covering [*lo_p, *hi_p), made if needed (state S_NEW until
  * the cache claims it); its key (0: table full), its extent in *lo_p,
  * *hi_p. */
 static uint64_t span_get(const struct walk *w, uint64_t *lo_p,
@@ -255,8 +271,7 @@ static uint64_t span_get(const struct walk *w, uint64_t *lo_p,
 				free_i = i;
 			continue;
 		}
-		if (s->n == w->n && s->lo <= lo && s->hi >= hi &&
-		    !memcmp(s->gen, w->gen, w->n * sizeof(uint64_t))) {
+		if (s->lo <= lo && s->hi >= hi && contains(s, w)) {
 			key = s->key;
 			*lo_p = s->lo;
 			*hi_p = s->hi;

@@ -120,7 +120,7 @@ static int scenario_span(void)
 {
 	CUmemGenericAllocationHandle h[3];
 	struct ibv_pd *pd, *pd2;
-	struct ibv_mr *m0, *m1, *m1b, *m2, *held;
+	struct ibv_mr *m0, *m1, *m1b, *m2, *held, *m;
 	unsigned long r0;
 	CUdeviceptr va;
 	const char *ep = reg_ep();
@@ -165,6 +165,11 @@ static int scenario_span(void)
 	held = v.reg(pd, (void *)va, 3 * CHUNK, LW | RW);	/* a hit */
 	CHECK(held && held->lkey == m2->lkey);
 	CHECK_EQ(v.calls(ep), r0 + 3);
+	/* chunks 1-2: inside the 3-chunk span, a hit on it */
+	m = v.reg(pd, (void *)(va + 2 * CHUNK - 4096), 8192, LW);
+	CHECK(m && m->lkey == m2->lkey);
+	CHECK_EQ(v.calls(ep), r0 + 3);
+	CHECK_EQ(v.dereg(m), 0);
 	CHECK_EQ(v.dereg(m0), 0);
 	CHECK_EQ(v.dereg(m1), 0);
 	CHECK_EQ(v.dereg(m1b), 0);

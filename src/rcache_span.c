@@ -76,6 +76,13 @@ static uint32_t hash_gen(uint64_t gen)
 	return (uint32_t)((gen * 0x9e3779b97f4a7c15ULL) >> (64 - SP_CBITS));
 }
 
+/* A child of fork: a thread that held the lock is gone (CUDA is unusable
+ * there anyway; the table only has to stay reachable). */
+static void atfork_child(void)
+{
+	pthread_mutex_init(&sp.lock, NULL);
+}
+
 static void init_maps(void)
 {
 	void *s = mmap(NULL, sizeof(struct span) * SP_CAP,
@@ -88,6 +95,7 @@ static void init_maps(void)
 	if (s == MAP_FAILED || c == MAP_FAILED)
 		return;
 	sp.cnt = c;
+	pthread_atfork(NULL, NULL, atfork_child);
 	__atomic_store_n(&sp.s, (struct span *)s, __ATOMIC_RELEASE);
 }
 

@@ -10,6 +10,7 @@
 #include <cuda.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -207,6 +208,70 @@ static int scenario_span(void)
 	for (int i = 0; i < 3; i++)
 		CU_OK(cuMemRelease(h[i]));
 	CU_OK(cuMemAddressFree(va, 3 * CHUNK));
+	return 0;
+}
+
+/* Threads racing on the same spans (misses, claims, hits), rounds
+ * separated by an unmap + remap of the middle chunk. */
+static struct {
+	struct ibv_pd *pd;
+	CUdeviceptr va;
+	int bad;
+} race;
+
+static void *span_worker(void *arg)
+{
+	unsigned int seed = (unsigned int)(uintptr_t)arg;
+
+	for (int i = 0; i < 300; i++) {
+		uint64_t off = (rand_r(&seed) % (3 * CHUNK / 4096)) * 4096;
+		uint64_t len = 4096 + (rand_r(&seed) % (CHUNK / 4096)) * 4096;
+		struct ibv_mr *m;
+
+		if (off + len > 3 * CHUNK)
+			len = 3 * CHUNK - off;
+		m = v.reg(race.pd, (void *)(race.va + off), len, LW | RW);
+		if (!m || v.is_mr(m)) {	/* every shape here is cacheable */
+			__atomic_add_fetch(&race.bad, 1, __ATOMIC_RELAXED);
+			if (m)
+				v.dereg(m);
+			continue;
+		}
+		if (v.write(race.pd, m->rkey, race.va + off + len - 1, "w", 1))
+			__atomic_add_fetch(&race.bad, 1, __ATOMIC_RELAXED);
+		v.dereg(m);
+	}
+	return NULL;
+}
+
+static int scenario_span_threads(void)
+{
+	CUmemGenericAllocationHandle h[3];
+	pthread_t t[4];
+
+	primary_ctx(0);
+	race.pd = verbs_pd();
+	race.va = segment(h);
+	for (int round = 0; round < 4; round++) {
+		for (int i = 0; i < 4; i++)
+			CHECK_EQ(pthread_create(&t[i], NULL, span_worker,
+						(void *)(uintptr_t)(round * 4 + i + 1)),
+				 0);
+		for (int i = 0; i < 4; i++)
+			CHECK_EQ(pthread_join(t[i], NULL), 0);
+		CHECK_EQ(race.bad, 0);
+		/* at most: 3 chunks' own, spans 0-1, 1-2, 0-2 */
+		CHECK(v.live() <= 6);
+		CU_OK(cuMemUnmap(race.va + CHUNK, CHUNK));
+		CHECK(v.live() <= 2);	/* chunks 0 and 2 alone */
+		CHECK_EQ(v.stale(), 0);
+		CU_OK(cuMemRelease(h[1]));
+		h[1] = vmm_create(CHUNK);
+		vmm_map(race.va + CHUNK, h[1]);
+	}
+	for (int i = 0; i < 3; i++)
+		CU_OK(cuMemUnmap(race.va + i * CHUNK, CHUNK));
+	CHECK_EQ(v.live(), 0);
 	return 0;
 }
 
@@ -463,6 +528,7 @@ static const struct {
 	{ "mapping", scenario_mapping },
 	{ "span", scenario_span },
 	{ "span_gaps", scenario_span_gaps },
+	{ "span_threads", scenario_span_threads },
 	{ "budget", scenario_budget },
 	{ "sync_ctx", scenario_sync_ctx },
 	{ "sync_other_ctx", scenario_sync_other_ctx },
@@ -495,6 +561,13 @@ TEST(vmm_span_event_log)
 	CHECK_EQ(LOG_COUNT(path, "\"ev\":\"unpin\""), 4);
 	CHECK(LOG_COUNT(path, "\"ev\":\"revoke\"") >= 1);
 	unlink(path);
+}
+
+TEST(vmm_span_threads)
+{
+	const char *env[] = { "GDRHOOK_BACKEND=peermem", NULL };
+
+	CHECK_EQ(run_scenario("span_threads", env), 0);
 }
 
 TEST(vmm_span_gaps_pass_through)

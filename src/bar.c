@@ -44,7 +44,6 @@ const char *gh_bar_sysfs = "/sys/bus/pci/devices";
 
 static struct {
 	uint64_t budget[BAR_MAX_DEV];	/* + 1; 0: not read yet (atomic) */
-	uint64_t bar1[BAR_MAX_DEV];
 } bar;
 
 static void *drv_sym(const char *name)
@@ -171,7 +170,6 @@ static void read_device(int dev)
 		(unsigned long long)(mem >> 20),
 		(unsigned long long)(budget >> 20),
 		gh_cfg.pin_whole_max ? " (GDRHOOK_PIN_WHOLE_MAX)" : "");
-	__atomic_store_n(&bar.bar1[dev], b1, __ATOMIC_RELAXED);
 	__atomic_store_n(&bar.budget[dev], budget + 1, __ATOMIC_RELEASE);
 }
 
@@ -188,14 +186,6 @@ uint64_t gh_bar_whole_max(int dev)
 		b = __atomic_load_n(&bar.budget[dev], __ATOMIC_ACQUIRE);
 	}
 	return b - 1;
-}
-
-uint64_t gh_bar1_size(int dev)
-{
-	if (dev < 0 || dev >= BAR_MAX_DEV)
-		return 0;
-	gh_bar_whole_max(dev);
-	return __atomic_load_n(&bar.bar1[dev], __ATOMIC_RELAXED);
 }
 
 int gh_bar_extent(int dev, uint64_t base, uint64_t size, uint64_t addr,

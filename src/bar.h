@@ -19,10 +19,9 @@
 int gh_bar_extent(int dev, uint64_t base, uint64_t size, uint64_t addr,
 		  uint64_t len, uint64_t *lo_p, uint64_t *hi_p);
 
-/* The budget for dev (bytes; 0: no limit known) and the BAR1 size read
- * (0: unknown), each computed once per device. */
+/* The budget for dev (bytes; 0: no limit known), computed once per
+ * device (logged at info level with the BAR1 size it rests on). */
 uint64_t gh_bar_whole_max(int dev);
-uint64_t gh_bar1_size(int dev);
 
 /* Pure parts, for tests: the largest memory BAR in a sysfs "resource"
  * file (the framebuffer aperture, BAR1 in NVIDIA's naming), 0 if none;

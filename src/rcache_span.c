@@ -66,7 +66,6 @@ static struct {
 	pthread_mutex_t lock;
 	struct span *s;
 	uint32_t hi;			/* slots ever used */
-	uint32_t live;
 	uint64_t seq;
 	uint32_t *cnt;			/* claimed spans per gen bucket */
 } sp = { .lock = PTHREAD_MUTEX_INITIALIZER };
@@ -123,7 +122,6 @@ static void slot_free(struct span *s)
 {
 	s->state = S_FREE;
 	s->key = 0;
-	sp.live--;
 }
 
 /* ------------------------------------------------ for rcache.c (its lock) */
@@ -204,11 +202,6 @@ uint64_t gh_rcspan_next(uint64_t gen, uint32_t *cursor)
 	}
 	pthread_mutex_unlock(&sp.lock);
 	return key;
-}
-
-uint32_t gh_rcspan_count(void)
-{
-	return __atomic_load_n(&sp.live, __ATOMIC_RELAXED);
 }
 
 /* ------------------------------------------------------ registration path */
@@ -300,7 +293,6 @@ static uint64_t span_get(const struct walk *w, uint64_t *lo_p,
 	memcpy(s->gen, w->gen, w->n * sizeof(uint64_t));
 	memcpy(s->base, w->base, w->n * sizeof(uint64_t));
 	s->state = S_NEW;
-	sp.live++;
 out:
 	pthread_mutex_unlock(&sp.lock);
 	return key;

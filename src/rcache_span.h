@@ -44,7 +44,4 @@ int gh_rcspan_pending(uint64_t gen);
  * the end. */
 uint64_t gh_rcspan_next(uint64_t gen, uint32_t *cursor);
 
-/* Spans now (tests). */
-uint32_t gh_rcspan_count(void);
-
 #endif

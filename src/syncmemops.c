@@ -43,7 +43,6 @@ static struct {
 	ptr_set_fn ptr_set;
 	int resolved;		/* atomic: 0 no, 1 in progress, 2 done */
 	int per_pointer;	/* atomic: cuCtxSetFlags refused once */
-	uint64_t ctx_set, ptr_set_n, refused;	/* counters (relaxed) */
 } sm;
 
 static void *drv_sym(const char *name)
@@ -96,7 +95,6 @@ static int ctx_mode(uint64_t ctx)
 	if (r == CUDA_SUCCESS && sm.get_flags(&fl) == CUDA_SUCCESS &&
 	    (fl & CU_CTX_SYNC_MEMOPS)) {
 		rc = 1;
-		__atomic_add_fetch(&sm.ctx_set, 1, __ATOMIC_RELAXED);
 		gh_info("SYNC_MEMOPS set on context %p (cuCtxSetFlags; flags now %#x)",
 			(void *)(uintptr_t)ctx, fl);
 	} else {
@@ -117,11 +115,8 @@ static void ptr_mode(const struct gh_range *r)
 		return;
 	rc = sm.ptr_set(&one, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS,
 			(CUdeviceptr)r->base);
-	if (rc == CUDA_SUCCESS) {
-		__atomic_add_fetch(&sm.ptr_set_n, 1, __ATOMIC_RELAXED);
+	if (rc == CUDA_SUCCESS)
 		return;
-	}
-	__atomic_add_fetch(&sm.refused, 1, __ATOMIC_RELAXED);
 	if (r->kind == GDRHOOK_KIND_VMM)
 		gh_warn_once("SYNC_MEMOPS: the driver refuses it per pointer for VMM memory (CUresult %d) and has no usable cuCtxSetFlags: registrations of VMM memory have no ordering guarantee",
 			     (int)rc);
@@ -149,12 +144,4 @@ void gh_syncmemops_ensure(const struct gh_range *r)
 		}
 	}
 	ptr_mode(r);
-}
-
-void gh_syncmemops_counters(uint64_t *ctx_set_p, uint64_t *ptr_set_p,
-			    uint64_t *refused_p)
-{
-	*ctx_set_p = __atomic_load_n(&sm.ctx_set, __ATOMIC_RELAXED);
-	*ptr_set_p = __atomic_load_n(&sm.ptr_set_n, __ATOMIC_RELAXED);
-	*refused_p = __atomic_load_n(&sm.refused, __ATOMIC_RELAXED);
 }

@@ -14,8 +14,4 @@
  */
 void gh_syncmemops_ensure(const struct gh_range *r);
 
-/* Contexts set, pointers set, refusals (tests, stats). */
-void gh_syncmemops_counters(uint64_t *ctx_set_p, uint64_t *ptr_set_p,
-			    uint64_t *refused_p);
-
 #endif

@@ -108,9 +108,11 @@ static void qp_connect(struct ibv_qp *qp, uint32_t dest)
 		fail("modify RTR");
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 10;
-	a.retry_cnt = 1;
-	a.rnr_retry = 1;
+	/* rxe under TCG on a loaded host: 0.5 s per try, 7 tries (a refused
+	 * rkey is a NAK, answered at once, so the probes stay fast) */
+	a.timeout = 17;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
 	a.max_rd_atomic = 1;
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
 			  IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |

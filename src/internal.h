@@ -37,6 +37,9 @@ struct gh_config {
 	const char *buffer_id;		/* GDRHOOK_BUFFER_ID (src/ptrattr.c) */
 	const char *pointer_queries;	/* GDRHOOK_POINTER_QUERIES (ptrattr.c) */
 	const char *log_mode;		/* GDRHOOK_LOG_MODE: "drop", "block" */
+	int sync_memops;		/* GDRHOOK_SYNC_MEMOPS (src/syncmemops.c) */
+	uint64_t pin_whole_max;		/* GDRHOOK_PIN_WHOLE_MAX (src/bar.c) */
+	const char *dmabuf_mapping;	/* GDRHOOK_DMABUF_MAPPING (src/pin_dmabuf.c) */
 };
 extern struct gh_config gh_cfg;
 

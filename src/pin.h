@@ -11,6 +11,10 @@
  *   dereg()  drop one registration;
  *   unpin()  drop the pin (at free, eviction, or when nothing uses it).
  *
+ * "The allocation" is gh_pin.base/size: one allocation, or what the cache
+ * pins in its place (src/rcache_span.c): a span of adjacent VMM mappings,
+ * or the registered part of an allocation over the BAR1 budget.
+ *
  * Backends (chosen by gh_pin_choose(), GDRHOOK_BACKEND overrides):
  *   dmabuf   cuMemGetHandleForAddressRange(DMA_BUF_FD) + ibv_reg_dmabuf_mr
  *   peermem  plain ibv_reg_mr on the GPU address (nvidia-peermem pins)

@@ -22,7 +22,9 @@
  * reaches a neighbour's memory, and a request in another PD never gets it
  * (the PD is part of the key).  A registration that runs past the end of
  * one allocation is not served from the cache (src/verbs.c passes it
- * through untouched).  So a remote peer that learns an rkey can reach at
+ * through untouched), unless it runs across adjacent VMM mappings: then
+ * it is a span of those mappings (src/rcache_span.c, which also keys the
+ * partial pins of allocations over the BAR1 budget).  So a remote peer that learns an rkey can reach at
  * most the allocation the program registered part of, through QPs of the
  * program's PD.  A local-only request may be served by a registration
  * with remote access in the same PD: that rkey was already granted by the
@@ -74,6 +76,7 @@
 #include "internal.h"
 #include "rcache.h"
 #include "vreal.h"
+#include "rcache_span.h"
 #include "log.h"
 #include "evlog.h"
 
@@ -737,6 +740,8 @@ static void rec_free_if_unused(struct rc_rec *r)
 		}
 	}
 	__atomic_sub_fetch(&rc.rec_cnt[hash_rec(r->gen)], 1, __ATOMIC_ACQ_REL);
+	if (gh_rcspan_is_key(r->gen))
+		gh_rcspan_release(r->gen);
 	r->used = 0;
 	r->fnext = rc.rec_free;
 	rc.rec_free = me;
@@ -772,7 +777,8 @@ static int rec_get(const struct gh_range *g, struct rc_rec **r_p)
 	}
 	/* Announce, then re-check (see the top of this file). */
 	__atomic_add_fetch(&rc.rec_cnt[b], 1, __ATOMIC_ACQ_REL);
-	if (gh_registry_lookup(g->base, 1, &cur) || cur.gen != g->gen ||
+	if (gh_rcspan_is_key(g->gen) ? gh_rcspan_claim(g->gen) :
+	    gh_registry_lookup(g->base, 1, &cur) || cur.gen != g->gen ||
 	    cur.base != g->base) {
 		__atomic_sub_fetch(&rc.rec_cnt[b], 1, __ATOMIC_ACQ_REL);
 		return -ESTALE;
@@ -784,6 +790,8 @@ static int rec_get(const struct gh_range *g, struct rc_rec **r_p)
 		i = ++rc.rec_hi;
 	} else {
 		__atomic_sub_fetch(&rc.rec_cnt[b], 1, __ATOMIC_ACQ_REL);
+		if (gh_rcspan_is_key(g->gen))
+			gh_rcspan_release(g->gen);
 		return -ENOSPC;
 	}
 	r = &rc.rec[i - 1];
@@ -1457,6 +1465,7 @@ struct ibv_mr *gh_rcache_wrapped(const struct ibv_mr *mr)
 void gh_rcache_invalidate(const struct gh_range *g)
 {
 	struct rc_rec *r;
+	uint64_t key;
 	int was;
 
 	if (!LD_ACQ(&rc.ready))
@@ -1468,13 +1477,19 @@ void gh_rcache_invalidate(const struct gh_range *g)
 	 * then sees the removal.
 	 */
 	if (!__atomic_fetch_add(&rc.rec_cnt[hash_rec(g->gen)], 0,
-				__ATOMIC_ACQ_REL))
+				__ATOMIC_ACQ_REL) && !gh_rcspan_pending(g->gen))
 		return;
 	was = gh_guard_enter();
 	pthread_mutex_lock(&rc.lock);
 	r = rec_find(g->gen);
 	if (r)
 		rec_kill_all(r, 1);
+	/* Spans that include this mapping (src/rcache_span.c). */
+	for (uint32_t c = 0; (key = gh_rcspan_next(g->gen, &c)) != 0;) {
+		r = rec_find(key);
+		if (r)
+			rec_kill_all(r, 1);
+	}
 	pthread_mutex_unlock(&rc.lock);
 	gh_guard_leave(was);
 }

@@ -36,6 +36,7 @@
 #include "hookrt.h"
 #include "rcache.h"
 #include "vreal.h"
+#include "rcache_span.h"
 #include "log.h"
 #include "evlog.h"
 
@@ -144,9 +145,12 @@ static struct ibv_mr *vreg_guarded(const struct vreq *q, int saved_errno)
 	if (!gh_rcache_start(&r, q->pd))
 		goto pass;	/* backend none */
 	t0 = gh_evlog_clock();
-	if (inside && q->fn != GH_SYM_ibv_reg_dmabuf_mr && q->iova == addr) {
-		err = gh_rcache_reg(&r, q->pd, addr, q->len, q->access, &alias,
-				    &hit);
+	/* Inside one allocation, or a run of adjacent VMM mappings from addr's
+	 * (a span, src/rcache_span.c); anything else is wrapped below. */
+	if ((inside || addr >= r.base) &&
+	    q->fn != GH_SYM_ibv_reg_dmabuf_mr && q->iova == addr) {
+		err = gh_rcspan_reg(&r, inside ? 0 : -ERANGE, q->pd, addr,
+				    q->len, q->access, &alias, &hit);
 		if (!err) {
 			gh_rcache_log_lookup(hit, gh_syms[q->fn].name, addr,
 					     q->len, &r, alias, q->pd,

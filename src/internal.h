@@ -33,9 +33,13 @@ struct gh_config {
 	const char *backend;		/* GDRHOOK_BACKEND (src/pin_choose.c) */
 	uint64_t cache_max_size;	/* GDRHOOK_CACHE_MAX_SIZE (src/rcache.c) */
 	uint64_t cache_max_count;	/* GDRHOOK_CACHE_MAX_COUNT */
+	const char *remote_exposure;	/* GDRHOOK_REMOTE_EXPOSURE (rcache) */
 	const char *buffer_id;		/* GDRHOOK_BUFFER_ID (src/ptrattr.c) */
 	const char *pointer_queries;	/* GDRHOOK_POINTER_QUERIES (ptrattr.c) */
 	const char *log_mode;		/* GDRHOOK_LOG_MODE: "drop", "block" */
+	int sync_memops;		/* GDRHOOK_SYNC_MEMOPS (src/syncmemops.c) */
+	uint64_t pin_whole_max;		/* GDRHOOK_PIN_WHOLE_MAX (src/bar.c) */
+	const char *dmabuf_mapping;	/* GDRHOOK_DMABUF_MAPPING (src/pin_dmabuf.c) */
 };
 extern struct gh_config gh_cfg;
 

@@ -5,10 +5,15 @@
  *
  *   pin()    once per allocation generation: make the whole allocation
  *            (rounded out to 64 KiB, the GPU BAR page) pinnable;
- *   reg()    once per (generation, PD, access): register exactly the
- *            allocation [base, base + size), never the rounding slack;
+ *   reg()    register [addr, addr + len) within the allocation: all of
+ *            it once per (generation, PD, access), or exactly what the
+ *            program asked (exact exposure); never the rounding slack;
  *   dereg()  drop one registration;
  *   unpin()  drop the pin (at free, eviction, or when nothing uses it).
+ *
+ * "The allocation" is gh_pin.base/size: one allocation, or what the cache
+ * pins in its place (src/rcache_span.c): a span of adjacent VMM mappings,
+ * or the registered part of an allocation over the BAR1 budget.
  *
  * Backends (chosen by gh_pin_choose(), GDRHOOK_BACKEND overrides):
  *   dmabuf   cuMemGetHandleForAddressRange(DMA_BUF_FD) + ibv_reg_dmabuf_mr
@@ -47,8 +52,9 @@ struct gh_pin_ops {
 	const char *name;
 	int (*pin)(struct gh_pin *p);
 	void (*unpin)(struct gh_pin *p);
-	int (*reg)(const struct gh_pin *p, struct ibv_pd *pd,
-		   unsigned int access, struct ibv_mr **mr_p);
+	/* [addr, addr + len) lies in [base, base + size) */
+	int (*reg)(const struct gh_pin *p, struct ibv_pd *pd, uint64_t addr,
+		   uint64_t len, unsigned int access, struct ibv_mr **mr_p);
 	int (*dereg)(struct ibv_mr *mr);
 	/*
 	 * Optional, called on every cache hit (lock-free, no syscall, no lock
@@ -107,14 +113,17 @@ struct gh_pin_explanation {
 void gh_pin_explain(int dev, int all, struct gh_pin_explanation *x);
 const struct gh_pin_ops *gh_pin_backend_ops(unsigned int b);
 
-/* Real libibverbs entry points (src/verbs.c): never our wrappers. */
-struct ibv_mr *gh_vreal_reg_mr_iova2(struct ibv_pd *pd, void *addr,
-				     size_t length, uint64_t iova,
-				     unsigned int access);
-struct ibv_mr *gh_vreal_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
-				      size_t length, uint64_t iova, int fd,
-				      int access);
-int gh_vreal_dereg_mr(struct ibv_mr *mr);
-int gh_vreal_have(const char *name);	/* 1 if libibverbs has it */
+/*
+ * Who a backend tells that the pin of generation gen with this cookie was
+ * revoked behind the hooks' back (gdrpin's helper thread): the cache sets
+ * it at init (gh_rcache_revoke), so no backend calls up into the cache.
+ */
+typedef int (*gh_pin_revoked_fn)(uint64_t gen, uint64_t cookie);
+void gh_pin_on_revoked(gh_pin_revoked_fn fn);
+
+/* Is a peer-memory client for NVIDIA GPUs (nvidia-peermem) loaded? */
+int gh_pin_peermem_loaded(void);
+
+#include "vreal.h"	/* the real libibverbs entry points */
 
 #endif

@@ -108,6 +108,14 @@ static int peermem_loaded(char *why)
 	return 0;
 }
 
+/* For the cache's fallback once auto's dmabuf choice proved unusable. */
+int gh_pin_peermem_loaded(void)
+{
+	char why[GH_PIN_WHY_LEN];
+
+	return peermem_loaded(why);
+}
+
 static int gdrpin_answers(char *why)
 {
 	const char *w = NULL;

@@ -3,8 +3,8 @@
  * The "dmabuf" backend: the driver exports the whole allocation, rounded
  * out to 64 KiB, as a DMA-BUF (cuMemGetHandleForAddressRange with
  * CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD); each registration is an
- * ibv_reg_dmabuf_mr of exactly the allocation within it (offset = base -
- * pin_base, length = size, iova = base, as UCX and NCCL do).  The fd is
+ * ibv_reg_dmabuf_mr of the range asked within it (offset = addr -
+ * pin_base, iova = addr, as UCX and NCCL do).  The fd is
  * the pin: kept open for further PDs and access upgrades until the
  * allocation is freed or evicted.
  *
@@ -13,12 +13,29 @@
  * call and unbound after.  If the rounded range cannot be exported (it
  * runs into memory the driver does not consider part of one mapping), the
  * page-rounded allocation is tried instead.
+ *
+ * What is exported comes from the registry (or a span, src/rcache_span.c):
+ * the offset of a registration is its distance from the pinned base and
+ * its length the registered span, never cuMemGetAddressRange of a VMM
+ * range (that answers one mapping, 20 MiB for a PyTorch chunk).  One
+ * export may cross VMM mappings of different physical allocations (the
+ * driver allows it while all of them are mapped).
+ *
+ * Mapping type (GDRHOOK_DMABUF_MAPPING): on Grace systems the default
+ * mapping of an export goes over C2C, which a PCIe NIC cannot use; the
+ * PCIe flag (CUDA 12.8+) asks for a BAR1 mapping.  `auto` asks for it on
+ * devices whose host link is C2C (CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_
+ * SUPPORTED: PCIe hosts lack native atomics) and falls back to the
+ * default if refused; on an x86 H100 the driver refuses the flag
+ * (CUDA_ERROR_NOT_SUPPORTED), so `auto` leaves it off there.
  */
 #include <errno.h>
+#include <string.h>
 #include <unistd.h>
 #include <cuda.h>
 
 #include "internal.h"
+#include "log.h"
 #include "pin.h"
 
 typedef CUresult (*get_handle_fn)(void *, CUdeviceptr, size_t,
@@ -50,13 +67,40 @@ static int cu_errno(CUresult rc)
 	}
 }
 
-static CUresult export_range(get_handle_fn get, uint64_t base, uint64_t size,
-			     int *fd_p)
+/* The export flags to try first for dev, and whether 0 may follow. */
+static unsigned long long mapping_flags(int dev, int *fallback_p)
 {
-	int fd = -1;
-	CUresult rc = get(&fd, (CUdeviceptr)base, (size_t)size,
-			  CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+	const char *m = gh_cfg.dmabuf_mapping ? gh_cfg.dmabuf_mapping : "auto";
+	CUresult (*attr)(int *, CUdevice_attribute, CUdevice) =
+		(CUresult (*)(int *, CUdevice_attribute, CUdevice))drv_sym(
+			"cuDeviceGetAttribute");
+	int c2c = 0;
 
+	*fallback_p = 0;
+	if (!strcmp(m, "pcie"))
+		return CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE;
+	if (strcmp(m, "auto") || dev < 0 || !attr ||
+	    attr(&c2c, CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED,
+		 (CUdevice)dev) != CUDA_SUCCESS || !c2c)
+		return 0;
+	*fallback_p = 1;
+	return CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE;
+}
+
+static CUresult export_range(get_handle_fn get, uint64_t base, uint64_t size,
+			     int dev, int *fd_p)
+{
+	int fd = -1, fallback;
+	unsigned long long fl = mapping_flags(dev, &fallback);
+	CUresult rc = get(&fd, (CUdeviceptr)base, (size_t)size,
+			  CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, fl);
+
+	if (rc != CUDA_SUCCESS && fl && fallback)
+		rc = get(&fd, (CUdeviceptr)base, (size_t)size,
+			 CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+	else if (rc == CUDA_ERROR_NOT_SUPPORTED && fl)
+		gh_warn_once("GDRHOOK_DMABUF_MAPPING=pcie: the driver refuses the PCIe mapping type on device %d; GPU registrations are passed through",
+			     dev);
 	if (rc == CUDA_SUCCESS)
 		*fd_p = fd;
 	return rc;
@@ -86,11 +130,11 @@ static int dmabuf_pin(struct gh_pin *p)
 	}
 	lo = p->base & ~(GH_PIN_ALIGN - 1);
 	hi = (p->base + p->size + GH_PIN_ALIGN - 1) & ~(GH_PIN_ALIGN - 1);
-	rc = export_range(get, lo, hi - lo, &fd);
+	rc = export_range(get, lo, hi - lo, p->dev, &fd);
 	if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_OUT_OF_MEMORY) {
 		lo = p->base & ~(pg - 1);
 		hi = (p->base + p->size + pg - 1) & ~(pg - 1);
-		rc = export_range(get, lo, hi - lo, &fd);
+		rc = export_range(get, lo, hi - lo, p->dev, &fd);
 	}
 	if (bound)
 		ctx_set(NULL);
@@ -110,13 +154,14 @@ static void dmabuf_unpin(struct gh_pin *p)
 }
 
 static int dmabuf_reg(const struct gh_pin *p, struct ibv_pd *pd,
-		      unsigned int access, struct ibv_mr **mr_p)
+		      uint64_t addr, uint64_t len, unsigned int access,
+		      struct ibv_mr **mr_p)
 {
 	struct ibv_mr *mr;
 
 	errno = 0;
-	mr = gh_vreal_reg_dmabuf_mr(pd, p->base - p->pin_base, p->size,
-				    p->base, p->fd, (int)access);
+	mr = gh_vreal_reg_dmabuf_mr(pd, addr - p->pin_base, len, addr, p->fd,
+				    (int)access);
 	if (!mr)
 		return errno ? -errno : -EIO;
 	*mr_p = mr;

@@ -30,8 +30,9 @@
  *    revoked pin turns the hit into a miss that drops it;
  *  - helper thread (started at the first pin, all signals blocked): waits
  *    in poll() on an eventfd the module signals, drains GET_REVOKED and
- *    drops the affected cache entries (gh_rcache_revoke), so registrations
- *    of revoked memory do not linger until the next use.
+ *    tells the cache (the function it set with gh_pin_on_revoked: no
+ *    call up into the cache's file), which drops the affected entries, so
+ *    registrations of revoked memory do not linger until the next use.
  *
  * Pin route: NV-P2P (PIN) when the module has a provider with revocable
  * pins, else DMA-BUF (PIN_DMABUF: the dmabuf backend exports the range,
@@ -59,7 +60,13 @@
 #include "internal.h"
 #include "log.h"
 #include "pin.h"
-#include "rcache.h"
+
+static gh_pin_revoked_fn revoked_fn;
+
+void gh_pin_on_revoked(gh_pin_revoked_fn fn)
+{
+	__atomic_store_n(&revoked_fn, fn, __ATOMIC_RELEASE);
+}
 
 const char *gh_gdrpin_dev = "/dev/" GDRPIN_DEVICE_NAME;
 
@@ -210,7 +217,9 @@ static void drain(void)
 		}
 		pthread_mutex_unlock(&gp.lock);
 		for (uint32_t i = 0; i < n; i++) {
-			int hit = gen[i] && gh_rcache_revoke(gen[i], h[i]);
+			gh_pin_revoked_fn fn = __atomic_load_n(&revoked_fn,
+							       __ATOMIC_ACQUIRE);
+			int hit = gen[i] && fn && fn(gen[i], h[i]);
 
 			gh_info("gdrpin: pin %#llx (generation %llu) revoked by the driver%s",
 				(unsigned long long)h[i],
@@ -403,21 +412,22 @@ static int gdrpin_valid(uint64_t cookie)
 }
 
 static int gdrpin_reg(const struct gh_pin *p, struct ibv_pd *pd,
-		      unsigned int access, struct ibv_mr **mr_p)
+		      uint64_t addr, uint64_t len, unsigned int access,
+		      struct ibv_mr **mr_p)
 {
 	struct ibv_mr *mr;
 	int err;
 
 	/* A DMA-BUF pin: the NIC reaches the memory through the dma-buf. */
 	if (p->fd >= 0) {
-		err = gh_pin_dmabuf.reg(p, pd, access, mr_p);
+		err = gh_pin_dmabuf.reg(p, pd, addr, len, access, mr_p);
 		if (err != -ENOTSUP && err != -EOPNOTSUPP && err != -ENOSYS)
 			return err;
 	}
-	/* Exactly the allocation, iova = VA: never the rounding slack. */
+	/* Inside the allocation, iova = VA: never the rounding slack. */
 	errno = 0;
-	mr = gh_vreal_reg_mr_iova2(pd, (void *)(uintptr_t)p->base, p->size,
-				   p->base, access);
+	mr = gh_vreal_reg_mr_iova2(pd, (void *)(uintptr_t)addr, len, addr,
+				   access);
 	if (!mr)
 		return errno ? -errno : -EIO;
 	*mr_p = mr;

@@ -17,7 +17,8 @@ static void none_unpin(struct gh_pin *p)
 }
 
 static int none_reg(const struct gh_pin *p, struct ibv_pd *pd,
-		    unsigned int access, struct ibv_mr **mr_p)
+		    uint64_t addr, uint64_t len, unsigned int access,
+		    struct ibv_mr **mr_p)
 {
 	return -ENOTSUP;
 }

@@ -27,13 +27,15 @@ static void peermem_unpin(struct gh_pin *p)
 }
 
 static int peermem_reg(const struct gh_pin *p, struct ibv_pd *pd,
-		       unsigned int access, struct ibv_mr **mr_p)
+		       uint64_t addr, uint64_t len, unsigned int access,
+		       struct ibv_mr **mr_p)
 {
 	struct ibv_mr *mr;
 
-	/* Exactly the allocation, iova = VA: never the rounding slack. */
-	mr = gh_vreal_reg_mr_iova2(pd, (void *)(uintptr_t)p->base, p->size,
-				   p->base, access);
+	/* Inside the allocation, iova = VA: never the rounding slack. */
+	errno = 0;
+	mr = gh_vreal_reg_mr_iova2(pd, (void *)(uintptr_t)addr, len, addr,
+				   access);
 	if (!mr)
 		return errno ? -errno : -EIO;
 	*mr_p = mr;

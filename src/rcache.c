@@ -22,7 +22,9 @@
  * reaches a neighbour's memory, and a request in another PD never gets it
  * (the PD is part of the key).  A registration that runs past the end of
  * one allocation is not served from the cache (src/verbs.c passes it
- * through untouched).  So a remote peer that learns an rkey can reach at
+ * through untouched), unless it runs across adjacent VMM mappings: then
+ * it is a span of those mappings (src/rcache_span.c, which also keys the
+ * partial pins of allocations over the BAR1 budget).  So a remote peer that learns an rkey can reach at
  * most the allocation the program registered part of, through QPs of the
  * program's PD.  A local-only request may be served by a registration
  * with remote access in the same PD: that rkey was already granted by the
@@ -65,6 +67,7 @@
  * another thread.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -72,39 +75,54 @@
 
 #include "internal.h"
 #include "rcache.h"
+#include "vreal.h"
+#include "rcache_span.h"
 #include "log.h"
 #include "evlog.h"
 
 #define RC_ENT_CAP	(1u << 18)
 #define RC_REC_CAP	(1u << 18)
 #define RC_ALIAS_CAP	(1u << 20)
-#define RC_HBITS	16
+#define RC_HBITS	18
 #define RC_RBITS	14
 #define RC_STEPS	32	/* lock-free chain walk bound: then slow path */
+#define RC_ADOPT_CAP	4096
 
 #define W_REFS		0x3fffffffULL
 #define W_CLOCK		(1ULL << 30)
 #define W_DEAD		(1ULL << 31)
 #define W_VER_SHIFT	32
 
-enum { E_FREE = 0, E_CACHED, E_RETIRED, E_WRAP };
+/*
+ * E_CACHED: allocation-wide, shared, lazy (key gen, pd, access);
+ * E_RETIRED: replaced by an access upgrade, goes with its last holder;
+ * E_EXACT: exactly the range asked (key gen, pd, access, addr, len),
+ *   shared by identical requests, deregistered with its last holder;
+ * E_WRAP: a registration the program made itself; one per allocation
+ *   it touches, linked in a ring (sib) around one real MR.
+ */
+enum { E_FREE = 0, E_CACHED, E_RETIRED, E_WRAP, E_EXACT };
 
+/* A hit reads the first cache line only. */
 struct rc_entry {
 	uint64_t word;		/* version | dead | clock | refs (atomic) */
 	uint64_t gen;		/* key: atomic */
 	uint64_t pd;		/* key: atomic */
+	uint64_t addr, len;	/* E_EXACT key (atomic), else 0 */
 	uint32_t access;	/* key: atomic */
 	uint32_t type;		/* E_*: atomic */
 	uint32_t hnext;		/* hash chain, index + 1: atomic */
+	uint32_t handle, lkey, rkey;	/* read by holders of a reference */
+	/* second line */
+	uint64_t cookie;	/* the pin's, for ops->valid (atomic) */
+	struct ibv_mr *mr;	/* the real registration (lock) */
+	uint64_t ctx;		/* pd->context */
 	uint32_t rnext;		/* record's entry list (lock) */
 	uint32_t rec;		/* record index + 1, 0: detached (lock) */
 	uint32_t fnext;		/* free list (lock) */
-	struct ibv_mr *mr;	/* the real registration (lock) */
-	uint64_t ctx;		/* pd->context */
-	uint32_t handle, lkey, rkey;	/* read by holders of a reference */
-	uint32_t pad_;
-	uint64_t cookie;	/* the pin's, for ops->valid (atomic) */
-};
+	uint32_t sib;		/* E_WRAP ring: next entry + 1 (lock) */
+	uint32_t adopted;	/* E_WRAP of a program MR with no alias */
+} __attribute__((aligned(64)));
 
 struct rc_rec {
 	uint64_t gen;
@@ -128,6 +146,7 @@ struct rc_alias {
 static struct {
 	int ready;
 	int stopped;
+	int exact;		/* GH_RC_EXPOSE_EXACT */
 	const struct gh_pin_ops *ops;
 	uint64_t max_size, max_count;
 	pthread_mutex_t lock;
@@ -137,7 +156,7 @@ static struct {
 	uint32_t *bucket;	/* entry hash heads (atomic) */
 
 	struct rc_rec *rec;
-	uint32_t rec_hi, rec_free;
+	uint32_t rec_hi, rec_free, rec_hand;
 	uint32_t *rec_head;	/* record hash heads (lock) */
 	uint32_t *rec_cnt;	/* records per bucket (atomic, fenced) */
 
@@ -146,6 +165,12 @@ static struct {
 	uint64_t alias_top;	/* tag << 32 | index + 1 (atomic) */
 
 	uint64_t n_entries, pinned_bytes;	/* lock; read relaxed */
+
+	/* adopted program MRs (gh_rcache_adopt), by pointer (lock) */
+	struct ibv_mr *adopt_mr[RC_ADOPT_CAP];
+	uint32_t adopt_ent[RC_ADOPT_CAP];	/* ring entry + 1, 0: revoked */
+	uint32_t n_adopted;			/* atomic */
+	void *dummy;		/* the page revoked adopted MRs move to */
 	struct gh_rc_counters ctr;
 } rc = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -154,6 +179,47 @@ static struct {
 #define ST(p, v)	__atomic_store_n((p), (v), __ATOMIC_RELAXED)
 #define ST_REL(p, v)	__atomic_store_n((p), (v), __ATOMIC_RELEASE)
 #define CTR(f, n)	__atomic_add_fetch(&rc.ctr.f, (n), __ATOMIC_RELAXED)
+
+/*
+ * What every hit counts (hits, aliases held) goes to a per-thread shard,
+ * written by its owner with plain relaxed load + store: no shared line,
+ * no locked instruction.  Threads past RC_SHARDS share the last shard
+ * with atomic adds.  Readers sum the shards.
+ */
+#define RC_SHARDS	256
+struct rc_shard {
+	uint64_t hits;
+	uint64_t aliases;	/* made minus dropped (wraps around) */
+	uint64_t pad_[6];
+} __attribute__((aligned(64)));
+static struct rc_shard rc_shards[RC_SHARDS];
+static uint32_t rc_shard_next;
+static __thread struct rc_shard *rc_my_shard;
+static __thread int rc_my_shared;
+
+static inline void shard_add(size_t off, uint64_t n)
+{
+	struct rc_shard *s = rc_my_shard;
+	uint64_t *p;
+
+	if (GH_UNLIKELY(!s)) {
+		uint32_t i = __atomic_fetch_add(&rc_shard_next, 1,
+						__ATOMIC_RELAXED);
+
+		rc_my_shared = i >= RC_SHARDS - 1;
+		s = &rc_shards[rc_my_shared ? RC_SHARDS - 1 : i];
+		rc_my_shard = s;
+	}
+	p = (uint64_t *)((char *)s + off);
+	if (GH_UNLIKELY(rc_my_shared))
+		__atomic_add_fetch(p, n, __ATOMIC_RELAXED);
+	else
+		__atomic_store_n(p, __atomic_load_n(p, __ATOMIC_RELAXED) + n,
+				 __ATOMIC_RELAXED);
+}
+
+#define SHARD(f, n) \
+	shard_add(offsetof(struct rc_shard, f), (uint64_t)(n))
 
 static void *map_zero(size_t bytes)
 {
@@ -174,7 +240,7 @@ static void atfork_release(void)
 }
 
 int gh_rcache_init(const struct gh_pin_ops *ops, uint64_t max_size,
-		   uint64_t max_count)
+		   uint64_t max_count, unsigned int flags)
 {
 	static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 	int rc_ = 0;
@@ -195,11 +261,18 @@ int gh_rcache_init(const struct gh_pin_ops *ops, uint64_t max_size,
 		rc_ = -ENOMEM;
 		goto out;
 	}
+	rc.dummy = map_zero(4096);
+	if (!rc.dummy) {
+		rc_ = -ENOMEM;
+		goto out;
+	}
 	rc.ops = ops;
+	rc.exact = !!(flags & GH_RC_EXPOSE_EXACT);
 	rc.max_size = max_size;
 	rc.max_count = max_count && max_count < RC_ENT_CAP ? max_count :
 		       RC_ENT_CAP;
 	pthread_atfork(atfork_prepare, atfork_release, atfork_release);
+	gh_pin_on_revoked(gh_rcache_revoke);
 	ST_REL(&rc.ready, 1);
 out:
 	pthread_mutex_unlock(&init_lock);
@@ -214,6 +287,11 @@ int gh_rcache_ready(void)
 const struct gh_pin_ops *gh_rcache_ops(void)
 {
 	return LD_ACQ(&rc.ready) ? rc.ops : NULL;
+}
+
+int gh_rcache_exact(void)
+{
+	return LD_ACQ(&rc.ready) && rc.exact;
 }
 
 int gh_rcache_access_ok(unsigned int access)
@@ -235,12 +313,20 @@ static int kind_cacheable(const struct gh_range *r)
 	       r->kind == GDRHOOK_KIND_IPC;
 }
 
-static uint32_t hash_ent(uint64_t gen, uint64_t pd, unsigned int access)
+/* addr, len: the E_EXACT key; 0, 0 for allocation-wide entries. */
+static uint32_t hash_ent(uint64_t gen, uint64_t pd, unsigned int access,
+			 uint64_t addr, uint64_t len)
 {
 	uint64_t h = gen * 0x9e3779b97f4a7c15ULL ^
-		     (pd + (access & GH_RC_ACCESS_EXACT)) * 0xc2b2ae3d27d4eb4fULL;
+		     (pd + (access & GH_RC_ACCESS_EXACT)) * 0xc2b2ae3d27d4eb4fULL ^
+		     (addr * 0x165667b19e3779f9ULL + len) * 0x27d4eb2f165667c5ULL;
 
 	return (uint32_t)(h >> (64 - RC_HBITS));
+}
+
+static uint32_t hash_of(const struct rc_entry *e)
+{
+	return hash_ent(e->gen, e->pd, e->access, e->addr, e->len);
 }
 
 static uint32_t hash_rec(uint64_t gen)
@@ -258,22 +344,93 @@ static struct rc_rec *rec_of(const struct rc_entry *e)
 	return e->rec ? &rc.rec[e->rec - 1] : NULL;
 }
 
-/* ---------------------------------------------------------------- events */
+/* ------------------------------------------------------------ event log */
+
+/*
+ * Every record the registration path writes is built here, straight into
+ * the event log layer (evlog.h): pin/unpin, reg/dereg, revoke (r, gen,
+ * mr, pd, access), hit/miss (api, addr, len, alias).
+ */
+struct rc_logarg {
+	const char *api;
+	uint64_t addr, len;	/* hit/miss: what the program asked */
+	const struct rc_rec *r;
+	const struct gh_range *g;
+	uint64_t gen, mr, pd;
+	unsigned int access;
+	int err;
+};
+
+static void rc_log(unsigned int ev, uint64_t t0, const struct rc_logarg *a)
+{
+	uint64_t ptr = 0, size = 0;
+	int32_t dev = -1;
+
+	if (a->r) {
+		ptr = a->r->pin.base;
+		size = a->r->pin.size;
+		dev = a->r->pin.dev;
+	}
+	if (a->g) {
+		ptr = a->addr;
+		size = a->len;
+		dev = a->g->dev;
+	}
+	switch (ev) {
+	case GH_EV_PIN:
+	case GH_EV_UNPIN:
+		if (a->r->pin.pin_size) {
+			ptr = a->r->pin.pin_base;
+			size = a->r->pin.pin_size;
+		}
+		gh_ev_emit_pin(ev, t0, ptr, size, a->gen, dev, rc.ops->name,
+			       a->err);
+		break;
+	case GH_EV_REG:
+	case GH_EV_DEREG:
+		gh_ev_emit_reg(ev, t0, ptr, size, a->gen, a->mr, a->pd,
+			       a->access, a->err);
+		break;
+	case GH_EV_REVOKE:
+		gh_ev_emit_revoke(ev, t0, ptr, size, a->gen, dev);
+		break;
+	default:	/* hit, miss */
+		gh_ev_emit_lookup(ev, t0, a->api, ptr, size, a->gen, dev,
+				  a->mr, a->pd, a->access);
+	}
+}
 
 static void ev_pin(unsigned int ev, const struct rc_rec *r, int err,
 		   uint64_t t0)
 {
-	gh_ev_emit_pin(ev, t0, r->pin.pin_base ? r->pin.pin_base : r->pin.base,
-		       r->pin.pin_size ? r->pin.pin_size : r->pin.size, r->gen,
-		       r->pin.dev, rc.ops->name, err);
+	struct rc_logarg a = { .r = r, .gen = r->gen, .err = err };
+
+	if (gh_evlog_enabled())
+		rc_log(ev, t0, &a);
 }
 
 static void ev_reg(unsigned int ev, const struct rc_entry *x,
 		   const struct rc_rec *r, int err, uint64_t t0)
 {
-	gh_ev_emit_reg(ev, t0, r ? r->pin.base : 0, r ? r->pin.size : 0,
-		       x->gen, (uint64_t)(uintptr_t)x->mr, x->pd, x->access,
-		       err);
+	struct rc_logarg a = { .r = r, .gen = x->gen,
+			       .mr = (uint64_t)(uintptr_t)x->mr, .pd = x->pd,
+			       .access = x->access, .err = err };
+
+	if (gh_evlog_enabled())
+		rc_log(ev, t0, &a);
+}
+
+void gh_rcache_log_lookup(int hit, const char *api, uint64_t addr,
+			  uint64_t len, const struct gh_range *g,
+			  const struct ibv_mr *mr, const struct ibv_pd *pd,
+			  unsigned int access, uint64_t t0)
+{
+	struct rc_logarg a = { .api = api, .addr = addr, .len = len, .g = g,
+			       .gen = g->gen, .mr = (uint64_t)(uintptr_t)mr,
+			       .pd = (uint64_t)(uintptr_t)pd, .access = access };
+
+	if (gh_evlog_enabled())
+		rc_log(hit ? GH_EV_HIT : GH_EV_MISS, t0, &a);
 }
 
 /* ------------------------------------------------------- entry word ops */
@@ -308,21 +465,28 @@ static int ent_kill_idle(struct rc_entry *e, uint64_t ver)
 					   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 }
 
-/* Lock-free: find a live entry for (gen, pd) covering want; take a ref. */
+/*
+ * Lock-free: find a live entry for (gen, pd) serving want; take a ref.
+ * len 0: an allocation-wide entry whose access covers want; else the
+ * E_EXACT entry of exactly [addr, addr + len) and exactly want.
+ */
 static struct rc_entry *lookup_ref(uint64_t gen, uint64_t pd,
-				   unsigned int want)
+				   unsigned int want, uint64_t addr,
+				   uint64_t len)
 {
-	uint32_t i = LD_ACQ(&rc.bucket[hash_ent(gen, pd, want)]);
+	uint32_t i = LD_ACQ(&rc.bucket[hash_ent(gen, pd, want, addr, len)]);
 
 	for (int steps = 0; i && steps < RC_STEPS; steps++) {
 		struct rc_entry *e = &rc.ent[i - 1];
 		uint64_t w = LD_ACQ(&e->word);
 
 		if (!(w & W_DEAD) && LD(&e->gen) == gen && LD(&e->pd) == pd &&
-		    covers(LD(&e->access), want)) {
+		    LD(&e->addr) == addr && LD(&e->len) == len &&
+		    (len ? LD(&e->access) == want :
+		     covers(LD(&e->access), want))) {
 			uint32_t t = LD(&e->type);
 
-			if ((t == E_CACHED || t == E_RETIRED) &&
+			if ((t == E_CACHED || t == E_RETIRED || t == E_EXACT) &&
 			    (w & W_REFS) < W_REFS &&
 			    (!rc.ops->valid || rc.ops->valid(LD(&e->cookie))) &&
 			    __atomic_compare_exchange_n(&e->word, &w,
@@ -340,7 +504,7 @@ static struct rc_entry *lookup_ref(uint64_t gen, uint64_t pd,
 
 static void hash_unlink(struct rc_entry *e)
 {
-	uint32_t *pp = &rc.bucket[hash_ent(e->gen, e->pd, e->access)];
+	uint32_t *pp = &rc.bucket[hash_of(e)];
 	uint32_t me = ent_idx(e), i;
 
 	while ((i = LD(pp)) != 0) {
@@ -356,7 +520,7 @@ static void hash_unlink(struct rc_entry *e)
 static struct rc_entry *hash_find_cur(uint64_t gen, uint64_t pd,
 				      unsigned int access)
 {
-	uint32_t i = LD(&rc.bucket[hash_ent(gen, pd, access)]);
+	uint32_t i = LD(&rc.bucket[hash_ent(gen, pd, access, 0, 0)]);
 
 	while (i) {
 		struct rc_entry *e = &rc.ent[i - 1];
@@ -400,7 +564,7 @@ static void ent_reclaim(struct rc_entry *e)
 
 static struct rc_entry *ent_new(struct rc_rec *r, uint32_t type,
 				struct ibv_pd *pd, unsigned int access,
-				struct ibv_mr *mr)
+				struct ibv_mr *mr, uint64_t addr, uint64_t len)
 {
 	struct rc_entry *e;
 	uint64_t ver;
@@ -420,6 +584,10 @@ static struct rc_entry *ent_new(struct rc_rec *r, uint32_t type,
 	ST(&e->access, access);
 	ST(&e->type, type);
 	ST(&e->cookie, r ? r->pin.cookie : 0);
+	ST(&e->addr, addr);
+	ST(&e->len, len);
+	e->sib = 0;
+	e->adopted = 0;
 	e->mr = mr;
 	e->ctx = pd ? (uint64_t)(uintptr_t)pd->context : 0;
 	e->handle = mr->handle;
@@ -439,7 +607,7 @@ static struct rc_entry *ent_new(struct rc_rec *r, uint32_t type,
 
 static void hash_insert(struct rc_entry *e)
 {
-	uint32_t *head = &rc.bucket[hash_ent(e->gen, e->pd, e->access)];
+	uint32_t *head = &rc.bucket[hash_of(e)];
 
 	ST(&e->hnext, LD(head));
 	ST_REL(head, ent_idx(e));
@@ -449,19 +617,81 @@ static void hash_insert(struct rc_entry *e)
  * e was just killed by us (refs references left).  Deregister for real;
  * reclaim it, or leave it detached for its last holder (revoked).
  */
+static void rec_free_if_unused(struct rc_rec *r);
+static void ent_finish(struct rc_entry *e, int64_t refs, int revoke);
+
+/* The adopt table slot of mr, or -1. */
+static int adopt_find(const struct ibv_mr *mr)
+{
+	for (uint32_t i = 0; i < RC_ADOPT_CAP; i++)
+		if (rc.adopt_mr[i] == mr)
+			return (int)i;
+	return -1;
+}
+
+/*
+ * Take the NIC's access away from an adopted MR without freeing the
+ * program's object: re-register it onto a private page, local read only.
+ * If the provider cannot, deregister it and remember the pointer as
+ * revoked (the program's ibv_dereg_mr then succeeds without a call).
+ */
+static int adopt_revoke(struct ibv_mr *mr)
+{
+	int i = adopt_find(mr), err;
+
+	err = gh_vreal_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION |
+				IBV_REREG_MR_CHANGE_ACCESS, NULL, rc.dummy,
+				4096, 0);
+	if (!err) {
+		if (i >= 0) {
+			rc.adopt_mr[i] = NULL;
+			__atomic_sub_fetch(&rc.n_adopted, 1, __ATOMIC_RELAXED);
+		}
+		return 0;
+	}
+	err = gh_vreal_dereg_mr(mr);
+	if (i >= 0)
+		rc.adopt_ent[i] = 0;
+	return err;
+}
+
+/*
+ * e (E_WRAP) was finished: its real MR is gone, so every other entry of
+ * its ring goes too (one per allocation the registration touched).
+ */
+static void ring_finish(struct rc_entry *e, int revoke)
+{
+	uint32_t me = ent_idx(e), i = e->sib;
+
+	e->sib = 0;
+	while (i && i != me) {
+		struct rc_entry *x = &rc.ent[i - 1];
+		struct rc_rec *xr = rec_of(x);
+		int64_t refs;
+
+		i = x->sib;
+		x->sib = 0;
+		x->mr = NULL;		/* deregistered with e */
+		refs = ent_kill(x);
+		if (refs >= 0)
+			ent_finish(x, refs, revoke);
+		rec_free_if_unused(xr);
+	}
+}
+
 static void ent_finish(struct rc_entry *e, int64_t refs, int revoke)
 {
 	uint32_t type = LD(&e->type);
 	struct rc_rec *r = rec_of(e);
-	uint64_t t0 = gh_now_ns();
+	uint64_t t0 = gh_evlog_clock();
 	int err = 0;
 
-	if (type == E_CACHED)
+	if (type == E_CACHED || type == E_EXACT)
 		hash_unlink(e);
-	if (type == E_CACHED || type == E_RETIRED)
+	if (type == E_CACHED || type == E_RETIRED || type == E_EXACT)
 		__atomic_sub_fetch(&rc.n_entries, 1, __ATOMIC_RELAXED);
 	if (e->mr) {
-		err = rc.ops->dereg(e->mr);
+		err = e->adopted ? adopt_revoke(e->mr) : rc.ops->dereg(e->mr);
 		ev_reg(GH_EV_DEREG, e, r, err, t0);
 		CTR(deregs, 1);
 		if (err)
@@ -469,13 +699,17 @@ static void ent_finish(struct rc_entry *e, int64_t refs, int revoke)
 				(void *)e->mr, -err);
 		e->mr = NULL;
 	}
+	if (e->sib)
+		ring_finish(e, revoke);
 	if (revoke)
 		CTR(stale_averted, 1);
 	if (refs > 0) {
 		CTR(revoked, 1);
-		gh_ev_emit_revoke(GH_EV_REVOKE, t0, r ? r->pin.base : 0,
-				  r ? r->pin.size : 0, e->gen,
-				  r ? r->pin.dev : -1);
+		if (gh_evlog_enabled()) {
+			struct rc_logarg a = { .r = r, .gen = e->gen };
+
+			rc_log(GH_EV_REVOKE, t0, &a);
+		}
 		rec_unlink_ent(e);	/* the last holder reclaims it */
 	} else {
 		ent_reclaim(e);
@@ -489,7 +723,7 @@ static void rec_free_if_unused(struct rc_rec *r)
 	if (!r || r->ents || r->busy || !r->used)
 		return;
 	if (r->pinned) {
-		uint64_t t0 = gh_now_ns(), bytes = r->pin.pin_size;
+		uint64_t t0 = gh_evlog_clock(), bytes = r->pin.pin_size;
 
 		/* (the backend may clear pin_size) */
 		rc.ops->unpin(&r->pin);
@@ -506,6 +740,8 @@ static void rec_free_if_unused(struct rc_rec *r)
 		}
 	}
 	__atomic_sub_fetch(&rc.rec_cnt[hash_rec(r->gen)], 1, __ATOMIC_ACQ_REL);
+	if (gh_rcspan_is_key(r->gen))
+		gh_rcspan_release(r->gen);
 	r->used = 0;
 	r->fnext = rc.rec_free;
 	rc.rec_free = me;
@@ -541,7 +777,8 @@ static int rec_get(const struct gh_range *g, struct rc_rec **r_p)
 	}
 	/* Announce, then re-check (see the top of this file). */
 	__atomic_add_fetch(&rc.rec_cnt[b], 1, __ATOMIC_ACQ_REL);
-	if (gh_registry_lookup(g->base, 1, &cur) || cur.gen != g->gen ||
+	if (gh_rcspan_is_key(g->gen) ? gh_rcspan_claim(g->gen) :
+	    gh_registry_lookup(g->base, 1, &cur) || cur.gen != g->gen ||
 	    cur.base != g->base) {
 		__atomic_sub_fetch(&rc.rec_cnt[b], 1, __ATOMIC_ACQ_REL);
 		return -ESTALE;
@@ -553,6 +790,8 @@ static int rec_get(const struct gh_range *g, struct rc_rec **r_p)
 		i = ++rc.rec_hi;
 	} else {
 		__atomic_sub_fetch(&rc.rec_cnt[b], 1, __ATOMIC_ACQ_REL);
+		if (gh_rcspan_is_key(g->gen))
+			gh_rcspan_release(g->gen);
 		return -ENOSPC;
 	}
 	r = &rc.rec[i - 1];
@@ -631,6 +870,34 @@ static int evict_one(const struct rc_rec *skip, int ignore_clock)
 	return 0;
 }
 
+/*
+ * Unpin one record that holds a pin but no registration (exact exposure
+ * keeps pins after the last MR on them is gone); not skip.  1 if done.
+ */
+static int evict_idle_pin(const struct rc_rec *skip)
+{
+	uint32_t hi = rc.rec_hi;
+
+	for (uint32_t n = 0; n < hi; n++) {
+		struct rc_rec *r;
+
+		if (rc.rec_hand >= hi)
+			rc.rec_hand = 0;
+		r = &rc.rec[rc.rec_hand++];
+		if (r == skip || !r->used || !r->pinned || r->ents || r->busy)
+			continue;
+		rec_free_if_unused(r);
+		CTR(evictions, 1);
+		return 1;
+	}
+	return 0;
+}
+
+static int evict_any(const struct rc_rec *skip, int ignore_clock)
+{
+	return evict_idle_pin(skip) || evict_one(skip, ignore_clock);
+}
+
 static uint64_t pin_bytes_of(const struct rc_rec *r)
 {
 	uint64_t lo = r->pin.base & ~(GH_PIN_ALIGN - 1);
@@ -648,7 +915,7 @@ static int make_room(const struct rc_rec *r)
 		if (!evict_one(r, 0))
 			return -ENOSPC;
 	while (rc.max_size && rc.pinned_bytes + need > rc.max_size)
-		if (!evict_one(r, 0))
+		if (!evict_any(r, 0))
 			return -ENOSPC;
 	return 0;
 }
@@ -657,24 +924,26 @@ static int evict_all_idle(const struct rc_rec *skip)
 {
 	int n = 0;
 
-	while (evict_one(skip, 1))
+	while (evict_any(skip, 1))
 		n++;
 	return n;
 }
 
+/* Out of memory, NIC resources, or fds (each dmabuf pin holds one). */
 static int retryable(int err)
 {
-	return err == -ENOMEM || err == -ENOSPC;
+	return err == -ENOMEM || err == -ENOSPC || err == -EMFILE ||
+	       err == -ENFILE;
 }
 
 static int do_pin(struct rc_rec *r)
 {
-	uint64_t t0 = gh_now_ns();
+	uint64_t t0 = gh_evlog_clock();
 	int err = rc.ops->pin(&r->pin);
 
 	if (retryable(err) && evict_all_idle(r)) {
 		CTR(retries, 1);
-		t0 = gh_now_ns();
+		t0 = gh_evlog_clock();
 		err = rc.ops->pin(&r->pin);
 	}
 	ev_pin(GH_EV_PIN, r, err, t0);
@@ -686,14 +955,14 @@ static int do_pin(struct rc_rec *r)
 	return 0;
 }
 
-static int do_reg(struct rc_rec *r, struct ibv_pd *pd, unsigned int access,
-		  struct ibv_mr **mr_p)
+static int do_reg(struct rc_rec *r, struct ibv_pd *pd, uint64_t addr,
+		  uint64_t len, unsigned int access, struct ibv_mr **mr_p)
 {
-	int err = rc.ops->reg(&r->pin, pd, access, mr_p);
+	int err = rc.ops->reg(&r->pin, pd, addr, len, access, mr_p);
 
 	if (retryable(err) && evict_all_idle(r)) {
 		CTR(retries, 1);
-		err = rc.ops->reg(&r->pin, pd, access, mr_p);
+		err = rc.ops->reg(&r->pin, pd, addr, len, access, mr_p);
 	}
 	return err;
 }
@@ -756,7 +1025,7 @@ static struct ibv_mr *alias_make(struct rc_entry *e, struct ibv_pd *pd,
 	a->ent = ent_idx(e);
 	a->access = access;
 	ST_REL(&a->state, 1);
-	CTR(aliases, 1);
+	SHARD(aliases, 1);
 	return &a->mr;
 }
 
@@ -794,7 +1063,9 @@ static void put_ref(struct rc_entry *e)
 		struct rc_rec *r = rec_of(e);
 
 		ent_finish(e, 0, 0);
-		rec_free_if_unused(r);
+		/* exact: the NIC registration goes, the pin stays cached */
+		if (type != E_EXACT || LD(&rc.stopped))
+			rec_free_if_unused(r);
 	}
 	pthread_mutex_unlock(&rc.lock);
 	gh_guard_leave(was);
@@ -811,7 +1082,8 @@ int gh_rcache_reg(const struct gh_range *g, struct ibv_pd *pd, uint64_t addr,
 	struct ibv_mr *mr = NULL, *am;
 	struct rc_rec *r;
 	unsigned int asked = access;
-	int err, hit = 1;
+	uint64_t ka, kl;	/* E_EXACT key, or 0, 0 */
+	int err, hit = 1, ex;
 
 	if (!LD_ACQ(&rc.ready) || LD(&rc.stopped) || !pd)
 		return -ENOTSUP;
@@ -819,12 +1091,15 @@ int gh_rcache_reg(const struct gh_range *g, struct ibv_pd *pd, uint64_t addr,
 		return -ENOTSUP;
 	if (!len || addr < g->base || addr - g->base + len > g->size)
 		return -EINVAL;
-	e = lookup_ref(g->gen, pdk, access);
+	ex = rc.exact && (access & GH_RC_ACCESS_REMOTE);
+	ka = ex ? addr : 0;
+	kl = ex ? len : 0;
+	e = lookup_ref(g->gen, pdk, access, ka, kl);
 	if (e)
 		goto found;
 
 	pthread_mutex_lock(&rc.lock);
-	e = lookup_ref(g->gen, pdk, access);
+	e = lookup_ref(g->gen, pdk, access, ka, kl);
 	if (e) {
 		pthread_mutex_unlock(&rc.lock);
 		goto found;
@@ -843,7 +1118,7 @@ int gh_rcache_reg(const struct gh_range *g, struct ibv_pd *pd, uint64_t addr,
 			goto unlock;
 	}
 	r->busy = 1;
-	old = hash_find_cur(g->gen, pdk, access);
+	old = ex ? NULL : hash_find_cur(g->gen, pdk, access);
 	if (old)
 		access |= old->access & GH_RC_ACCESS_PERM;
 	err = make_room(r);
@@ -857,18 +1132,19 @@ int gh_rcache_reg(const struct gh_range *g, struct ibv_pd *pd, uint64_t addr,
 			goto out;
 	}
 	{
-		uint64_t t0 = gh_now_ns();
+		uint64_t t0 = gh_evlog_clock();
 		struct rc_entry tmp = { .gen = g->gen, .pd = pdk,
 					.access = access };
 
-		err = do_reg(r, pd, access, &mr);
+		err = do_reg(r, pd, ex ? addr : g->base, ex ? len : g->size,
+			     access, &mr);
 		tmp.mr = mr;
 		ev_reg(GH_EV_REG, &tmp, r, err, t0);
 	}
 	if (err)
 		goto out;
 	CTR(regs, 1);
-	e = ent_new(r, E_CACHED, pd, access, mr);
+	e = ent_new(r, ex ? E_EXACT : E_CACHED, pd, access, mr, ka, kl);
 	if (!e) {
 		rc.ops->dereg(mr);
 		CTR(deregs, 1);
@@ -899,51 +1175,216 @@ found:
 		return -ENOSPC;
 	}
 	if (hit)
-		CTR(hits, 1);
+		SHARD(hits, 1);
 	*mr_p = am;
 	*hit_p = hit;
 	return 0;
 }
 
-int gh_rcache_wrap(const struct gh_range *g, struct ibv_mr *real,
-		   unsigned int access, struct ibv_mr **alias_p)
+static int kind_gpu(const struct gh_range *g)
 {
+	return g->kind != GDRHOOK_KIND_HOST &&
+	       g->kind != GDRHOOK_KIND_HOST_REGISTERED;
+}
+
+static int first_gpu(const struct gh_range *g, void *arg)
+{
+	if (!kind_gpu(g))
+		return 0;
+	*(struct gh_range *)arg = *g;
+	return 1;
+}
+
+int gh_rcache_touches(uint64_t addr, uint64_t len, struct gh_range *first_p)
+{
+	struct gh_range g;
+
+	memset(&g, 0, sizeof(g));
+	gh_registry_overlaps(addr, len ? len : 1, first_gpu, &g);
+	if (!g.size)
+		return -ENOENT;
+	*first_p = g;
+	return 0;
+}
+
+struct wrap_walk {
+	struct ibv_mr *real;
+	struct rc_entry *first, *last;
+	int err;
+};
+
+/* Unlink a ring under construction; real stays the program's. */
+static void wrap_undo(struct rc_entry *first)
+{
+	uint32_t me = ent_idx(first), i = first->sib;
+
+	first->sib = 0;
+	while (i && i != me) {
+		struct rc_entry *x = &rc.ent[i - 1];
+		struct rc_rec *xr = rec_of(x);
+
+		i = x->sib;
+		x->sib = 0;
+		ent_kill(x);
+		x->mr = NULL;
+		ent_reclaim(x);
+		rec_free_if_unused(xr);
+	}
+	{
+		struct rc_rec *fr = rec_of(first);
+
+		ent_kill(first);
+		first->mr = NULL;
+		ent_reclaim(first);
+		rec_free_if_unused(fr);
+	}
+}
+
+/* Registry walk (its writer lock held: none of these can be freed now). */
+static int wrap_one(const struct gh_range *g, void *arg)
+{
+	struct wrap_walk *w = arg;
 	struct rc_entry *e = NULL;
-	struct rc_rec *r = NULL;
+	struct rc_rec *r;
+
+	if (!kind_gpu(g))
+		return 0;
+	pthread_mutex_lock(&rc.lock);
+	w->err = rec_get(g, &r);
+	if (!w->err) {
+		e = ent_new(r, E_WRAP, w->real->pd, 0, w->real, 0, 0);
+		if (!e) {
+			w->err = -ENOSPC;
+			rec_free_if_unused(r);
+		}
+	}
+	if (e && !w->first) {
+		w->first = w->last = e;
+	} else if (e) {
+		/* only the first holds the alias's reference */
+		ST_REL(&e->word, LD(&e->word) & ~W_REFS);
+		e->sib = ent_idx(w->first);
+		w->last->sib = ent_idx(e);
+		w->last = e;
+	}
+	pthread_mutex_unlock(&rc.lock);
+	return w->err != 0;
+}
+
+int gh_rcache_wrap(struct ibv_mr *real, uint64_t addr, uint64_t len,
+		   unsigned int access, int plain, struct ibv_mr **alias_p)
+{
+	struct wrap_walk w = { .real = real };
 	struct ibv_mr *am;
-	int err = 0;
 
 	if (!LD_ACQ(&rc.ready) || !real)
 		return -ENOTSUP;
+	gh_registry_overlaps(addr, len ? len : 1, wrap_one, &w);
 	pthread_mutex_lock(&rc.lock);
-	if (g) {
-		err = rec_get(g, &r);
-		if (err)
-			goto unlock;
+	if (w.err && w.first) {
+		wrap_undo(w.first);
+		w.first = NULL;
 	}
-	e = ent_new(r, E_WRAP, real->pd, 0, real);
-	if (!e)
-		err = -ENOSPC;
-	rec_free_if_unused(r);
-unlock:
+	if (!w.err && !w.first) {
+		w.err = -ENOENT;
+		if (plain) {
+			w.first = ent_new(NULL, E_WRAP, real->pd, 0, real,
+					  0, 0);
+			w.err = w.first ? 0 : -ENOSPC;
+		}
+	}
 	pthread_mutex_unlock(&rc.lock);
-	if (err)
-		return err;
-	am = alias_make(e, real->pd, (uint64_t)(uintptr_t)real->addr,
+	if (w.err)
+		return w.err;
+	am = alias_make(w.first, real->pd, (uint64_t)(uintptr_t)real->addr,
 			real->length, access);
 	if (!am) {
-		/* Give the program its own MR back, unwrapped. */
 		pthread_mutex_lock(&rc.lock);
-		ent_kill(e);
-		e->mr = NULL;
-		ent_reclaim(e);
-		rec_free_if_unused(r);
+		wrap_undo(w.first);
 		pthread_mutex_unlock(&rc.lock);
 		return -ENOSPC;
 	}
 	CTR(wrapped, 1);
 	*alias_p = am;
 	return 0;
+}
+
+int gh_rcache_adopt(struct ibv_mr *mr)
+{
+	struct wrap_walk w = { .real = mr };
+	int slot, err = 0;
+
+	if (!LD_ACQ(&rc.ready) || !mr)
+		return -ENOTSUP;
+	gh_registry_overlaps((uintptr_t)mr->addr,
+			     mr->length ? mr->length : 1, wrap_one, &w);
+	pthread_mutex_lock(&rc.lock);
+	if (!w.err && !w.first)
+		err = -ENOENT;
+	else if (w.err)
+		err = w.err;
+	else if ((slot = adopt_find(NULL)) < 0)
+		err = -ENOSPC;
+	if (err) {
+		if (w.first)
+			wrap_undo(w.first);
+		/* never leave it reaching GPU memory untracked */
+		if (err != -ENOENT &&
+		    gh_vreal_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION |
+				      IBV_REREG_MR_CHANGE_ACCESS, NULL,
+				      rc.dummy, 4096, 0))
+			gh_warn("ibv_rereg_mr: mr %p reaches untracked GPU memory",
+				(void *)mr);
+		pthread_mutex_unlock(&rc.lock);
+		return err;
+	}
+	{
+		uint32_t me = ent_idx(w.first), i = me;
+
+		do {
+			struct rc_entry *x = &rc.ent[i - 1];
+
+			x->adopted = 1;
+			i = x->sib;
+		} while (i && i != me);
+	}
+	/* no alias holds it: only a free (or the program) ends it */
+	ST_REL(&w.first->word, LD(&w.first->word) & ~W_REFS);
+	rc.adopt_mr[slot] = mr;
+	rc.adopt_ent[slot] = ent_idx(w.first);
+	__atomic_add_fetch(&rc.n_adopted, 1, __ATOMIC_RELAXED);
+	CTR(wrapped, 1);
+	pthread_mutex_unlock(&rc.lock);
+	return 0;
+}
+
+int gh_rcache_unadopt(struct ibv_mr *mr)
+{
+	int i, rc_ = 0;
+
+	if (!LD_ACQ(&rc.ready) || !LD(&rc.n_adopted))
+		return 0;
+	pthread_mutex_lock(&rc.lock);
+	i = adopt_find(mr);
+	if (i >= 0) {
+		uint32_t ei = rc.adopt_ent[i];
+
+		rc_ = ei ? 1 : -1;
+		rc.adopt_mr[i] = NULL;
+		__atomic_sub_fetch(&rc.n_adopted, 1, __ATOMIC_RELAXED);
+		if (ei) {
+			struct rc_entry *e = &rc.ent[ei - 1];
+			struct rc_rec *r = rec_of(e);
+			int64_t refs = ent_kill(e);
+
+			e->mr = NULL;	/* still the program's */
+			if (refs >= 0)
+				ent_finish(e, refs, 0);
+			rec_free_if_unused(r);
+		}
+	}
+	pthread_mutex_unlock(&rc.lock);
+	return rc_;
 }
 
 static struct rc_alias *alias_of(const struct ibv_mr *mr)
@@ -966,11 +1407,12 @@ int gh_rcache_dereg(struct ibv_mr *mr)
 					       __ATOMIC_ACQ_REL,
 					       __ATOMIC_ACQUIRE))
 		return -EINVAL;
-	e = &rc.ent[a->ent - 1];
+	e = a->ent ? &rc.ent[a->ent - 1] : NULL;
 	a->ent = 0;
 	alias_put(a);
-	__atomic_sub_fetch(&rc.ctr.aliases, 1, __ATOMIC_RELAXED);
-	put_ref(e);
+	SHARD(aliases, -1);
+	if (e)
+		put_ref(e);
 	return 0;
 }
 
@@ -979,16 +1421,22 @@ void gh_rcache_move(struct ibv_mr *mr, struct ibv_mr *new_alias)
 	struct rc_alias *a = alias_of(mr), *n = alias_of(new_alias);
 	struct rc_entry *old;
 
-	if (!a || !n)
+	if (!a)
 		return;
-	old = &rc.ent[a->ent - 1];
-	a->mr = n->mr;
-	a->ent = n->ent;
-	ST(&n->state, 0);
-	n->ent = 0;
-	alias_put(n);
-	__atomic_sub_fetch(&rc.ctr.aliases, 1, __ATOMIC_RELAXED);
-	put_ref(old);
+	old = a->ent ? &rc.ent[a->ent - 1] : NULL;
+	if (n) {
+		a->mr = n->mr;
+		a->ent = n->ent;
+		a->access = n->access;
+		ST(&n->state, 0);
+		n->ent = 0;
+		alias_put(n);
+		SHARD(aliases, -1);
+	} else {
+		a->ent = 0;	/* holds nothing; ibv_dereg_mr still works */
+	}
+	if (old)
+		put_ref(old);
 }
 
 unsigned int gh_rcache_alias_access(const struct ibv_mr *mr)
@@ -1004,7 +1452,7 @@ struct ibv_mr *gh_rcache_wrapped(const struct ibv_mr *mr)
 	struct rc_entry *e;
 	struct ibv_mr *real = NULL;
 
-	if (!a)
+	if (!a || !a->ent)
 		return NULL;
 	e = &rc.ent[a->ent - 1];
 	pthread_mutex_lock(&rc.lock);
@@ -1017,6 +1465,7 @@ struct ibv_mr *gh_rcache_wrapped(const struct ibv_mr *mr)
 void gh_rcache_invalidate(const struct gh_range *g)
 {
 	struct rc_rec *r;
+	uint64_t key;
 	int was;
 
 	if (!LD_ACQ(&rc.ready))
@@ -1028,13 +1477,19 @@ void gh_rcache_invalidate(const struct gh_range *g)
 	 * then sees the removal.
 	 */
 	if (!__atomic_fetch_add(&rc.rec_cnt[hash_rec(g->gen)], 0,
-				__ATOMIC_ACQ_REL))
+				__ATOMIC_ACQ_REL) && !gh_rcspan_pending(g->gen))
 		return;
 	was = gh_guard_enter();
 	pthread_mutex_lock(&rc.lock);
 	r = rec_find(g->gen);
 	if (r)
 		rec_kill_all(r, 1);
+	/* Spans that include this mapping (src/rcache_span.c). */
+	for (uint32_t c = 0; (key = gh_rcspan_next(g->gen, &c)) != 0;) {
+		r = rec_find(key);
+		if (r)
+			rec_kill_all(r, 1);
+	}
 	pthread_mutex_unlock(&rc.lock);
 	gh_guard_leave(was);
 }
@@ -1112,11 +1567,20 @@ void gh_rcache_drop_context(struct ibv_context *ctx)
 
 void gh_rcache_purge(int stop)
 {
+	int was;
+
 	if (!LD_ACQ(&rc.ready))
 		return;
 	if (stop)
 		ST(&rc.stopped, 1);
 	drop_matching(0, 0, 0);
+	/* and the pins exact exposure keeps after their last MR */
+	was = gh_guard_enter();
+	pthread_mutex_lock(&rc.lock);
+	while (evict_idle_pin(NULL))
+		;
+	pthread_mutex_unlock(&rc.lock);
+	gh_guard_leave(was);
 }
 
 void gh_rcache_counters(struct gh_rc_counters *c_p)
@@ -1127,6 +1591,11 @@ void gh_rcache_counters(struct gh_rc_counters *c_p)
 
 	for (size_t i = 0; i < sizeof(c) / sizeof(uint64_t); i++)
 		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+	c.hits = c.aliases = 0;
+	for (int i = 0; i < RC_SHARDS; i++) {
+		c.hits += LD(&rc_shards[i].hits);
+		c.aliases += LD(&rc_shards[i].aliases);
+	}
 	c.entries = LD(&rc.n_entries);
 	c.pinned_bytes = LD(&rc.pinned_bytes);
 	*c_p = c;

@@ -14,6 +14,8 @@
 #include "registry.h"
 
 struct ibv_context;
+struct ibv_pd;
+struct ibv_mr;
 
 /* Access bits the cache serves from a superset registration. */
 #define GH_RC_ACCESS_PERM	0xfu	/* LOCAL_WRITE .. REMOTE_ATOMIC */
@@ -21,15 +23,37 @@ struct ibv_context;
 /* ... and bits that must match exactly (RELAXED_ORDERING). */
 #define GH_RC_ACCESS_EXACT	(1u << 20)
 
+/* Remote exposure (GDRHOOK_REMOTE_EXPOSURE, see rcache.c): */
+#define GH_RC_EXPOSE_EXACT	0x1	/* else allocation */
+
 /*
  * Set up (idempotent; the first call wins).  max_size: pinned bytes
  * (0: unlimited); max_count: cached registrations (0: the internal
- * capacity).  Returns 0 or -ENOMEM.
+ * capacity); flags: GH_RC_EXPOSE_*.  Returns 0 or -ENOMEM.
  */
 int gh_rcache_init(const struct gh_pin_ops *ops, uint64_t max_size,
-		   uint64_t max_count);
+		   uint64_t max_count, unsigned int flags);
 int gh_rcache_ready(void);
 const struct gh_pin_ops *gh_rcache_ops(void);
+int gh_rcache_exact(void);
+
+/*
+ * The first registration of tracked GPU memory (src/rcache_start.c):
+ * choose the pin backend (gh_pin_choose, GDRHOOK_BACKEND), prove that
+ * the NIC of pd can import what auto chose, set the cache up from
+ * gh_cfg.  Once per process; later calls return the same.  g: the
+ * allocation being registered (its device and memory serve the probe).
+ * Returns the backend, or NULL when registrations pass through (none, or
+ * no memory for the cache).
+ */
+const struct gh_pin_ops *gh_rcache_start(const struct gh_range *g,
+					 struct ibv_pd *pd);
+
+/*
+ * Does [addr, addr + len) touch tracked GPU memory (device, managed, VMM,
+ * IPC, pool; not host)?  0 and the lowest such allocation, or -ENOENT.
+ */
+int gh_rcache_touches(uint64_t addr, uint64_t len, struct gh_range *first_p);
 
 /* Can a request with these access flags be served from the cache? */
 int gh_rcache_access_ok(unsigned int access);
@@ -47,14 +71,37 @@ int gh_rcache_reg(const struct gh_range *r, struct ibv_pd *pd, uint64_t addr,
 		  int *hit_p);
 
 /*
- * Wrap a registration the program made itself (not cacheable: odd access
- * flags, iova != addr, pool memory, its own dmabuf) on the live
- * allocation r, so a free of r revokes it.  r may be NULL: a plain wrapper
- * (ibv_rereg_mr moved an alias off tracked memory).  Returns 0 and
- * *alias_p, -ESTALE (r is gone), -ENOSPC.
+ * Wrap real, a registration of [addr, addr + len) the program made itself
+ * (not cacheable: odd access flags, iova != addr, pool memory, its own
+ * dmabuf, or a range that is not inside one allocation), so that the
+ * free of ANY tracked GPU allocation it touches revokes it first.
+ * plain: wrap it even when it touches none (ibv_rereg_mr moved an alias
+ * off tracked memory).  Returns 0 and *alias_p, -ENOENT (touches no
+ * tracked GPU memory, !plain), -ENOSPC, -ENOTSUP (no cache).
  */
-int gh_rcache_wrap(const struct gh_range *r, struct ibv_mr *real,
-		   unsigned int access, struct ibv_mr **alias_p);
+int gh_rcache_wrap(struct ibv_mr *real, uint64_t addr, uint64_t len,
+		   unsigned int access, int plain, struct ibv_mr **alias_p);
+
+/* Log a hit or miss of the program's registration (verbs.c). */
+void gh_rcache_log_lookup(int hit, const char *api, uint64_t addr,
+			  uint64_t len, const struct gh_range *g,
+			  const struct ibv_mr *mr, const struct ibv_pd *pd,
+			  unsigned int access, uint64_t t0);
+
+/*
+ * A program MR the shim did not hand out (libibverbs' own object) that
+ * the program's ibv_rereg_mr moved onto tracked GPU memory: track it
+ * without an alias, so that the free of anything it touches first moves
+ * it onto a private page with no remote access (or deregisters it when
+ * the provider cannot).  0, -ENOENT (touches no tracked GPU memory),
+ * -ENOSPC (then it was moved onto that page at once: never left reaching
+ * GPU memory untracked).
+ * gh_rcache_unadopt, for its ibv_dereg_mr or ibv_rereg_mr: 1 if it was
+ * adopted and live, -1 if a free deregistered it already (do not call
+ * libibverbs on it), 0 if it was not adopted.
+ */
+int gh_rcache_adopt(struct ibv_mr *mr);
+int gh_rcache_unadopt(struct ibv_mr *mr);
 
 /* Is mr one of our aliases (live or revoked)? */
 int gh_rcache_is_alias(const struct ibv_mr *mr);
@@ -69,7 +116,9 @@ int gh_rcache_dereg(struct ibv_mr *mr);
 /*
  * ibv_rereg_mr on an alias: move it to the registration in new_alias
  * (an alias just made by gh_rcache_reg/gh_rcache_wrap), dropping the old
- * one; new_alias is consumed.  The program keeps its pointer.
+ * one; new_alias is consumed.  The program keeps its pointer.  new_alias
+ * NULL (the new registration failed): mr keeps no registration at all;
+ * only ibv_dereg_mr remains valid on it.
  */
 void gh_rcache_move(struct ibv_mr *mr, struct ibv_mr *new_alias);
 

@@ -1179,6 +1179,30 @@ size_t gh_registry_remove_overlap(uint64_t start, uint64_t len,
 	return n;
 }
 
+size_t gh_registry_overlaps(uint64_t start, uint64_t len,
+			    gh_range_match_fn fn, void *arg)
+{
+	uint64_t end = start + len;
+	struct gh_reg_ent *e;
+	struct gh_range r;
+	size_t n = 0;
+
+	if (len == 0 || start >= GH_REG_VA_END)
+		return 0;
+	if (end < start || end > GH_REG_VA_END)
+		end = GH_REG_VA_END;
+	pthread_mutex_lock(&gh_reg_lock);
+	while (start < end && (e = gh_reg_first_overlap(start, end))) {
+		gh_reg_ent_get(e, &r);
+		n++;
+		if (fn(&r, arg))
+			break;
+		start = gh_reg_ent_end(e);
+	}
+	pthread_mutex_unlock(&gh_reg_lock);
+	return n;
+}
+
 struct gh_reg_each {
 	gh_range_fn fn;
 	void *arg;

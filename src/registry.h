@@ -66,6 +66,15 @@ size_t gh_registry_remove_if(gh_range_match_fn match, void *match_arg,
 size_t gh_registry_remove_overlap(uint64_t start, uint64_t len,
 				  gh_range_fn on_remove, void *cb_arg);
 
+/*
+ * Call fn on every live range overlapping [start, start + len), lowest
+ * base first, with the writer lock held (none of them can be removed
+ * meanwhile; fn must not call the registry's writers); fn returns
+ * non-zero to stop.  Returns the number visited.
+ */
+size_t gh_registry_overlaps(uint64_t start, uint64_t len,
+			    gh_range_match_fn fn, void *arg);
+
 /* Visit every live range (writer lock held; fn must not write). */
 void gh_registry_foreach(gh_range_fn fn, void *arg);
 

@@ -10,19 +10,22 @@
  * one tracked device, VMM or IPC allocation.  Other registrations of
  * tracked memory (pool memory, managed memory, odd flags, iova != addr,
  * the program's own ibv_reg_dmabuf_mr, whose iova names the range) go to
- * libibverbs and are wrapped so a free revokes them.  Host memory and
- * untracked ranges pass through untouched; so does everything when the
- * backend is none, the shim is disabled, or the registry is untrusted.
+ * libibverbs and are wrapped so a free revokes them; so are ranges that
+ * straddle two allocations, run past one's end or cover several: the
+ * free of any allocation they touch revokes them (rcache.h,
+ * gh_rcache_wrap).  Host memory and untracked ranges pass through
+ * untouched; so does everything when the backend is none, the shim is
+ * disabled, or the registry is untrusted.
  *
  * Reentrancy: libibverbs' own ibv_reg_mr calls ibv_reg_mr_iova2 through
  * its PLT, i.e. our export.  The per-thread hook guard (call.c) stays up
  * while a wrapper runs, real calls included, so that nested call passes
  * straight through and one registration is seen once.
  *
- * Real entry points: gh_real_get (resolve.c: the version the hook list
- * names, through RTLD_NEXT, else the copy a program dlopen'ed), or what
- * the program's own dlsym or dlvsym on its libibverbs handle returned
- * (gh_verbs_substitute).
+ * Real entry points: src/vreal.c (resolve.c: the version the hook list
+ * names, through RTLD_NEXT, else the copy a program dlopen'ed, or what
+ * the program's own dlsym or dlvsym on its libibverbs handle returned:
+ * gh_verbs_substitute).
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -32,6 +35,8 @@
 #include "internal.h"
 #include "hookrt.h"
 #include "rcache.h"
+#include "vreal.h"
+#include "rcache_span.h"
 #include "log.h"
 #include "evlog.h"
 
@@ -69,67 +74,6 @@ void *gh_verbs_substitute(const char *name, void *p, const char *route)
 	return gh_syms[f].wrapper;
 }
 
-/* ------------------------------------------ real calls, for the backends */
-
-typedef struct ibv_mr *(*reg_mr_fn)(struct ibv_pd *, void *, size_t, int);
-typedef struct ibv_mr *(*reg_mr_iova_fn)(struct ibv_pd *, void *, size_t,
-					 uint64_t, int);
-typedef struct ibv_mr *(*reg_mr_iova2_fn)(struct ibv_pd *, void *, size_t,
-					  uint64_t, unsigned int);
-typedef struct ibv_mr *(*reg_dmabuf_fn)(struct ibv_pd *, uint64_t, size_t,
-					uint64_t, int, int);
-typedef int (*rereg_fn)(struct ibv_mr *, int, struct ibv_pd *, void *,
-			size_t, int);
-typedef int (*one_fn)(void *);
-
-struct ibv_mr *gh_vreal_reg_mr_iova2(struct ibv_pd *pd, void *addr,
-				     size_t length, uint64_t iova,
-				     unsigned int access)
-{
-	reg_mr_iova2_fn f2 = (reg_mr_iova2_fn)gh_real_get(GH_SYM_ibv_reg_mr_iova2);
-	reg_mr_fn f1;
-
-	if (f2)
-		return f2(pd, addr, length, iova, access);
-	f1 = (reg_mr_fn)gh_real_get(GH_SYM_ibv_reg_mr);
-	if (f1 && iova == (uint64_t)(uintptr_t)addr)
-		return f1(pd, addr, length, (int)access);
-	errno = ENOSYS;
-	return NULL;
-}
-
-struct ibv_mr *gh_vreal_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
-				      size_t length, uint64_t iova, int fd,
-				      int access)
-{
-	reg_dmabuf_fn f = (reg_dmabuf_fn)gh_real_get(GH_SYM_ibv_reg_dmabuf_mr);
-
-	if (!f) {
-		errno = ENOSYS;
-		return NULL;
-	}
-	return f(pd, offset, length, iova, fd, access);
-}
-
-int gh_vreal_dereg_mr(struct ibv_mr *mr)
-{
-	one_fn f = (one_fn)gh_real_get(GH_SYM_ibv_dereg_mr);
-	int rc;
-
-	if (!f)
-		return -ENOSYS;
-	rc = f(mr);
-	return rc > 0 ? -rc : rc;
-}
-
-int gh_vreal_have(const char *name)
-{
-	int f = gh_sym_find(name);
-
-	return f >= 0 && gh_syms[f].family == GH_FAM_VERBS &&
-	       gh_real_get((unsigned int)f) != NULL;
-}
-
 /* --------------------------------------------------------- registrations */
 
 struct vreq {
@@ -145,36 +89,21 @@ struct vreq {
 
 static struct ibv_mr *call_real(const struct vreq *q)
 {
-	void *f = gh_real_get(q->fn);
-
-	if (!f) {
-		errno = ENOSYS;
-		return NULL;
-	}
 	switch (q->fn) {
 	case GH_SYM_ibv_reg_mr:
-		return ((reg_mr_fn)f)(q->pd, q->addr, q->len, (int)q->access);
+		return gh_vreal_reg_mr(q->pd, q->addr, q->len, (int)q->access);
 	case GH_SYM_ibv_reg_mr_iova:
-		return ((reg_mr_iova_fn)f)(q->pd, q->addr, q->len, q->iova,
-					   (int)q->access);
+		return gh_vreal_reg_mr_iova(q->pd, q->addr, q->len, q->iova,
+					    (int)q->access);
 	case GH_SYM_ibv_reg_mr_iova2:
-		return ((reg_mr_iova2_fn)f)(q->pd, q->addr, q->len, q->iova,
-					    q->access);
+		return gh_vreal_reg_mr_iova2(q->pd, q->addr, q->len, q->iova,
+					     q->access);
 	case GH_SYM_ibv_reg_dmabuf_mr:
-		return ((reg_dmabuf_fn)f)(q->pd, q->offset, q->len, q->iova,
-					  q->fd, (int)q->access);
+		return gh_vreal_reg_dmabuf_mr(q->pd, q->offset, q->len, q->iova,
+					      q->fd, (int)q->access);
 	}
 	errno = EINVAL;
 	return NULL;
-}
-
-static void ev_lookup(unsigned int ev, const struct vreq *q, uint64_t addr,
-		      const struct gh_range *r, struct ibv_mr *mr,
-		      uint64_t t0)
-{
-	gh_ev_emit_lookup(ev, t0, gh_syms[q->fn].name, addr, q->len, r->gen,
-			  r->dev, (uint64_t)(uintptr_t)mr,
-			  (uint64_t)(uintptr_t)q->pd, (uint32_t)q->access);
 }
 
 static int untrusted_now(void)
@@ -196,42 +125,41 @@ static struct ibv_mr *vreg_guarded(const struct vreq *q, int saved_errno)
 {
 	uint64_t addr = q->fn == GH_SYM_ibv_reg_dmabuf_mr ? q->iova :
 			(uint64_t)(uintptr_t)q->addr;
-	const struct gh_pin_ops *ops;
 	struct ibv_mr *mr, *alias;
 	struct gh_range r;
 	uint64_t t0;
-	int err, hit = 0, e;
+	int err, hit = 0, e, inside;
 
 	if (untrusted_now() || !q->pd || !q->len)
 		goto pass;
-	if (gh_registry_lookup(addr, q->len, &r))
-		goto pass;	/* untracked, or runs past one allocation */
-	if (r.kind == GDRHOOK_KIND_HOST ||
-	    r.kind == GDRHOOK_KIND_HOST_REGISTERED)
+	/* A capability probe (NCCL: fd -1, EOPNOTSUPP expected). */
+	if (q->fn == GH_SYM_ibv_reg_dmabuf_mr && q->fd < 0)
 		goto pass;
-	ops = gh_rcache_ops();
-	if (!ops) {
-		ops = gh_pin_choose(r.dev);
-		if (ops == &gh_pin_none ||
-		    gh_rcache_init(ops, gh_cfg.cache_max_size,
-				   gh_cfg.cache_max_count))
-			goto pass;
-		ops = gh_rcache_ops();
-	}
-	if (ops == &gh_pin_none)
+	inside = !gh_registry_lookup(addr, q->len, &r);
+	if (inside && (r.kind == GDRHOOK_KIND_HOST ||
+		       r.kind == GDRHOOK_KIND_HOST_REGISTERED))
 		goto pass;
+	/* Straddling, overrunning or several allocations: wrapped below. */
+	if (!inside && gh_rcache_touches(addr, q->len, &r))
+		goto pass;	/* no tracked GPU memory */
+	if (!gh_rcache_start(&r, q->pd))
+		goto pass;	/* backend none */
 	t0 = gh_evlog_clock();
-	if (q->fn != GH_SYM_ibv_reg_dmabuf_mr && q->iova == addr) {
-		err = gh_rcache_reg(&r, q->pd, addr, q->len, q->access, &alias,
-				    &hit);
+	/* Inside one allocation, or a run of adjacent VMM mappings from addr's
+	 * (a span, src/rcache_span.c); anything else is wrapped below. */
+	if ((inside || addr >= r.base) &&
+	    q->fn != GH_SYM_ibv_reg_dmabuf_mr && q->iova == addr) {
+		err = gh_rcspan_reg(&r, inside ? 0 : -ERANGE, q->pd, addr,
+				    q->len, q->access, &alias, &hit);
 		if (!err) {
-			ev_lookup(hit ? GH_EV_HIT : GH_EV_MISS, q, addr, &r,
-				  alias, t0);
+			gh_rcache_log_lookup(hit, gh_syms[q->fn].name, addr,
+					     q->len, &r, alias, q->pd,
+					     q->access, t0);
 			errno = saved_errno;
 			return alias;
 		}
 		if (err != -ENOTSUP && err != -ENOSPC && err != -ESTALE)
-			gh_dbg("%s: cache registration of %p+%zu failed: error %d; passing through",
+			gh_dbg("%s: cache registration of %p+%zu failed: error %d; registering uncached",
 			       gh_syms[q->fn].name, q->addr, q->len, -err);
 	}
 	errno = saved_errno;
@@ -239,12 +167,23 @@ static struct ibv_mr *vreg_guarded(const struct vreq *q, int saved_errno)
 	if (!mr)
 		return NULL;
 	e = errno;
-	if (!gh_rcache_wrap(&r, mr, q->access, &alias)) {
-		ev_lookup(GH_EV_MISS, q, addr, &r, alias, t0);
-		mr = alias;
+	err = gh_rcache_wrap(mr, addr, q->len, q->access, 0, &alias);
+	if (!err) {
+		gh_rcache_log_lookup(0, gh_syms[q->fn].name, addr, q->len, &r,
+				     alias, q->pd, q->access, t0);
+		errno = e;
+		return alias;
 	}
-	errno = e;
-	return mr;
+	/*
+	 * Never hand out an unwrapped registration of tracked GPU memory: a
+	 * free could not revoke it.  -ENOENT: what it touched was freed
+	 * while it was being made (it is stale already).
+	 */
+	gh_warn_once("%s: cannot track a registration of GPU memory (error %d): refused",
+		     gh_syms[q->fn].name, -err);
+	gh_vreal_dereg_mr(mr);
+	errno = err == -ENOENT ? EFAULT : ENOMEM;
+	return NULL;
 pass:
 	GH_COUNT(regs_passed, 1);
 	errno = saved_errno;
@@ -316,7 +255,6 @@ struct ibv_mr *gh_manual_ibv_reg_dmabuf_mr(struct ibv_pd *pd,
 
 int gh_manual_ibv_dereg_mr(struct ibv_mr *mr)
 {
-	one_fn f;
 	int saved = errno, rc, was;
 
 	if (gh_rcache_is_alias(mr)) {
@@ -326,38 +264,79 @@ int gh_manual_ibv_dereg_mr(struct ibv_mr *mr)
 		errno = saved;
 		return rc ? -rc : 0;
 	}
-	f = (one_fn)gh_real_get(GH_SYM_ibv_dereg_mr);
-	if (!f)
-		return ENOSYS;
-	return f(mr);
+	if (gh_rcache_unadopt(mr) < 0) {
+		errno = saved;
+		return 0;	/* a free deregistered it already */
+	}
+	return gh_vreal_dereg_mr_raw(mr);
 }
 
 /*
- * ibv_rereg_mr of an alias: register the new (pd, range, access) like a
- * fresh ibv_reg_mr and move the program's MR object onto it; the old
- * registration loses one reference.  The MR pointer stays; lkey and rkey
- * may change (as with the real call).  On failure the old MR is intact
- * (IBV_REREG_MR_ERR_INPUT).  A real MR passes through.
+ * ibv_rereg_mr of an MR libibverbs handed out (not through the cache):
+ * natively; if that moves it onto tracked GPU memory it is adopted
+ * (rcache.h), so a free still revokes it first.  One already revoked by
+ * a free is a failed command.
+ */
+static int rereg_real(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
+		      void *addr, size_t length, int access)
+{
+	struct gh_range r;
+	int rc, was, e, a;
+
+	if (!gh_active())
+		return gh_vreal_rereg_mr(mr, flags, pd, addr, length, access);
+	was = gh_guard_enter();
+	a = gh_rcache_unadopt(mr);
+	if (a < 0) {
+		gh_guard_leave(was);
+		errno = EINVAL;
+		return IBV_REREG_MR_ERR_CMD;
+	}
+	rc = gh_vreal_rereg_mr(mr, flags, pd, addr, length, access);
+	e = errno;
+	if (!rc && !gh_rcache_touches((uintptr_t)mr->addr, mr->length, &r) &&
+	    gh_rcache_start(&r, mr->pd) && gh_rcache_adopt(mr)) {
+		/* untracked: gh_rcache_adopt moved it off GPU memory */
+		gh_warn_once("ibv_rereg_mr: cannot track a registration moved onto GPU memory: refused");
+		rc = IBV_REREG_MR_ERR_CMD;
+		e = ENOMEM;
+	}
+	gh_guard_leave(was);
+	errno = e;
+	return rc;
+}
+
+/*
+ * ibv_rereg_mr of an alias, as libibverbs does it: the same input checks
+ * (IBV_REREG_MR_ERR_INPUT, errno EINVAL), then the new (pd, range,
+ * access) is registered like a fresh ibv_reg_mr and the program's MR
+ * object moves onto it; its old registration loses this MR's reference
+ * (exact exposure: deregistered with its last MR, so the old rkey dies
+ * as natively).  The MR pointer stays; lkey and rkey may change (as with
+ * the real call).  If the new registration fails: IBV_REREG_MR_ERR_CMD
+ * with its errno, and the MR keeps nothing of the old grant either (the
+ * program must deregister it, as the man page says).  No fork ranges are
+ * changed here (the new registration's own ibv_reg_mr does that), so the
+ * DONT_FORK/DO_FORK codes never come back.  A real MR passes through.
  */
 int gh_manual_ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 			   void *addr, size_t length, int access)
 {
-	rereg_fn f;
 	struct vreq q;
 	struct ibv_mr *nm, *na;
 	int saved = errno, was, e;
 
-	if (!gh_rcache_is_alias(mr)) {
-		f = (rereg_fn)gh_real_get(GH_SYM_ibv_rereg_mr);
-		if (!f) {
-			errno = ENOSYS;
-			return IBV_REREG_MR_ERR_INPUT;
-		}
-		return f(mr, flags, pd, addr, length, access);
-	}
-	if (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED || !flags) {
+	if (!gh_rcache_is_alias(mr))
+		return rereg_real(mr, flags, pd, addr, length, access);
+	if ((flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) ||
+	    ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!length || !addr)) ||
+	    (access && !(flags & IBV_REREG_MR_CHANGE_ACCESS))) {
 		errno = EINVAL;
 		return IBV_REREG_MR_ERR_INPUT;
+	}
+	if (!flags) {
+		errno = saved;
+		return 0;	/* nothing to change */
 	}
 	memset(&q, 0, sizeof(q));
 	q.fn = GH_SYM_ibv_reg_mr_iova2;
@@ -370,31 +349,30 @@ int gh_manual_ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 	q.fd = -1;
 	was = gh_guard_enter();
 	nm = vreg_guarded(&q, saved);
-	if (!nm) {
-		e = errno;
-		gh_guard_leave(was);
-		errno = e;
-		return IBV_REREG_MR_ERR_INPUT;
-	}
-	if (!gh_rcache_is_alias(nm)) {
+	if (nm && !gh_rcache_is_alias(nm)) {
 		/* The new range is not tracked: wrap the plain MR. */
-		if (gh_rcache_wrap(NULL, nm, q.access, &na)) {
+		if (gh_rcache_wrap(nm, (uintptr_t)q.addr, q.len, q.access, 1,
+				   &na)) {
 			gh_vreal_dereg_mr(nm);
-			gh_guard_leave(was);
+			nm = NULL;
 			errno = ENOMEM;
-			return IBV_REREG_MR_ERR_INPUT;
+		} else {
+			nm = na;
 		}
-		nm = na;
 	}
-	gh_rcache_move(mr, nm);
+	e = errno;
+	gh_rcache_move(mr, nm);	/* NULL: the old grant goes too */
 	gh_guard_leave(was);
+	if (!nm) {
+		errno = e;
+		return IBV_REREG_MR_ERR_CMD;
+	}
 	errno = saved;
 	return 0;
 }
 
 int gh_manual_ibv_dealloc_pd(struct ibv_pd *pd)
 {
-	one_fn f = (one_fn)gh_real_get(GH_SYM_ibv_dealloc_pd);
 	int saved = errno, was;
 
 	if (gh_rcache_ready() && gh_active()) {
@@ -404,14 +382,11 @@ int gh_manual_ibv_dealloc_pd(struct ibv_pd *pd)
 		gh_guard_leave(was);
 		errno = saved;
 	}
-	if (!f)
-		return ENOSYS;
-	return f(pd);
+	return gh_vreal_dealloc_pd(pd);
 }
 
 int gh_manual_ibv_close_device(struct ibv_context *context)
 {
-	one_fn f = (one_fn)gh_real_get(GH_SYM_ibv_close_device);
 	int saved = errno, was;
 
 	if (gh_rcache_ready() && gh_active()) {
@@ -421,9 +396,7 @@ int gh_manual_ibv_close_device(struct ibv_context *context)
 		gh_guard_leave(was);
 		errno = saved;
 	}
-	if (!f)
-		return -1;
-	return f(context);
+	return gh_vreal_close_device(context);
 }
 
 GH_EXPORT struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr,

@@ -7,16 +7,22 @@
  *     make && scripts/lab --run 'REGCACHE_CASES= REGCACHE_BENCH=1 tests/lab/regcache/run'
  *
  * or directly: LD_LIBRARY_PATH=build/fake REGCACHE_SHIM_LIB=build/libgdrhook.so
- * bench_regcache [ITERS].  It runs itself twice, without the shim (every
- * ibv_reg_mr/ibv_dereg_mr reaches rxe) and with it (LD_PRELOAD=$REGCACHE_SHIM_LIB,
- * GDRHOOK_BACKEND=peermem: registrations of the allocation are cache hits),
- * and prints per buffer size:
- *   reg, dereg   ns per ibv_reg_mr / ibv_dereg_mr of the same buffer;
- *   xfer         ns per register-per-transfer step: ibv_reg_mr + post one
- *                RDMA WRITE of 4 KiB into the buffer + poll + ibv_dereg_mr,
- *                over a loopback RC QP pair;
- * and the ratios (without / with).  Under QEMU TCG the absolute figures are
- * those of an emulated CPU: compare the two columns, not with hardware.
+ * bench_regcache [ITERS].  It runs itself once without the shim (the
+ * anchor: every ibv_reg_mr/ibv_dereg_mr reaches rxe) and then once per
+ * configuration with LD_PRELOAD=$REGCACHE_SHIM_LIB: each backend of
+ * GDRHOOK_BACKEND (a single one when it is set in the environment, else
+ * auto, peermem and dmabuf) under each GDRHOOK_REMOTE_EXPOSURE
+ * (REGCACHE_EXPOSURES, default "exact allocation").  Per buffer size it
+ * prints the median ns (a loaded host preempts at random) per call of
+ *   reg, dereg   ibv_reg_mr / ibv_dereg_mr of the same buffer again
+ *                (with the shim: a hit, or the NIC part only with exact);
+ *   miss         ibv_reg_mr of a freshly allocated buffer (pin + register);
+ *   xfer         a register-per-transfer step: ibv_reg_mr + one RDMA WRITE
+ *                of 4 KiB into the buffer + poll + ibv_dereg_mr, over a
+ *                loopback RC QP pair;
+ * and each configuration's speed-up against the anchor of the same run.
+ * Under QEMU TCG the absolute figures are those of an emulated CPU:
+ * compare the columns, not with hardware.
  */
 #include <cuda.h>
 #include <errno.h>
@@ -174,19 +180,41 @@ static void write_wait(uint64_t raddr, uint32_t rkey)
 	}
 }
 
-/* One process: print "R size reg_ns dereg_ns xfer_ns". */
+/* One process: print "R size reg_ns dereg_ns miss_ns xfer_ns". */
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Median: a loaded host preempts the emulated CPU at random; a mean
+ * would be the preemptions' figure. */
+static double median(uint64_t *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_u64);
+	return (double)v[n / 2];
+}
+
 static void child(int iters)
 {
+	uint64_t *reg = calloc((size_t)iters, sizeof(uint64_t));
+	uint64_t *dereg = calloc((size_t)iters, sizeof(uint64_t));
+	uint64_t *miss = calloc((size_t)iters, sizeof(uint64_t));
+	uint64_t *xfer = calloc((size_t)iters, sizeof(uint64_t));
 	CUdevice dev;
 	CUcontext ctx;
 
+	if (!reg || !dereg || !miss || !xfer)
+		die("calloc");
 	if (cuInit(0) || cuDeviceGet(&dev, 0) ||
 	    cuDevicePrimaryCtxRetain(&ctx, dev) || cuCtxSetCurrent(ctx))
 		die("CUDA init");
 	verbs_open(getenv("RDMA_DEV") ? getenv("RDMA_DEV") : "rxe0");
 	for (size_t s = 0; s < NSIZES; s++) {
-		uint64_t t_reg = 0, t_dereg = 0, t0, t1, t2;
+		int nmiss = iters / 4 ? iters / 4 : 1;
 		size_t sz = sizes[s];
+		uint64_t t0, t1, t2;
 		CUdeviceptr p;
 		struct ibv_mr *mr;
 
@@ -206,11 +234,25 @@ static void child(int iters)
 			if (ibv_dereg_mr(mr))
 				die("ibv_dereg_mr");
 			t2 = now_ns();
-			t_reg += t1 - t0;
-			t_dereg += t2 - t1;
+			reg[i] = t1 - t0;
+			dereg[i] = t2 - t1;
 		}
-		t0 = now_ns();
+		for (int i = 0; i < nmiss; i++) {
+			CUdeviceptr q;
+
+			if (cuMemAlloc(&q, sz))
+				die("cuMemAlloc");
+			t0 = now_ns();
+			mr = ibv_reg_mr(vb.pd, (void *)(uintptr_t)q, sz, ACC);
+			t1 = now_ns();
+			if (!mr)
+				die("ibv_reg_mr (miss)");
+			miss[i] = t1 - t0;
+			ibv_dereg_mr(mr);
+			cuMemFree(q);
+		}
 		for (int i = 0; i < iters; i++) {
+			t0 = now_ns();
 			mr = ibv_reg_mr(vb.pd, (void *)(uintptr_t)p, sz, ACC);
 			if (!mr)
 				die("ibv_reg_mr");
@@ -218,10 +260,11 @@ static void child(int iters)
 				   mr->rkey);
 			if (ibv_dereg_mr(mr))
 				die("ibv_dereg_mr");
+			xfer[i] = now_ns() - t0;
 		}
-		t1 = now_ns();
-		printf("R %zu %.0f %.0f %.0f\n", sz, (double)t_reg / iters,
-		       (double)t_dereg / iters, (double)(t1 - t0) / iters);
+		printf("R %zu %.0f %.0f %.0f %.0f\n", sz, median(reg, iters),
+		       median(dereg, iters), median(miss, nmiss),
+		       median(xfer, iters));
 		fflush(stdout);
 		cuMemFree(p);
 	}
@@ -231,46 +274,69 @@ static void child(int iters)
 	ibv_destroy_cq(vb.cq);
 	ibv_dealloc_pd(vb.pd);
 	ibv_close_device(vb.ctx);
+	free(reg);
+	free(dereg);
+	free(miss);
+	free(xfer);
 }
 
 struct res {
-	double reg, dereg, xfer;
+	double reg, dereg, miss, xfer;
 };
 
-static int run(const char *preload, int iters, struct res *r)
+/* backend NULL: no shim. */
+static int run(const char *preload, const char *backend, const char *expo,
+	       int iters, struct res *r)
 {
 	char cmd[4096];
 	char line[256];
 	FILE *f;
 	int n = 0;
 
-	snprintf(cmd, sizeof(cmd),
-		 "env %s%s GDRHOOK_BACKEND=peermem /proc/%d/exe --child %d",
-		 preload ? "LD_PRELOAD=" : "-u LD_PRELOAD",
-		 preload ? preload : "", (int)getpid(), iters);
+	if (preload)
+		snprintf(cmd, sizeof(cmd),
+			 "env LD_PRELOAD=%s GDRHOOK_BACKEND=%s GDRHOOK_REMOTE_EXPOSURE=%s /proc/%d/exe --child %d",
+			 preload, backend, expo, (int)getpid(), iters);
+	else
+		snprintf(cmd, sizeof(cmd),
+			 "env -u LD_PRELOAD /proc/%d/exe --child %d",
+			 (int)getpid(), iters);
 	f = popen(cmd, "r");
 	if (!f)
 		die("popen");
 	while (fgets(line, sizeof(line), f)) {
 		size_t sz;
-		double a, b, c;
+		double a, b, c, d;
 
-		if (sscanf(line, "R %zu %lf %lf %lf", &sz, &a, &b, &c) == 4 &&
-		    n < (int)NSIZES) {
+		if (sscanf(line, "R %zu %lf %lf %lf %lf", &sz, &a, &b, &c,
+			   &d) == 5 && n < (int)NSIZES) {
 			r[n].reg = a;
 			r[n].dereg = b;
-			r[n].xfer = c;
+			r[n].miss = c;
+			r[n].xfer = d;
 			n++;
 		}
 	}
 	return pclose(f) == 0 && n == (int)NSIZES ? 0 : -1;
 }
 
+static void row(const char *name, const struct res *r, const struct res *raw)
+{
+	for (size_t s = 0; s < NSIZES; s++)
+		printf("%-20s %9zu | %10.0f %10.0f %10.0f %10.0f | %7.2fx %7.2fx %7.2fx\n",
+		       s ? "" : name, sizes[s], r[s].reg, r[s].dereg,
+		       r[s].miss, r[s].xfer, raw[s].reg / r[s].reg,
+		       raw[s].miss / r[s].miss, raw[s].xfer / r[s].xfer);
+}
+
 int main(int argc, char **argv)
 {
 	struct res raw[NSIZES], shim[NSIZES];
 	const char *lib = getenv("REGCACHE_SHIM_LIB");
-	int iters;
+	const char *be = getenv("GDRHOOK_BACKEND");
+	const char *ex = getenv("REGCACHE_EXPOSURES");
+	char backends[256], expos[256], name[600];
+	int iters, failed = 0;
 
 	if (argc > 2 && !strcmp(argv[1], "--child")) {
 		child(atoi(argv[2]));
@@ -281,24 +347,36 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench_regcache: set REGCACHE_SHIM_LIB to libgdrhook.so\n");
 		return 2;
 	}
-	if (run(NULL, iters, raw) || run(lib, iters, shim)) {
-		fprintf(stderr, "bench_regcache: a run failed\n");
+	snprintf(backends, sizeof(backends), "%s",
+		 be && *be ? be : "auto peermem dmabuf");
+	snprintf(expos, sizeof(expos), "%s",
+		 ex && *ex ? ex : "exact allocation");
+	if (run(NULL, NULL, NULL, iters, raw)) {
+		fprintf(stderr, "bench_regcache: the run without the shim failed\n");
 		return 1;
 	}
-	printf("registration on rxe0 (\"GPU\" memory of the driver double), %d iterations, ns per call\n",
-	       iters);
-	printf("%10s | %12s %12s | %12s %12s | %9s\n", "size", "reg (rxe)",
-	       "reg (shim)", "dereg (rxe)", "dereg (shim)", "reg ratio");
-	for (size_t s = 0; s < NSIZES; s++)
-		printf("%10zu | %12.0f %12.0f | %12.0f %12.0f | %8.0fx\n",
-		       sizes[s], raw[s].reg, shim[s].reg, raw[s].dereg,
-		       shim[s].dereg, raw[s].reg / shim[s].reg);
-	printf("register-per-transfer (reg + RDMA WRITE %d B + poll + dereg), ns per transfer\n",
-	       XFER);
-	printf("%10s | %12s %12s | %9s\n", "size", "no shim", "shim",
-	       "speedup");
-	for (size_t s = 0; s < NSIZES; s++)
-		printf("%10zu | %12.0f %12.0f | %8.2fx\n", sizes[s],
-		       raw[s].xfer, shim[s].xfer, raw[s].xfer / shim[s].xfer);
-	return 0;
+	printf("registration on %s (\"GPU\" memory of the driver double), %d iterations, median ns per call; speed-up = no shim / this, same run\n",
+	       getenv("RDMA_DEV") ? getenv("RDMA_DEV") : "rxe0", iters);
+	printf("%-20s %9s | %10s %10s %10s %10s | %8s %8s %8s\n",
+	       "configuration", "size", "reg", "dereg", "miss", "xfer",
+	       "reg", "miss", "xfer");
+	row("no shim", raw, raw);
+	for (char *b = strtok(backends, " "); b; b = strtok(NULL, " ")) {
+		char list[256];
+
+		snprintf(list, sizeof(list), "%s", expos);
+		for (char *e = list, *next; e && *e; e = next) {
+			next = strchr(e, ' ');
+			if (next)
+				*next++ = 0;
+			snprintf(name, sizeof(name), "%s/%s", b, e);
+			if (run(lib, b, e, iters, shim)) {
+				printf("%-20s: the run failed\n", name);
+				failed = 1;
+				continue;
+			}
+			row(name, shim, raw);
+		}
+	}
+	return failed;
 }

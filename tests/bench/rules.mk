@@ -81,3 +81,17 @@ $(BENCH_EVLOG): tests/bench/bench_evlog.c $(CORE_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(CORE_A) $(LDLIBS)
 # ---- end bench_evlog ----
+# ---- bench_rcache: the registration cache's CPU cost next to UCX's ----
+# Links the library's objects (like the unit tests) and a no-op NIC; UCX
+# (libucx-dev's header for the types) is dlopen'ed at run time, so the
+# build never needs libucs.
+BENCH_RCACHE	:= $(BUILD)/tests/bench/bench_rcache
+
+.PHONY: bench-rcache
+bench: $(BENCH_RCACHE)
+bench-rcache: $(BENCH_RCACHE)
+
+$(BENCH_RCACHE): tests/bench/bench_rcache.c $(CORE_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Itests -o $@ $< $(CORE_A) $(LDLIBS)
+# ---- end bench_rcache ----

@@ -446,6 +446,9 @@ FC_API CUresult CUDAAPI cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib,
 	case CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT:
 		v = 512;
 		break;
+	case CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED:
+		v = fc_c2c();
+		break;
 	default:
 		v = 0;
 	}

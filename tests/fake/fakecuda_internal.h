@@ -275,4 +275,12 @@ CUresult fc_getprocaddress(const char *symbol, void **pfn, int ver,
 			   cuuint64_t flags,
 			   CUdriverProcAddressQueryResult *status, int legacy);
 
+/* SYNC_MEMOPS per pointer (fakecuda_gdr.c); fc lock held. */
+CUresult fc_syncmemops_set(const struct fc_alloc *a);
+int fc_syncmemops_get(const struct fc_alloc *a);
+/* DMA-BUF mapping type (fakecuda_gdr.c): FAKECUDA_C2C=1, and whether an
+ * export with these flags is accepted. */
+int fc_c2c(void);
+CUresult fc_dmabuf_flags(unsigned long long flags);
+
 #endif

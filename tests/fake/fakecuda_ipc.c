@@ -64,6 +64,9 @@ FC_API CUresult CUDAAPI cuMemGetHandleForAddressRange(
 	    handleType != CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD ||
 	    (flags & ~(unsigned long long)CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE))
 		return CUDA_ERROR_INVALID_VALUE;
+	rc = fc_dmabuf_flags(flags);
+	if (rc)
+		return rc;
 	fc_lock();
 	bfd = backing_of(dptr, size, &off);
 	if (bfd < 0) {

@@ -120,7 +120,7 @@ static CUresult attr_get(const struct fc_alloc *a, CUpointer_attribute attr,
 		break;
 	}
 	case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
-		*(int *)data = 1;
+		*(int *)data = fc_syncmemops_get(a);
 		break;
 	case CU_POINTER_ATTRIBUTE_BUFFER_ID:
 		*(unsigned long long *)data = a->buffer_id;
@@ -245,6 +245,8 @@ FC_API CUresult CUDAAPI cuPointerSetAttribute(const void *value,
 	a = fc_find(ptr);
 	if (!a || is_host_kind(a))
 		rc = CUDA_ERROR_INVALID_VALUE;
+	else
+		rc = fc_syncmemops_set(a);
 	fc_unlock();
 	return rc;
 }

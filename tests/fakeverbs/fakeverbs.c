@@ -19,7 +19,9 @@
  *    was freed (stale) before doing them;
  *  - fakeverbs_stale_mrs() counts live registrations whose memory is no
  *    longer the allocation they were made on (a NIC with access to freed
- *    memory); ibv_dealloc_pd fails with EBUSY while the PD has MRs.
+ *    memory); ibv_dealloc_pd fails with EBUSY while the PD has MRs;
+ *  - FAKEVERBS_NO_DMABUF=1 in the environment: a NIC that cannot import
+ *    DMA-BUF (soft-RoCE): ibv_reg_dmabuf_mr fails with EOPNOTSUPP.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -250,6 +252,11 @@ FV_API struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
 	void *map;
 
 	count(C_REG_DMABUF);
+	if (getenv("FAKEVERBS_NO_DMABUF") &&
+	    !strcmp(getenv("FAKEVERBS_NO_DMABUF"), "1")) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
 	if (!off_fn)
 		return reg_real_dmabuf(pd, offset, length, iova, fd, access);
 	if (off_fn(fd, &base)) {

@@ -9,13 +9,17 @@
  *     GDRHOOK_BACKEND=dmabuf GDRHOOK_LOG=dmabuf.jsonl build/gpu/dmabuf_proof
  *
  * Exits 0 when the first registration pinned the whole allocation through
- * a dma-buf, later ones were cache hits, and the free unpinned it first.
+ * a dma-buf and the free unpinned it first; with
+ * GDRHOOK_REMOTE_EXPOSURE=allocation the later ones were cache hits (one
+ * ibv_reg_dmabuf_mr in all), with exact (the default) each remote-access
+ * registration is its own ibv_reg_dmabuf_mr of the one exported dma-buf.
  */
 #define _GNU_SOURCE
 #include <cuda.h>
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <infiniband/verbs.h>
 
 #include "gdrhook_preload.h"
@@ -37,6 +41,8 @@ int main(void)
 	CUcontext cu;
 	CUdeviceptr d;
 	const size_t size = 64 << 20;
+	const char *expo = getenv("GDRHOOK_REMOTE_EXPOSURE");
+	unsigned long want = expo && !strcmp(expo, "allocation") ? 1 : 3;
 	void *h = dlopen("libibverbs.so.1", RTLD_NOW);
 
 	if (!h || gdrhook_preload_open(&gh)) {
@@ -86,8 +92,9 @@ int main(void)
 	gh.get_stats(&st);
 	printf("NIC saw %lu deregistrations after the free\n",
 	       fv_calls("ibv_dereg_mr"));
-	if (fv_calls("ibv_reg_dmabuf_mr") != 1) {
-		printf("FAIL: want exactly one dma-buf registration\n");
+	if (fv_calls("ibv_reg_dmabuf_mr") != want) {
+		printf("FAIL: want exactly %lu dma-buf registration(s) (%s exposure)\n",
+		       want, want == 1 ? "allocation" : "exact");
 		return 1;
 	}
 	printf("PASS dmabuf backend on real GPU memory\n");

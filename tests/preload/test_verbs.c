@@ -9,7 +9,9 @@
  */
 #include <cuda.h>
 #include <dlfcn.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,6 +95,19 @@ static void verbs_load(void)
 	v.stale = need(dlsym(v.h, "fakeverbs_stale_mrs"), "stale");
 	v.is_mr = need(dlsym(v.h, "fakeverbs_is_mr"), "is_mr");
 	v.write = need(dlsym(v.h, "fakeverbs_write"), "write");
+}
+
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	CHECK(d != NULL);
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n - 1;	/* the directory's own */
 }
 
 static CUdeviceptr dev_alloc(size_t n)
@@ -303,7 +318,8 @@ static int scenario_none(void)
 	return 0;
 }
 
-/* Auto choice: the double exports DMA-BUF and has ibv_reg_dmabuf_mr. */
+/* Auto choice: the double exports DMA-BUF, has ibv_reg_dmabuf_mr, and
+ * its NIC imports DMA-BUF. */
 static int scenario_auto(void)
 {
 	struct ibv_pd *pd;
@@ -316,7 +332,8 @@ static int scenario_auto(void)
 	d = dev_alloc(MiB);
 	a = v.reg(pd, (void *)d, 64, LW);
 	CHECK(a && !v.is_mr(a));
-	CHECK_EQ(v.calls("ibv_reg_dmabuf_mr"), 1);
+	/* the NIC-import probe, then the registration */
+	CHECK_EQ(v.calls("ibv_reg_dmabuf_mr"), 2);
 	CHECK_EQ(v.dereg(a), 0);
 	CU_OK(cuMemFree(d));
 	CHECK_EQ(v.live(), 0);
@@ -380,6 +397,476 @@ static int scenario_log(void)
 	return 0;
 }
 
+/* Is the peer's write through rkey refused?  (any NIC error) */
+static int refused(struct ibv_pd *pd, uint32_t rkey, uint64_t raddr)
+{
+	return v.write(pd, rkey, raddr, "x", 1) != 0;
+}
+
+/*
+ * Seen 1: registrations that straddle two allocations, run one byte past
+ * one, or cover several are never handed out unwrapped: the free of any
+ * allocation they touch makes the NIC refuse their rkey.
+ */
+static int scenario_straddle(void)
+{
+	struct ibv_pd *pd;
+	struct ibv_mr *m;
+	CUdeviceptr a, b, lo, hi, c[4];
+	uint64_t len;
+
+	primary_ctx(0);
+	verbs_load();
+	pd = v.alloc_pd(v.open());
+	a = dev_alloc(10000);
+	b = dev_alloc(10000);
+	lo = a < b ? a : b;
+	hi = a < b ? b : a;
+	printf("  A %#llx, B %#llx (%llu bytes apart)\n", (unsigned long long)lo,
+	       (unsigned long long)hi, (unsigned long long)(hi - lo));
+	/* A + 9000 into B (hi - lo: 10000 adjacent, 65536 rounded) */
+	len = hi - (lo + 9000) + 1000;
+	m = v.reg(pd, (void *)(lo + 9000), len, LW | RW);
+	CHECK(m != NULL);
+	CHECK(!v.is_mr(m));		/* wrapped */
+	CHECK_EQ(v.write(pd, m->rkey, lo + 9000, "ok", 2), 0);
+	CU_OK(cuMemFree(lo));
+	CHECK(refused(pd, m->rkey, lo + 9000));
+	CHECK(refused(pd, m->rkey, hi));
+	CHECK_EQ(v.stale(), 0);
+	CHECK_EQ(v.dereg(m), 0);
+	/* the other one's free revokes it too */
+	lo = dev_alloc(10000);
+	m = v.reg2(pd, (void *)(lo + 9000), len, lo + 9000, LW | RW);
+	CHECK(m && !v.is_mr(m));
+	CU_OK(cuMemFree(hi));
+	CHECK(refused(pd, m->rkey, lo + 9000));
+	CHECK_EQ(v.stale(), 0);
+	CHECK_EQ(v.dereg(m), 0);
+	/* one byte past the end of one allocation */
+	m = v.reg(pd, (void *)(lo + 5000), 5001, LW | RW);
+	CHECK(m && !v.is_mr(m));
+	CU_OK(cuMemFree(lo));
+	CHECK(refused(pd, m->rkey, lo + 5000));
+	CHECK_EQ(v.stale(), 0);
+	CHECK_EQ(v.dereg(m), 0);
+	/* several allocations; the program's dmabuf of tracked memory too */
+	for (int i = 0; i < 4; i++)
+		c[i] = dev_alloc(MiB);
+	lo = hi = c[0];
+	for (int i = 1; i < 4; i++) {
+		lo = c[i] < lo ? c[i] : lo;
+		hi = c[i] > hi ? c[i] : hi;
+	}
+	m = v.reg(pd, (void *)lo, hi + MiB - lo, LW | RW);
+	CHECK(m && !v.is_mr(m));
+	CU_OK(cuMemFree(c[2]));
+	CHECK(refused(pd, m->rkey, lo));
+	CHECK_EQ(v.dereg(m), 0);
+	for (int i = 0; i < 4; i++)
+		if (i != 2)
+			CU_OK(cuMemFree(c[i]));
+	CHECK_EQ(v.live(), 0);
+	CHECK_EQ(v.stale(), 0);
+	CHECK_EQ(v.calls("stale_writes"), 0);
+	return 0;
+}
+
+/*
+ * Seen 2 and 3: ibv_rereg_mr takes effect as natively (all three flags,
+ * rdma-core's input errors), and with exact exposure (the default) an
+ * rkey reaches exactly what was registered and dies with ibv_dereg_mr.
+ */
+static int scenario_rereg(void)
+{
+	struct ibv_context *vctx;
+	struct ibv_pd *pd, *pd2;
+	struct ibv_mr *m, *keep;
+	uint32_t old;
+	CUdeviceptr a;
+
+	primary_ctx(0);
+	verbs_load();
+	vctx = v.open();
+	pd = v.alloc_pd(vctx);
+	pd2 = v.alloc_pd(vctx);
+	a = dev_alloc(4 * MiB);
+	m = v.reg(pd, (void *)(a + 4096), 512, LW | RW);
+	CHECK(m && !v.is_mr(m));
+	CHECK_EQ(v.write(pd, m->rkey, a + 4096, "in", 2), 0);
+	/* exact: 512 bytes, not the allocation */
+	CHECK(refused(pd, m->rkey, a + 4096 + 512));
+	CHECK(refused(pd, m->rkey, a));
+	/* input errors, as rdma-core: nothing changes */
+	errno = 0;
+	CHECK_EQ(v.rereg(m, 0x100, NULL, NULL, 0, 0), IBV_REREG_MR_ERR_INPUT);
+	CHECK_EQ(errno, EINVAL);
+	errno = 0;
+	CHECK_EQ(v.rereg(m, IBV_REREG_MR_CHANGE_PD, pd2, NULL, 0, LW),
+		 IBV_REREG_MR_ERR_INPUT);
+	CHECK_EQ(errno, EINVAL);
+	errno = 0;
+	CHECK_EQ(v.rereg(m, IBV_REREG_MR_CHANGE_TRANSLATION, NULL,
+			 (void *)a, 0, 0), IBV_REREG_MR_ERR_INPUT);
+	CHECK_EQ(errno, EINVAL);
+	CHECK_EQ(v.write(pd, m->rkey, a + 4096, "in", 2), 0);
+	/* narrowing the access: the peer's write is refused at once */
+	old = m->rkey;
+	CHECK_EQ(v.rereg(m, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, LW), 0);
+	CHECK(refused(pd, m->rkey, a + 4096));
+	CHECK(refused(pd, old, a + 4096));
+	/* widening again, then moving the range: the old range is gone */
+	CHECK_EQ(v.rereg(m, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+			 LW | RW), 0);
+	CHECK_EQ(v.write(pd, m->rkey, a + 4096, "in", 2), 0);
+	old = m->rkey;
+	CHECK_EQ(v.rereg(m, IBV_REREG_MR_CHANGE_TRANSLATION, NULL,
+			 (void *)(a + 65536), 1024, 0), 0);
+	CHECK_EQ((uintptr_t)m->addr, a + 65536);
+	CHECK_EQ(m->length, 1024);
+	CHECK(refused(pd, old, a + 4096));
+	CHECK(refused(pd, m->rkey, a + 4096));
+	CHECK_EQ(v.write(pd, m->rkey, a + 65536 + 1000, "in", 2), 0);
+	/* another PD: the old one loses it */
+	old = m->rkey;
+	CHECK_EQ(v.rereg(m, IBV_REREG_MR_CHANGE_PD, pd2, NULL, 0, 0), 0);
+	CHECK(m->pd == pd2);
+	CHECK(refused(pd, m->rkey, a + 65536));
+	CHECK(refused(pd, old, a + 65536));
+	CHECK_EQ(v.write(pd2, m->rkey, a + 65536, "in", 2), 0);
+	/* all three at once */
+	CHECK_EQ(v.rereg(m, IBV_REREG_MR_CHANGE_PD |
+			 IBV_REREG_MR_CHANGE_TRANSLATION |
+			 IBV_REREG_MR_CHANGE_ACCESS, pd, (void *)(a + 8192),
+			 256, LW | RW), 0);
+	CHECK(refused(pd2, m->rkey, a + 8192));
+	CHECK(refused(pd, m->rkey, a + 65536));
+	CHECK_EQ(v.write(pd, m->rkey, a + 8192 + 255, "i", 1), 0);
+	CHECK(refused(pd, m->rkey, a + 8192 + 256));
+	/* the NIC refuses the new registration: ERR_CMD, old grant gone */
+	old = m->rkey;
+	errno = 0;
+	CHECK_EQ(v.rereg(m, IBV_REREG_MR_CHANGE_PD, NULL, NULL, 0, 0),
+		 IBV_REREG_MR_ERR_CMD);
+	CHECK(errno != 0);
+	CHECK(refused(pd, old, a + 8192));
+	CHECK_EQ(v.dereg(m), 0);
+	/* exact: ibv_dereg_mr kills the rkey, even with another MR alive */
+	keep = v.reg(pd, (void *)(a + 100), 64, LW);
+	m = v.reg(pd, (void *)(a + 4096), 512, LW | RW);
+	old = m->rkey;
+	CHECK_EQ(v.dereg(m), 0);
+	CHECK(refused(pd, old, a + 4096));
+	CHECK_EQ(v.dereg(keep), 0);
+	CU_OK(cuMemFree(a));
+	CHECK_EQ(v.live(), 0);
+	CHECK_EQ(v.stale(), 0);
+	CHECK_EQ(v.calls("stale_writes"), 0);
+	return 0;
+}
+
+/*
+ * An MR libibverbs made on host memory, moved onto GPU memory by the
+ * program's own ibv_rereg_mr: the free still revokes it first, and the
+ * program's ibv_dereg_mr of it still works.
+ */
+static int scenario_adopt(void)
+{
+	static char host[8192] __attribute__((aligned(4096)));
+	struct ibv_pd *pd;
+	struct ibv_mr *h;
+	CUdeviceptr a, b;
+	uint32_t rkey;
+
+	primary_ctx(0);
+	verbs_load();
+	pd = v.alloc_pd(v.open());
+	a = dev_alloc(MiB);
+	b = dev_alloc(MiB);
+	h = v.reg(pd, host, sizeof(host), LW | RW);
+	CHECK(h && v.is_mr(h));		/* host memory: libibverbs' own */
+	CHECK_EQ(v.rereg(h, IBV_REREG_MR_CHANGE_TRANSLATION, NULL,
+			 (void *)(a + 4096), 512, 0), 0);
+	CHECK_EQ(v.write(pd, h->rkey, a + 4096, "in", 2), 0);
+	CU_OK(cuMemFree(a));
+	CHECK(refused(pd, h->rkey, a + 4096));
+	CHECK_EQ(v.stale(), 0);
+	/* moved again (onto b), then the program deregisters it */
+	CHECK_EQ(v.rereg(h, IBV_REREG_MR_CHANGE_TRANSLATION |
+			 IBV_REREG_MR_CHANGE_ACCESS, NULL, (void *)b, 4096,
+			 LW | RW), 0);
+	CHECK_EQ(v.write(pd, h->rkey, b + 100, "in", 2), 0);
+	rkey = h->rkey;
+	CHECK_EQ(v.dereg(h), 0);
+	CHECK(refused(pd, rkey, b + 100));
+	CU_OK(cuMemFree(b));
+	CHECK_EQ(v.live(), 0);
+	CHECK_EQ(v.calls("stale_writes"), 0);
+	return 0;
+}
+
+/*
+ * Random shapes over the fake NIC, on the backend of the environment,
+ * with the default (exact) exposure: registrations of random offsets and
+ * lengths (inside one allocation, straddling, running past an end), in
+ * one of two PDs, with random access; random deregistrations, rereg of
+ * access or range, frees.  After every step a peer writes through a
+ * random held MR's rkey at a random address near it: the NIC must take
+ * the write exactly when the program's MR grants it (remote write, its
+ * range, its PD, everything under it still allocated), and no write may
+ * reach freed memory.
+ */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define RND_CYCLES	2000
+#else
+#define RND_CYCLES	20000
+#endif
+#define RND_SLOTS	6
+#define RND_HELD	24
+
+struct rnd_held {
+	struct ibv_mr *mr;
+	uint64_t addr, len;
+	unsigned int access;
+	int pd;
+	uint64_t gens[RND_SLOTS];	/* slot generations it touched */
+};
+
+static uint64_t rnd_next(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
+static int scenario_random(void)
+{
+	static const unsigned int acc[] = { LW, LW | RW,
+					    LW | RW | IBV_ACCESS_REMOTE_READ,
+					    LW | RW | IBV_ACCESS_RELAXED_ORDERING };
+	static struct rnd_held h[RND_HELD];
+	CUdeviceptr base[RND_SLOTS];
+	uint64_t size[RND_SLOTS], gen[RND_SLOTS], next_gen = 1;
+	uint64_t x = 0x853c49e6748fea9bULL, writes = 0, taken = 0, bad = 0;
+	struct ibv_pd *pds[2];
+	struct ibv_context *vctx;
+	int nh = 0, live[RND_SLOTS];
+
+	primary_ctx(0);
+	verbs_load();
+	vctx = v.open();
+	pds[0] = v.alloc_pd(vctx);
+	pds[1] = v.alloc_pd(vctx);
+	for (int i = 0; i < RND_SLOTS; i++) {
+		size[i] = 4096 + rnd_next(&x) % (3 * 65536);
+		base[i] = dev_alloc(size[i]);
+		gen[i] = next_gen++;
+		live[i] = 1;
+	}
+	for (long n = 0; n < RND_CYCLES; n++) {
+		uint64_t op = rnd_next(&x) % 16;
+		int i = (int)(rnd_next(&x) % RND_SLOTS);
+
+		if (op < 2) {			/* free, or allocate again */
+			if (live[i]) {
+				CU_OK(cuMemFree(base[i]));
+				live[i] = 0;
+				CHECK_EQ(v.stale(), 0);
+			} else {
+				base[i] = dev_alloc(size[i]);
+				gen[i] = next_gen++;
+				live[i] = 1;
+			}
+		} else if (op < 8 && nh < RND_HELD && live[i]) {
+			struct rnd_held *r = &h[nh];
+			int64_t off = (int64_t)(rnd_next(&x) % (size[i] + 8192)) - 4096;
+
+			r->addr = base[i] + (uint64_t)off;
+			r->len = 1 + rnd_next(&x) % (rnd_next(&x) % 4 ? 8192 : 4 * 65536);
+			r->access = acc[rnd_next(&x) % 4];
+			r->pd = (int)(rnd_next(&x) % 2);
+			for (int k = 0; k < RND_SLOTS; k++)
+				r->gens[k] = live[k] && base[k] < r->addr + r->len &&
+					     r->addr < base[k] + size[k] ?
+					     gen[k] : 0;
+			r->mr = v.reg2(pds[r->pd], (void *)(uintptr_t)r->addr,
+				       r->len, r->addr, r->access);
+			if (r->mr)
+				nh++;
+		} else if (op < 12 && nh) {
+			int k = (int)(rnd_next(&x) % (uint64_t)nh);
+
+			CHECK_EQ(v.dereg(h[k].mr), 0);
+			h[k] = h[--nh];
+		} else if (op < 14 && nh) {	/* rereg: access or range */
+			struct rnd_held *r = &h[rnd_next(&x) % (uint64_t)nh];
+
+			/* a rereg registers anew: on what is there now */
+			if (rnd_next(&x) & 1) {
+				r->access = acc[rnd_next(&x) % 4];
+				for (int k = 0; k < RND_SLOTS; k++)
+					r->gens[k] = live[k] &&
+						base[k] < r->addr + r->len &&
+						r->addr < base[k] + size[k] ?
+						gen[k] : 0;
+				if (v.rereg(r->mr, IBV_REREG_MR_CHANGE_ACCESS,
+					    NULL, NULL, 0, (int)r->access))
+					r->access = 0;	/* grants nothing */
+			} else if (live[i]) {
+				r->addr = base[i] + rnd_next(&x) % size[i];
+				r->len = 1 + rnd_next(&x) % 8192;
+				for (int k = 0; k < RND_SLOTS; k++)
+					r->gens[k] = live[k] &&
+						base[k] < r->addr + r->len &&
+						r->addr < base[k] + size[k] ?
+						gen[k] : 0;
+				if (v.rereg(r->mr,
+					    IBV_REREG_MR_CHANGE_TRANSLATION,
+					    NULL, (void *)(uintptr_t)r->addr,
+					    r->len, 0))
+					r->access = 0;
+			}
+		}
+		/* a peer's write near a random held MR */
+		if (nh) {
+			struct rnd_held *r = &h[rnd_next(&x) % (uint64_t)nh];
+			int64_t d = (int64_t)(rnd_next(&x) % (r->len + 128)) - 64;
+			uint64_t at = r->addr + (uint64_t)d;
+			int p = (int)(rnd_next(&x) % 4 == 0 ? !r->pd : r->pd);
+			int ok = (r->access & RW) && p == r->pd &&
+				 at >= r->addr && at < r->addr + r->len;
+			int got;
+
+			for (int k = 0; k < RND_SLOTS && ok; k++)
+				if (r->gens[k] && (!live[k] || gen[k] != r->gens[k]))
+					ok = 0;
+			/* only inside tracked memory: host pages are real */
+			for (int k = 0, in = 0; k < RND_SLOTS && ok; k++) {
+				in |= live[k] && at >= base[k] &&
+				      at < base[k] + size[k];
+				if (k == RND_SLOTS - 1 && !in)
+					ok = -1;
+			}
+			if (ok >= 0) {
+				got = v.write(pds[p], r->mr->rkey, at, "w", 1) == 0;
+				writes++;
+				taken += got;
+				bad += got != ok;
+			}
+		}
+	}
+	printf("  random shapes: %d cycles, %llu peer writes checked (%llu taken), %llu against the program's grants, stale writes %lu\n",
+	       RND_CYCLES, (unsigned long long)writes,
+	       (unsigned long long)taken, (unsigned long long)bad,
+	       v.calls("stale_writes"));
+	CHECK_EQ(bad, 0);
+	CHECK_EQ(v.calls("stale_writes"), 0);
+	CHECK(taken > 0 && taken < writes);
+	while (nh)
+		CHECK_EQ(v.dereg(h[--nh].mr), 0);
+	for (int i = 0; i < RND_SLOTS; i++)
+		if (live[i])
+			CU_OK(cuMemFree(base[i]));
+	CHECK_EQ(v.live(), 0);
+	return 0;
+}
+
+/* stderr into a file while fn runs: how many lines contain what. */
+static int count_in_stderr(const char *path, const char *what)
+{
+	char line[1024];
+	FILE *f = fopen(path, "r");
+	int n = 0;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, what) != NULL;
+	fclose(f);
+	return n;
+}
+
+/*
+ * Seen 4: auto on a NIC that cannot import DMA-BUF (FAKEVERBS_NO_DMABUF):
+ * one probe, then pass-through (no nvidia-peermem here), said once at
+ * the default level; a program's own capability probe is untouched.
+ */
+static int scenario_auto_noimport(void)
+{
+	char path[512];
+	struct ibv_pd *pd;
+	struct ibv_mr *m;
+	CUdeviceptr d;
+	int fd, saved = dup(2);
+
+	log_path(path, sizeof(path), "auto-noimport");
+	fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+	CHECK(fd >= 0 && saved >= 0);
+	dup2(fd, 2);
+	primary_ctx(0);
+	verbs_load();
+	pd = v.alloc_pd(v.open());
+	d = dev_alloc(MiB);
+	/* NCCL's probe: fd -1, reaches the NIC, errno untouched */
+	errno = 0;
+	CHECK(v.dmabuf(pd, 0, 0, 0, -1, 0) == NULL);
+	CHECK_EQ(errno, EOPNOTSUPP);
+	CHECK_EQ(v.calls("ibv_reg_dmabuf_mr"), 1);
+	for (int i = 0; i < 10; i++) {
+		m = v.reg(pd, (void *)(d + 64 * i), 64, LW | RW);
+		CHECK(m != NULL);
+		CHECK_EQ(v.dereg(m), 0);
+	}
+	CHECK_EQ(v.calls("ibv_reg_dmabuf_mr"), 2);	/* + one probe */
+	CHECK_EQ(v.calls("ibv_reg_mr_iova2"), 10);
+	CU_OK(cuMemFree(d));
+	dup2(saved, 2);
+	close(fd);
+	CHECK_EQ(count_in_stderr(path, "auto chose dmabuf"), 1);
+	unlink(path);
+	return 0;
+}
+
+/*
+ * No fd held longer than needed: 10^5 register/free cycles, dmabuf.
+ * Sanitizer builds run 10^4: they are there for memory and race errors.
+ */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define FD_CYCLES	10000
+#else
+#define FD_CYCLES	100000
+#endif
+
+static int scenario_fds(void)
+{
+	struct ibv_pd *pd;
+	int before, after;
+
+	primary_ctx(0);
+	verbs_load();
+	pd = v.alloc_pd(v.open());
+	before = count_fds();
+	for (int i = 0; i < FD_CYCLES; i++) {
+		CUdeviceptr d = dev_alloc(MiB);
+		struct ibv_mr *m = v.reg(pd, (void *)(d + 4096), 4096,
+					 i & 1 ? LW : LW | RW);
+
+		CHECK(m != NULL);
+		if (i % 3)
+			CHECK_EQ(v.dereg(m), 0);
+		CU_OK(cuMemFree(d));
+		if (!(i % 3))
+			CHECK_EQ(v.dereg(m), 0);	/* revoked */
+	}
+	after = count_fds();
+	printf("  open fds before %d, after %d cycles %d\n", before, FD_CYCLES,
+	       after);
+	CHECK_EQ(after, before);
+	CHECK_EQ(v.live(), 0);
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
@@ -391,6 +878,12 @@ static const struct {
 	{ "auto", scenario_auto },
 	{ "buffer_id", scenario_buffer_id },
 	{ "log", scenario_log },
+	{ "straddle", scenario_straddle },
+	{ "rereg", scenario_rereg },
+	{ "auto_noimport", scenario_auto_noimport },
+	{ "fds", scenario_fds },
+	{ "adopt", scenario_adopt },
+	{ "random", scenario_random },
 };
 
 /* ------------------------------------------------------------- cases */
@@ -404,14 +897,16 @@ TEST(verbs_routes)
 
 TEST(verbs_cache_dmabuf)
 {
-	const char *env[] = { "GDRHOOK_BACKEND=dmabuf", NULL };
+	const char *env[] = { "GDRHOOK_BACKEND=dmabuf",
+			      "GDRHOOK_REMOTE_EXPOSURE=allocation", NULL };
 
 	CHECK_EQ(run_scenario("dmabuf", env), 0);
 }
 
 TEST(verbs_cache_peermem)
 {
-	const char *env[] = { "GDRHOOK_BACKEND=peermem", NULL };
+	const char *env[] = { "GDRHOOK_BACKEND=peermem",
+			      "GDRHOOK_REMOTE_EXPOSURE=allocation", NULL };
 
 	CHECK_EQ(run_scenario("peermem", env), 0);
 }
@@ -447,7 +942,8 @@ TEST(buffer_id_from_driver)
 TEST(verbs_event_log)
 {
 	char path[512], envlog[600];
-	const char *env[] = { "GDRHOOK_BACKEND=dmabuf", envlog, NULL };
+	const char *env[] = { "GDRHOOK_BACKEND=dmabuf",
+			      "GDRHOOK_REMOTE_EXPOSURE=allocation", envlog, NULL };
 
 	log_path(path, sizeof(path), "verbs");
 	snprintf(envlog, sizeof(envlog), "GDRHOOK_LOG=%s", path);
@@ -460,6 +956,60 @@ TEST(verbs_event_log)
 	CHECK(LOG_COUNT(path, "\"ev\":\"miss\"") >= 2);
 	CHECK(LOG_COUNT(path, "\"ev\":\"revoke\"") >= 1);
 	unlink(path);
+}
+
+static const char *const backends[] = { "GDRHOOK_BACKEND=dmabuf",
+					 "GDRHOOK_BACKEND=peermem" };
+
+TEST(straddling_registrations_revoked)
+{
+	for (int i = 0; i < 2; i++) {
+		const char *env[] = { backends[i], NULL };
+
+		CHECK_EQ(run_scenario("straddle", env), 0);
+	}
+}
+
+TEST(rereg_as_natively)
+{
+	for (int i = 0; i < 2; i++) {
+		const char *env[] = { backends[i], NULL };
+
+		CHECK_EQ(run_scenario("rereg", env), 0);
+	}
+}
+
+TEST(rereg_of_a_real_mr_onto_gpu_memory)
+{
+	for (int i = 0; i < 2; i++) {
+		const char *env[] = { backends[i], NULL };
+
+		CHECK_EQ(run_scenario("adopt", env), 0);
+	}
+}
+
+TEST_TIMEOUT(random_shapes_every_peer_write_checked, 600)
+{
+	for (int i = 0; i < 2; i++) {
+		const char *env[] = { backends[i], NULL };
+
+		CHECK_EQ(run_scenario("random", env), 0);
+	}
+}
+
+TEST(auto_on_a_nic_without_dmabuf_import)
+{
+	const char *env[] = { "GDRHOOK_BACKEND=auto", "FAKEVERBS_NO_DMABUF=1",
+			      NULL };
+
+	CHECK_EQ(run_scenario("auto_noimport", env), 0);
+}
+
+TEST_TIMEOUT(no_fd_leak_1e5_cycles, 600)
+{
+	const char *env[] = { "GDRHOOK_BACKEND=dmabuf", NULL };
+
+	CHECK_EQ(run_scenario("fds", env), 0);
 }
 
 int main(int argc, char **argv)

@@ -115,8 +115,8 @@ static int m_valid(uint64_t cookie)
 	       cookie >> 16;
 }
 
-static int m_reg(const struct gh_pin *p, struct ibv_pd *pd,
-		 unsigned int access, struct ibv_mr **mr_p)
+static int m_reg(const struct gh_pin *p, struct ibv_pd *pd, uint64_t addr,
+		 uint64_t len, unsigned int access, struct ibv_mr **mr_p)
 {
 	struct ibv_mr *m = &mrs[regs++ % 256];
 
@@ -148,7 +148,7 @@ static struct gh_range setup_alloc(uint64_t base, uint64_t size)
 	uint64_t gen;
 
 	CHECK_EQ(gh_registry_init(), 0);
-	CHECK_EQ(gh_rcache_init(&mock_ops, 0, 0), 0);
+	CHECK_EQ(gh_rcache_init(&mock_ops, 0, 0, 0), 0);
 	CHECK_EQ(gh_registry_insert(&r, &gen), 0);
 	r.gen = gen;
 	return r;

@@ -47,6 +47,7 @@ struct mock_mr {
 	uint64_t gen, base, size;
 	unsigned int access;
 	int next_free;
+	uint64_t serial;	/* tells a reused slot from its last user */
 };
 
 static struct mock {
@@ -54,7 +55,7 @@ static struct mock {
 	int hi, free_head;	/* free_head: index + 1 */
 	long live_mrs, regs, deregs, pins, unpins, live_pins;
 	int fail_pin_n, fail_pin_rc, fail_reg_n, fail_reg_rc;
-	uint64_t last_pin_base, last_pin_size;
+	uint64_t last_pin_base, last_pin_size, serial;
 	pthread_mutex_t lock;
 } mk = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -96,6 +97,7 @@ static struct mock_mr *mock_new(void)
 	}
 	pthread_mutex_unlock(&mk.lock);
 	memset(&mk.mr[i], 0, sizeof(mk.mr[i]));
+	mk.mr[i].serial = __atomic_add_fetch(&mk.serial, 1, __ATOMIC_RELAXED);
 	mk.mr[i].mr.lkey = (uint32_t)i;
 	mk.mr[i].mr.rkey = (uint32_t)i | 0x80000000u;
 	mk.mr[i].mr.handle = (uint32_t)i;
@@ -103,8 +105,8 @@ static struct mock_mr *mock_new(void)
 	return &mk.mr[i];
 }
 
-static int mock_reg(const struct gh_pin *p, struct ibv_pd *pd,
-		    unsigned int access, struct ibv_mr **mr_p)
+static int mock_reg(const struct gh_pin *p, struct ibv_pd *pd, uint64_t addr,
+		    uint64_t len, unsigned int access, struct ibv_mr **mr_p)
 {
 	struct mock_mr *m;
 
@@ -115,11 +117,11 @@ static int mock_reg(const struct gh_pin *p, struct ibv_pd *pd,
 	m = mock_new();
 	m->mr.pd = pd;
 	m->mr.context = pd->context;
-	m->mr.addr = (void *)(uintptr_t)p->base;
-	m->mr.length = p->size;
+	m->mr.addr = (void *)(uintptr_t)addr;
+	m->mr.length = len;
 	m->gen = p->gen;
-	m->base = p->base;
-	m->size = p->size;
+	m->base = addr;
+	m->size = len;
 	m->access = access;
 	__atomic_add_fetch(&mk.regs, 1, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&mk.live_mrs, 1, __ATOMIC_RELAXED);
@@ -165,10 +167,17 @@ static struct ibv_context ctx1, ctx2;
 static struct ibv_pd pd1 = { .context = &ctx1 }, pd2 = { .context = &ctx1 },
 		     pd3 = { .context = &ctx2 };
 
-static void setup(uint64_t max_size, uint64_t max_count)
+static void setup_flags(uint64_t max_size, uint64_t max_count,
+			unsigned int flags)
 {
 	CHECK_EQ(gh_registry_init(), 0);
-	CHECK_EQ(gh_rcache_init(&mock_ops, max_size, max_count), 0);
+	CHECK_EQ(gh_rcache_init(&mock_ops, max_size, max_count, flags), 0);
+}
+
+/* GDRHOOK_REMOTE_EXPOSURE=allocation */
+static void setup(uint64_t max_size, uint64_t max_count)
+{
+	setup_flags(max_size, max_count, 0);
 }
 
 static struct gh_range alloc_kind(uint64_t base, uint64_t size,
@@ -499,18 +508,17 @@ TEST(invalidate_on_ctx_destroy_and_unmap)
 
 TEST(wrapped_registrations_are_revoked)
 {
-	struct gh_range r;
 	struct mock_mr *m;
 	struct ibv_mr *al;
 
 	setup(0, 0);
-	r = alloc_kind(A1, MiB, GDRHOOK_KIND_POOL, 1);
+	alloc_kind(A1, MiB, GDRHOOK_KIND_POOL, 1);
 	m = mock_new();		/* the program's own registration */
 	m->mr.pd = &pd1;
 	m->mr.addr = (void *)(uintptr_t)A1;
 	m->mr.length = 4096;
 	mk.live_mrs++;
-	CHECK_EQ(gh_rcache_wrap(&r, &m->mr, LW, &al), 0);
+	CHECK_EQ(gh_rcache_wrap(&m->mr, A1, 4096, LW, 0, &al), 0);
 	CHECK(al != &m->mr);
 	CHECK_EQ(al->lkey, m->mr.lkey);
 	CHECK_EQ(gh_rcache_alias_access(al), LW);
@@ -519,18 +527,182 @@ TEST(wrapped_registrations_are_revoked)
 	CHECK_EQ(gh_rcache_dereg(al), 0);
 	CHECK_EQ(ctrs().revoked, 1);
 	/* Wrapped, not freed: the program's dereg is the real one. */
-	r = alloc_dev(A1, MiB);
+	alloc_dev(A1, MiB);
 	m = mock_new();
 	mk.live_mrs++;
 	m->mr.pd = &pd1;
-	CHECK_EQ(gh_rcache_wrap(&r, &m->mr, LW, &al), 0);
+	CHECK_EQ(gh_rcache_wrap(&m->mr, A1, 4096, LW, 0, &al), 0);
 	CHECK_EQ(gh_rcache_dereg(al), 0);
 	CHECK(!m->live);
-	/* A wrap of memory already freed is refused (-ESTALE). */
+	/* A wrap of memory already freed: nothing tracked (-ENOENT). */
 	m = mock_new();
 	m->mr.pd = &pd1;
 	free_dev(A1);
-	CHECK_EQ(gh_rcache_wrap(&r, &m->mr, LW, &al), -ESTALE);
+	CHECK_EQ(gh_rcache_wrap(&m->mr, A1, 4096, LW, 0, &al), -ENOENT);
+}
+
+/* A program registration of [addr, addr + len): a mock MR, wrapped. */
+static struct ibv_mr *wrap_span(uint64_t addr, uint64_t len,
+				struct mock_mr **m_p)
+{
+	struct mock_mr *m = mock_new();
+	struct ibv_mr *al = NULL;
+
+	m->mr.pd = &pd1;
+	m->mr.addr = (void *)(uintptr_t)addr;
+	m->mr.length = len;
+	__atomic_add_fetch(&mk.live_mrs, 1, __ATOMIC_RELAXED);
+	CHECK_EQ(gh_rcache_wrap(&m->mr, addr, len, LW | RW, 0, &al), 0);
+	CHECK(al && al != &m->mr);
+	*m_p = m;
+	return al;
+}
+
+/*
+ * Seen: two adjacent allocations, a registration of A + 9000 for 4000
+ * bytes runs into B.  The free of EITHER must revoke it first; so must
+ * the free of the one allocation a registration runs one byte past.
+ */
+TEST(straddling_registrations_revoked_by_any_free)
+{
+	struct mock_mr *m;
+	struct ibv_mr *al;
+
+	setup(0, 0);
+	/* directly adjacent (a sub-allocated granule) */
+	alloc_dev(A1, 10000);
+	alloc_dev(A1 + 10000, 10000);
+	al = wrap_span(A1 + 9000, 4000, &m);
+	free_dev(A1);
+	CHECK(!m->live);		/* revoked before A's free */
+	CHECK_EQ(gh_rcache_dereg(al), 0);
+	free_dev(A1 + 10000);
+	/* B at A's 64 KiB-rounded end: B's free revokes it */
+	alloc_dev(A1, 10000);
+	alloc_dev(A1 + 65536, 10000);
+	al = wrap_span(A1 + 9000, 65536, &m);
+	free_dev(A1 + 65536);
+	CHECK(!m->live);
+	CHECK_EQ(gh_rcache_dereg(al), 0);
+	free_dev(A1);
+	/* one byte past the end of one allocation */
+	alloc_dev(A1, 10000);
+	al = wrap_span(A1 + 5000, 5001, &m);
+	free_dev(A1);
+	CHECK(!m->live);
+	CHECK_EQ(gh_rcache_dereg(al), 0);
+	/* covering several: the middle one's free revokes it */
+	for (int i = 0; i < 5; i++)
+		alloc_dev(A1 + (uint64_t)i * 20000, 10000);
+	al = wrap_span(A1, 5 * 20000, &m);
+	free_dev(A1 + 2 * 20000);
+	CHECK(!m->live);
+	CHECK_EQ(gh_rcache_dereg(al), 0);
+	for (int i = 0; i < 5; i++)
+		if (i != 2)
+			free_dev(A1 + (uint64_t)i * 20000);
+	/* the program deregisters first: every ring member goes */
+	alloc_dev(A1, 10000);
+	alloc_dev(A1 + 10000, 10000);
+	al = wrap_span(A1 + 9000, 4000, &m);
+	CHECK_EQ(gh_rcache_dereg(al), 0);
+	CHECK(!m->live);
+	free_dev(A1);
+	free_dev(A1 + 10000);
+	CHECK_EQ(mk.live_mrs, 0);
+	CHECK_EQ(ctrs().revoked, 4);
+	CHECK_EQ(ctrs().aliases, 0);
+	/* host memory and untracked ranges are not wrapped */
+	{
+		struct mock_mr *h = mock_new();
+
+		h->mr.pd = &pd1;
+		CHECK_EQ(gh_rcache_wrap(&h->mr, A1, 4096, LW, 0, &al), -ENOENT);
+		alloc_kind(A1, MiB, GDRHOOK_KIND_HOST, 0);
+		CHECK_EQ(gh_rcache_wrap(&h->mr, A1, 4096, LW, 0, &al), -ENOENT);
+	}
+}
+
+/*
+ * GDRHOOK_REMOTE_EXPOSURE=exact: a remote-access registration is exactly
+ * the range asked, shared only by identical requests, and deregistered
+ * with the program's last MR on it; the pin stays cached.
+ */
+TEST(exact_exposure)
+{
+	struct gh_range r;
+	struct ibv_mr *a, *b, *c, *l;
+	long pins;
+	int hit;
+
+	setup_flags(0, 0, GH_RC_EXPOSE_EXACT);
+	r = alloc_dev(A1, 4 * MiB);
+	a = reg(&r, &pd1, 4096, 512, LW | RW, &hit);
+	CHECK_EQ(hit, 0);
+	CHECK_EQ(backing(a)->base, A1 + 4096);
+	CHECK_EQ(backing(a)->size, 512);
+	CHECK_EQ(backing(a)->access, LW | RW);
+	b = reg(&r, &pd1, 4096, 512, LW | RW, &hit);
+	CHECK_EQ(hit, 1);
+	CHECK_EQ(b->rkey, a->rkey);
+	/* another range, or other access: its own registration */
+	c = reg(&r, &pd1, 8192, 512, LW | RW, &hit);
+	CHECK_EQ(hit, 0);
+	CHECK(c->rkey != a->rkey);
+	l = reg(&r, &pd1, 4096, 512, LW | RW | RR, &hit);
+	CHECK_EQ(hit, 0);
+	CHECK(l->rkey != a->rkey);
+	CHECK_EQ(gh_rcache_dereg(l), 0);
+	/* local only: allocation-wide, cached lazily as before */
+	l = reg(&r, &pd1, 100, 10, LW, &hit);
+	CHECK_EQ(backing(l)->size, 4 * MiB);
+	CHECK(!(backing(l)->access & RW));
+	pins = mk.pins;
+	CHECK_EQ(mk.live_mrs, 3);
+	CHECK_EQ(gh_rcache_dereg(a), 0);
+	CHECK_EQ(mk.live_mrs, 3);	/* b still holds it */
+	CHECK_EQ(gh_rcache_dereg(b), 0);
+	CHECK_EQ(mk.live_mrs, 2);	/* the rkey is dead */
+	CHECK_EQ(gh_rcache_dereg(c), 0);
+	CHECK_EQ(gh_rcache_dereg(l), 0);
+	CHECK_EQ(mk.live_mrs, 1);	/* the local-only one stays cached */
+	CHECK_EQ(mk.live_pins, 1);	/* and so does the pin */
+	a = reg(&r, &pd1, 4096, 512, LW | RW, &hit);
+	CHECK_EQ(hit, 0);
+	CHECK_EQ(mk.pins, pins);	/* NIC part only */
+	/* the free revokes the held one and unpins */
+	free_dev(A1);
+	CHECK_EQ(mk.live_mrs, 0);
+	CHECK_EQ(mk.live_pins, 0);
+	CHECK_EQ(gh_rcache_dereg(a), 0);
+}
+
+/* ibv_rereg_mr's core: the MR moves; exact: nothing of the old grant. */
+TEST(move_drops_old_grant)
+{
+	struct gh_range r;
+	struct ibv_mr *a, *n;
+	uint32_t old;
+
+	setup_flags(0, 0, GH_RC_EXPOSE_EXACT);
+	r = alloc_dev(A1, MiB);
+	a = reg(&r, &pd1, 4096, 512, LW | RW, NULL);
+	old = a->lkey;
+	n = reg(&r, &pd1, 4096, 512, LW, NULL);
+	gh_rcache_move(a, n);
+	CHECK(!mk.mr[old].live);
+	CHECK_EQ(gh_rcache_alias_access(a), LW);
+	CHECK(!(backing(a)->access & RW));
+	/* the new registration failed: the MR holds nothing */
+	n = reg(&r, &pd1, 0, 64, LW | RW, NULL);
+	old = n->lkey;
+	gh_rcache_move(n, NULL);
+	CHECK(!mk.mr[old].live);
+	CHECK_EQ(gh_rcache_dereg(n), 0);
+	CHECK_EQ(gh_rcache_dereg(a), 0);
+	free_dev(A1);
+	CHECK_EQ(mk.live_mrs, 0);
+	CHECK_EQ(ctrs().aliases, 0);
 }
 
 TEST(lru_count_limit)
@@ -629,6 +801,25 @@ TEST(enomem_retry)
 	mk.fail_reg_rc = -EACCES;
 	CHECK_EQ(gh_rcache_reg(&r[0], &pd1, r[0].base, 64, LW, &m, &hit),
 		 -EACCES);
+}
+
+/* Out of fds (a dmabuf pin holds one): an idle pin goes, then retry;
+ * exact exposure's pins without a registration are idle too. */
+TEST(emfile_retry_evicts_idle_pins)
+{
+	struct gh_range r[2];
+
+	setup_flags(0, 0, GH_RC_EXPOSE_EXACT);
+	r[0] = alloc_dev(A1, MiB);
+	r[1] = alloc_dev(A1 + 2 * MiB, MiB);
+	CHECK_EQ(gh_rcache_dereg(reg(&r[0], &pd1, 0, 64, LW | RW, NULL)), 0);
+	CHECK_EQ(mk.live_mrs, 0);	/* exact: the NIC part went */
+	CHECK_EQ(mk.live_pins, 1);	/* the pin stayed */
+	mk.fail_pin_n = 1;
+	mk.fail_pin_rc = -EMFILE;
+	reg(&r[1], &pd1, 0, 64, LW | RW, NULL);
+	CHECK_EQ(ctrs().retries, 1);
+	CHECK_EQ(mk.live_pins, 1);	/* r[0]'s went, r[1]'s came */
 }
 
 TEST(stale_registration_raced_with_free)
@@ -779,6 +970,304 @@ TEST_TIMEOUT(stress_free_realloc_same_address, 240)
 	CHECK_EQ(dup, 0);
 	CHECK_EQ(left, 0);
 	CHECK(ctrs().hits > 0 && ctrs().misses > 0 && ctrs().revoked > 0);
+}
+
+/*
+ * Random shapes: 10^6 cycles over 8 slots of a 2 MiB arena, each slot an
+ * allocation of random offset and size (some adjacent to the next slot's,
+ * some sharing 64 KiB granules, some spanning several), freed through a
+ * random route; registrations of random offsets and lengths (inside one
+ * allocation, straddling two, running past an end, covering several,
+ * off tracked memory), in one of 3 PDs, with random access flags; the
+ * program's own registrations (what the cache cannot serve) are wrapped;
+ * random deregistrations and re-registrations (gh_rcache_move, the core
+ * of ibv_rereg_mr).  Every 32 cycles the mock NIC's live registrations
+ * are checked: none may reach a freed generation (stale), and none may
+ * grant remote access beyond what the exposure policy allows (exact:
+ * exactly a live program MR's range, access and PD; allocation: the
+ * whole current allocation, in a PD and with access the program asked
+ * for in this generation).  Run once per policy.
+ */
+#define RS_SLOTS	8
+#define RS_SLOT		(256 * 1024ULL)
+#define RS_HELD		48
+#define RS_TOUCH	RS_SLOTS
+
+struct rs_slot {
+	struct gh_range r;
+	int live;
+	unsigned int asked[3];		/* access asked per PD, this gen */
+};
+
+struct rs_held {
+	struct ibv_mr *al;
+	uint64_t addr, len;
+	unsigned int access;
+	int pd;
+	struct mock_mr *own;		/* the program's own (wrapped) */
+	uint64_t own_serial;
+	int ntouch;
+	uint64_t tgen[RS_TOUCH];	/* generations it touched */
+};
+
+static struct {
+	struct rs_slot s[RS_SLOTS];
+	struct rs_held h[RS_HELD];
+	int nheld;
+	uint64_t x;
+	uint64_t stale, outside, regs, wraps, rereg, untracked;
+	uint64_t by_route[3];
+} rs;
+
+static struct ibv_pd *rs_pds[3] = { &pd1, &pd2, &pd3 };
+
+static uint64_t rs_rand(void)
+{
+	rs.x ^= rs.x << 13;
+	rs.x ^= rs.x >> 7;
+	rs.x ^= rs.x << 17;
+	return rs.x;
+}
+
+static void rs_alloc(int i)
+{
+	struct rs_slot *sl = &rs.s[i];
+	uint64_t off = rs_rand() % 3 ? 0 : (rs_rand() % 64) * 512;
+	uint64_t size = 1 + rs_rand() % (RS_SLOT - off);
+
+	if (rs_rand() % 3 == 0)
+		size = RS_SLOT - off;	/* adjacent to the next slot */
+	sl->r = alloc_kind(A1 + (uint64_t)i * RS_SLOT + off, size,
+			   rs_rand() % 4 ? GDRHOOK_KIND_DEVICE :
+					   GDRHOOK_KIND_VMM,
+			   0x100 + (uint64_t)i);
+	sl->live = 1;
+	memset(sl->asked, 0, sizeof(sl->asked));
+}
+
+static void rs_free(int i)
+{
+	struct rs_slot *sl = &rs.s[i];
+	struct gh_call c;
+	unsigned int route = (unsigned int)(rs_rand() % 3);
+
+	memset(&c, 0, sizeof(c));
+	switch (route) {
+	case 0:
+		c.api = "cuMemFree_v2";
+		gh_free_pre(&c, sl->r.base);
+		CHECK(c.has_gone);
+		break;
+	case 1:
+		c.api = "cuCtxDestroy_v2";	/* each slot has its own ctx */
+		gh_ctx_destroy_pre(&c, 0x100 + (uint64_t)i);
+		CHECK_EQ(c.dropped, 1);
+		break;
+	default:
+		c.api = "cuMemUnmap";
+		gh_free_range_pre(&c, sl->r.base, sl->r.size);
+		CHECK_EQ(c.dropped, 1);
+		break;
+	}
+	rs.by_route[route]++;
+	sl->live = 0;
+}
+
+static int rs_slot_of(uint64_t a)
+{
+	if (a < A1 || a >= A1 + RS_SLOTS * RS_SLOT)
+		return -1;
+	return (int)((a - A1) / RS_SLOT);
+}
+
+static const unsigned int rs_access[] = {
+	LW, LW | RW, LW | RR, LW | RW | RR, RR,
+	LW | RW | IBV_ACCESS_RELAXED_ORDERING, LW | IBV_ACCESS_ZERO_BASED,
+};
+
+/* Register a random shape; fill *h.  0, or -1 when nothing was made. */
+static int rs_reg(struct rs_held *h)
+{
+	int i = (int)(rs_rand() % RS_SLOTS), pd = (int)(rs_rand() % 3), hit;
+	uint64_t base = A1 + (uint64_t)i * RS_SLOT, addr, len;
+	unsigned int acc = rs_access[rs_rand() % 7];
+	struct gh_range g;
+	struct ibv_mr *al = NULL;
+
+	if (rs.s[i].live && rs_rand() % 4)
+		base = rs.s[i].r.base;
+	addr = base + rs_rand() % (RS_SLOT + 8192) - 4096;
+	len = rs_rand() % 4 ? 1 + rs_rand() % 8192 :
+			      1 + rs_rand() % (3 * RS_SLOT);
+	memset(h, 0, sizeof(*h));
+	h->addr = addr;
+	h->len = len;
+	h->access = acc;
+	h->pd = pd;
+	/* what it touches now, for the stale check */
+	for (int k = 0; k < RS_SLOTS; k++) {
+		struct gh_range *r = &rs.s[k].r;
+
+		if (rs.s[k].live && r->base < addr + len &&
+		    addr < r->base + r->size) {
+			h->tgen[h->ntouch++] = r->gen;
+			rs.s[k].asked[pd] |= acc & GH_RC_ACCESS_PERM;
+		}
+	}
+	if (!gh_registry_lookup(addr, len, &g) &&
+	    !gh_rcache_reg(&g, rs_pds[pd], addr, len, acc, &al, &hit)) {
+		h->al = al;
+		rs.regs++;
+		return 0;
+	}
+	/* the program's own registration, wrapped */
+	h->own = mock_new();
+	h->own_serial = h->own->serial;
+	h->own->mr.pd = rs_pds[pd];
+	h->own->mr.context = rs_pds[pd]->context;
+	h->own->mr.addr = (void *)(uintptr_t)addr;
+	h->own->mr.length = len;
+	h->own->base = addr;
+	h->own->size = len;
+	h->own->access = acc;
+	__atomic_add_fetch(&mk.live_mrs, 1, __ATOMIC_RELAXED);
+	if (!gh_rcache_wrap(&h->own->mr, addr, len, acc, 0, &al)) {
+		h->al = al;
+		rs.wraps++;
+		return 0;
+	}
+	CHECK_EQ(h->ntouch, 0);		/* only untracked ranges are left */
+	rs.untracked++;
+	mock_dereg(&h->own->mr);
+	return -1;
+}
+
+/* Does a live program MR grant what NIC registration m reaches? */
+static int rs_allowed(const struct mock_mr *m, int exact)
+{
+	int i;
+
+	if (!(m->access & GH_RC_ACCESS_REMOTE))
+		return 1;
+	for (int k = 0; k < rs.nheld; k++) {
+		const struct rs_held *h = &rs.h[k];
+
+		if (h->own == m && h->own_serial == m->serial)
+			return 1;	/* the program's own registration */
+		if (exact && h->al->rkey == m->mr.rkey &&
+		    m->mr.pd == rs_pds[h->pd] && h->addr == m->base &&
+		    h->len == m->size && h->access == m->access)
+			return 1;
+	}
+	if (exact)
+		return 0;
+	/* allocation: the whole current allocation, asked access and PD */
+	i = rs_slot_of(m->base);
+	if (i < 0 || !rs.s[i].live || rs.s[i].r.base != m->base ||
+	    rs.s[i].r.size != m->size || rs.s[i].r.gen != m->gen)
+		return 0;
+	for (int p = 0; p < 3; p++)
+		if (m->mr.pd == rs_pds[p])
+			return !(m->access & GH_RC_ACCESS_PERM &
+				 ~rs.s[i].asked[p]);
+	return 0;
+}
+
+static void rs_check(int exact)
+{
+	for (int k = 0; k < mk.hi; k++) {
+		struct mock_mr *m = &mk.mr[k];
+		struct gh_range g;
+		int own = 0;
+
+		if (!m->live)
+			continue;
+		for (int j = 0; j < rs.nheld; j++) {
+			if (rs.h[j].own != m || rs.h[j].own_serial != m->serial)
+				continue;
+			own = 1;
+			for (int t = 0; t < rs.h[j].ntouch; t++) {
+				uint64_t gen = rs.h[j].tgen[t];
+				int live = 0;
+
+				for (int s2 = 0; s2 < RS_SLOTS; s2++)
+					live |= rs.s[s2].live &&
+						rs.s[s2].r.gen == gen;
+				rs.stale += !live;
+			}
+		}
+		if (!own && (gh_registry_lookup(m->base, m->size, &g) ||
+			     g.gen != m->gen))
+			rs.stale++;
+		rs.outside += !rs_allowed(m, exact);
+	}
+}
+
+static void rs_run(int exact)
+{
+	rs.x = 0x2545f4914f6cdd1dULL;
+	setup_flags(0, 0, exact ? GH_RC_EXPOSE_EXACT : 0);
+	for (int i = 0; i < RS_SLOTS; i++)
+		rs_alloc(i);
+	for (long n = 0; n < ST_CYCLES; n++) {
+		uint64_t op = rs_rand() % 16;
+		int i = (int)(rs_rand() % RS_SLOTS);
+
+		if (op < 4) {
+			if (rs.s[i].live)
+				rs_free(i);
+			else
+				rs_alloc(i);
+		} else if (op < 9 && rs.nheld < RS_HELD) {
+			if (!rs_reg(&rs.h[rs.nheld]))
+				rs.nheld++;
+		} else if (op < 13 && rs.nheld) {
+			int k = (int)(rs_rand() % (uint64_t)rs.nheld);
+
+			CHECK_EQ(gh_rcache_dereg(rs.h[k].al), 0);
+			rs.h[k] = rs.h[--rs.nheld];
+		} else if (rs.nheld && rs.nheld < RS_HELD) {
+			/* re-register: the MR moves to a new shape */
+			int k = (int)(rs_rand() % (uint64_t)rs.nheld);
+			struct rs_held nh;
+
+			if (!rs_reg(&nh)) {
+				gh_rcache_move(rs.h[k].al, nh.al);
+				nh.al = rs.h[k].al;
+				rs.h[k] = nh;
+				rs.rereg++;
+			}
+		}
+		if (!(n & 31))
+			rs_check(exact);
+	}
+	rs_check(exact);
+	printf("  random shapes (%s): %ld cycles, frees %llu/%llu/%llu (free/ctx/unmap), %llu cached regs, %llu wrapped, %llu untracked, %llu rereg; stale %llu, outside the policy %llu; hits %llu misses %llu revoked %llu\n",
+	       exact ? "exact" : "allocation", ST_CYCLES,
+	       (unsigned long long)rs.by_route[0],
+	       (unsigned long long)rs.by_route[1],
+	       (unsigned long long)rs.by_route[2],
+	       (unsigned long long)rs.regs, (unsigned long long)rs.wraps,
+	       (unsigned long long)rs.untracked,
+	       (unsigned long long)rs.rereg, (unsigned long long)rs.stale,
+	       (unsigned long long)rs.outside,
+	       (unsigned long long)ctrs().hits,
+	       (unsigned long long)ctrs().misses,
+	       (unsigned long long)ctrs().revoked);
+	CHECK_EQ(rs.stale, 0);
+	CHECK_EQ(rs.outside, 0);
+	CHECK(rs.wraps > 0 && rs.regs > 0 && rs.rereg > 0 &&
+	      ctrs().revoked > 0);
+}
+
+TEST_TIMEOUT(stress_random_shapes_exact, 600)
+{
+	rs_run(1);
+}
+
+TEST_TIMEOUT(stress_random_shapes_allocation, 600)
+{
+	rs_run(0);
 }
 
 /*

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Cached registrations that are not exactly one allocation (src/
+ * rcache_span.c): a span of adjacent VMM mappings, or the part of a large
+ * allocation that the BAR1 budget lets the cache pin.  The cache
+ * (rcache.c) keys them like an allocation generation, by a span key.
+ */
+#ifndef GH_RCACHE_SPAN_H
+#define GH_RCACHE_SPAN_H
+
+#include <stdint.h>
+
+#include "registry.h"
+
+struct ibv_pd;
+struct ibv_mr;
+
+/*
+ * The registration path (src/verbs.c): register [addr, addr + len) of
+ * tracked memory through the cache.  r is the registry's answer for addr;
+ * straddle says it was -ERANGE (the range runs past r).  Picks what to pin
+ * (the allocation whole, its registered part, or a span of mappings: BAR1
+ * budget, src/bar.c), registers through gh_rcache_reg, and after a miss
+ * sets SYNC_MEMOPS (src/syncmemops.c).  Returns like gh_rcache_reg;
+ * -ENOTSUP when the range is not a span the cache serves.
+ */
+int gh_rcspan_reg(const struct gh_range *r, int straddle, struct ibv_pd *pd,
+		  uint64_t addr, uint64_t len, unsigned int access,
+		  struct ibv_mr **mr_p, int *hit_p);
+
+/* For rcache.c, with its lock held. */
+static inline int gh_rcspan_is_key(uint64_t key)
+{
+	return (key >> 62) == 1;
+}
+/* A record for span key is being made: announce it on each mapping's
+ * generation, then check they are all still live (0, or -ESTALE). */
+int gh_rcspan_claim(uint64_t key);
+/* The record of span key is gone: withdraw the announcement, free it. */
+void gh_rcspan_release(uint64_t key);
+/* Free path, after the registry removal: may a span include gen? */
+int gh_rcspan_pending(uint64_t gen);
+/* Span keys that include gen, one per call (*cursor starts at 0); 0 at
+ * the end. */
+uint64_t gh_rcspan_next(uint64_t gen, uint32_t *cursor);
+
+#endif

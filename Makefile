@@ -112,7 +112,6 @@ SAN_RT		:= $(if $(findstring address,$(SAN)),$(shell $(CC) -print-file-name=liba
 		   $(if $(findstring thread,$(SAN)),$(shell $(CC) -print-file-name=libtsan.so),))
 PRELOAD_ENV	:= LD_PRELOAD="$(SAN_RT)$(if $(SAN_RT), ,)$(abspath $(LIB))" \
 		   LD_LIBRARY_PATH="$(abspath $(BUILD)/fake):$(abspath $(BUILD)/fakeverbs):$(abspath $(BUILD))" \
-		   GDRHOOK_TEST_LIB="$(abspath $(LIB))" GDRHOOK_TEST_SAN_RT="$(SAN_RT)" \
 		   ASAN_OPTIONS=detect_leaks=0 TSAN_OPTIONS=halt_on_error=1 \
 		   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 
@@ -122,7 +121,7 @@ all: examples bench
 
 # Per-component fragments (test doubles, preload tests, benchmarks).
 -include $(sort $(wildcard tests/*/rules.mk)) examples/rules.mk scripts/install.mk \
-	scripts/tools/rules.mk packaging/rules.mk
+	scripts/tools/rules.mk scripts/packaging/rules.mk
 -include $(wildcard $(BUILD)/obj/*/*.d $(BUILD)/obj/*/*/*.d)
 
 check: $(LIB)

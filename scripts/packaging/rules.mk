@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-# make deb: Debian packages in $(BUILD)/deb (packaging/deb/build-debs),
+# make deb: Debian packages in $(BUILD)/deb (scripts/packaging/deb/build-debs),
 # built from a `make install DESTDIR=... PREFIX=/usr` tree with dpkg-deb.
 # Included by the top Makefile.
 
@@ -12,5 +12,5 @@ deb: $(LIB)
 	rm -rf $(DEB_DIR)/stage
 	$(MAKE) --no-print-directory install PREFIX=/usr \
 		DESTDIR=$(abspath $(DEB_DIR)/stage)
-	packaging/deb/build-debs $(abspath $(DEB_DIR)/stage) \
+	scripts/packaging/deb/build-debs $(abspath $(DEB_DIR)/stage) \
 		$(abspath $(DEB_DIR)) $(GH_VERSION) $(DEB_ARCH)

@@ -2,6 +2,7 @@
 """gpu-check: numba-cuda device arrays (one cuMemAlloc each, freed when
 numba's deferred deallocation runs) and a kernel on them, checked against
 the event log (protocol: gpu_check.py).  Exit 77: no numba or no GPU."""
+import gc
 import os
 import sys
 import time
@@ -69,6 +70,7 @@ live = ranges(held)
 snap("arrays", live=live)
 # numba defers frees; a deallocation flush frees them now
 del held, dx, dy, dout
+gc.collect()  # a reference cycle can hold the last array past the del
 try:
     cuda.current_context().deallocations.clear()
 except Exception as e:  # noqa: BLE001

@@ -36,4 +36,11 @@ static inline void gdrpin_eventfd_signal(struct eventfd_ctx *ctx)
 #endif
 }
 
+/* The importer callback a moving exporter calls (compat/dmabuf_*.c). */
+#ifdef GDRPIN_HAVE_DMABUF_INVALIDATE_MAPPINGS
+#define GDRPIN_DMABUF_NOTIFY	invalidate_mappings
+#else
+#define GDRPIN_DMABUF_NOTIFY	move_notify
+#endif
+
 #endif /* GDRPIN_COMPAT_H */

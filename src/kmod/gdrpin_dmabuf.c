@@ -69,7 +69,7 @@ static void gdrpin_dmabuf_move_notify(struct dma_buf_attachment *att)
 
 static const struct dma_buf_attach_ops gdrpin_dmabuf_ops = {
 	.allow_peer2peer = true,	/* GPU memory has no struct pages */
-	.move_notify = gdrpin_dmabuf_move_notify,
+	.GDRPIN_DMABUF_NOTIFY = gdrpin_dmabuf_move_notify,
 };
 
 /* Unmap, unpin, detach and drop the buffer; does not free @db. */
@@ -226,7 +226,7 @@ static void gdrpin_dmabuf_map_move_notify(struct dma_buf_attachment *att)
 
 static const struct dma_buf_attach_ops gdrpin_dmabuf_map_ops = {
 	.allow_peer2peer = true,
-	.move_notify = gdrpin_dmabuf_map_move_notify,
+	.GDRPIN_DMABUF_NOTIFY = gdrpin_dmabuf_map_move_notify,
 };
 
 static void gdrpin_range_dmabuf_unmap_one(struct gdrpin_dmabuf_map *m)

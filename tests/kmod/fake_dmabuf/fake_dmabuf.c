@@ -226,7 +226,11 @@ static long fake_move(int __user *uarg)
 		return -EINVAL;
 	}
 	dma_resv_lock(buf->resv, NULL);
+#ifdef GDRPIN_HAVE_DMABUF_INVALIDATE_MAPPINGS
+	dma_buf_invalidate_mappings(buf);	/* 7.x name */
+#else
 	dma_buf_move_notify(buf);
+#endif
 	dma_resv_unlock(buf->resv);
 	atomic_inc(&fake_moves);
 	dma_buf_put(buf);

@@ -78,6 +78,8 @@ static void count(int c)
 /* The CUDA double's buffer ID of the allocation containing p, or 0. */
 static unsigned long long buffer_id_of(uint64_t p)
 {
+	/* One snapshot buffer for every thread (MRs have locks of their own). */
+	static pthread_mutex_t snap_lock = PTHREAD_MUTEX_INITIALIZER;
 	static struct fakecuda_live snap[4096];
 	size_t (*fn)(struct fakecuda_live *, size_t) =
 		(size_t (*)(struct fakecuda_live *, size_t))dlsym(
@@ -87,10 +89,12 @@ static unsigned long long buffer_id_of(uint64_t p)
 
 	if (!fn)
 		return 0;
+	pthread_mutex_lock(&snap_lock);
 	n = fn(snap, 4096);
 	for (size_t i = 0; i < n && i < 4096; i++)
 		if (p >= snap[i].base && p - snap[i].base < snap[i].size)
 			id = snap[i].buffer_id;
+	pthread_mutex_unlock(&snap_lock);
 	return id;
 }
 

@@ -238,10 +238,24 @@ static long gdrpin_ioc_version(struct gdrpin_ctx *ctx, void __user *uarg)
 	return copy_to_user(uarg, &a, sizeof(a)) ? -EFAULT : 0;
 }
 
+/* A pin whose handle could not be copied out: the caller cannot know it. */
+static long gdrpin_pin_undo(struct gdrpin_ctx *ctx, u64 handle)
+{
+	struct gdrpin_range *pin;
+
+	mutex_lock(&ctx->lock);
+	pin = gdrpin_pin_lookup(ctx, handle);
+	if (pin)
+		gdrpin_pin_unlist(ctx, pin);
+	mutex_unlock(&ctx->lock);
+	if (pin)
+		gdrpin_pin_release(ctx, pin, false);
+	return -EFAULT;
+}
+
 static long gdrpin_ioc_pin(struct gdrpin_ctx *ctx, void __user *uarg)
 {
 	struct gdrpin_pin_args a;
-	struct gdrpin_range *pin;
 	u64 end;
 	int ret;
 
@@ -262,15 +276,7 @@ static long gdrpin_ioc_pin(struct gdrpin_ctx *ctx, void __user *uarg)
 	if (!copy_to_user(uarg, &a, sizeof(a)))
 		return 0;
 
-	/* The caller cannot learn the handle: undo the pin. */
-	mutex_lock(&ctx->lock);
-	pin = gdrpin_pin_lookup(ctx, a.handle);
-	if (pin)
-		gdrpin_pin_unlist(ctx, pin);
-	mutex_unlock(&ctx->lock);
-	if (pin)
-		gdrpin_pin_release(ctx, pin, false);
-	return -EFAULT;
+	return gdrpin_pin_undo(ctx, a.handle);
 fail:
 	gdrpin_count_failure(ret);
 	return ret;
@@ -279,7 +285,6 @@ fail:
 static long gdrpin_ioc_pin_dmabuf(struct gdrpin_ctx *ctx, void __user *uarg)
 {
 	struct gdrpin_pin_dmabuf_args a;
-	struct gdrpin_range *pin;
 	int ret;
 
 	if (copy_from_user(&a, uarg, sizeof(a)))
@@ -296,15 +301,7 @@ static long gdrpin_ioc_pin_dmabuf(struct gdrpin_ctx *ctx, void __user *uarg)
 	if (!copy_to_user(uarg, &a, sizeof(a)))
 		return 0;
 
-	/* The caller cannot learn the handle: undo the pin. */
-	mutex_lock(&ctx->lock);
-	pin = gdrpin_pin_lookup(ctx, a.handle);
-	if (pin)
-		gdrpin_pin_unlist(ctx, pin);
-	mutex_unlock(&ctx->lock);
-	if (pin)
-		gdrpin_pin_release(ctx, pin, false);
-	return -EFAULT;
+	return gdrpin_pin_undo(ctx, a.handle);
 fail:
 	gdrpin_count_failure(ret);
 	return ret;

@@ -158,6 +158,21 @@ bool gdrpin_pin_busy_enter(struct gdrpin_range *pin)
 	spin_unlock(&pin->lock);
 	return ok;
 }
+/* The pin is made: ACTIVE, in the lookup tree, on the status page. */
+static void gdrpin_pin_activate(struct gdrpin_ctx *ctx, struct gdrpin_range *pin,
+				u64 t0)
+{
+	lockdep_assert_held(&ctx->lock);
+	lockdep_assert_held(&pin->lock);
+	pin->state = GDRPIN_PS_ACTIVE;
+	pin->pin_ns = ktime_get_ns() - t0;
+	gdrpin_it_insert(pin, &ctx->itree);
+	spin_lock(&ctx->ev_lock);
+	pin->listed = true;
+	gdrpin_status_set(ctx, pin->slot, pin->gen, GDRPIN_SLOT_ACTIVE);
+	spin_unlock(&ctx->ev_lock);
+}
+
 
 void gdrpin_pin_busy_exit(struct gdrpin_range *pin)
 {
@@ -452,13 +467,7 @@ int gdrpin_pin_create(struct gdrpin_ctx *ctx, struct gdrpin_pin_args *args)
 		pin->pt_freed = true;
 	} else {
 		pin->pt = pt;
-		pin->state = GDRPIN_PS_ACTIVE;
-		pin->pin_ns = ktime_get_ns() - t0;
-		gdrpin_it_insert(pin, &ctx->itree);
-		spin_lock(&ctx->ev_lock);
-		pin->listed = true;
-		gdrpin_status_set(ctx, pin->slot, pin->gen, GDRPIN_SLOT_ACTIVE);
-		spin_unlock(&ctx->ev_lock);
+		gdrpin_pin_activate(ctx, pin, t0);
 	}
 	spin_unlock(&pin->lock);
 	mutex_unlock(&ctx->lock);
@@ -724,15 +733,8 @@ bool gdrpin_pin_publish(struct gdrpin_ctx *ctx, struct gdrpin_range *pin,
 	mutex_lock(&ctx->lock);
 	spin_lock(&pin->lock);
 	revoked = pin->cb_fired;
-	if (!revoked) {
-		pin->state = GDRPIN_PS_ACTIVE;
-		pin->pin_ns = ktime_get_ns() - t0;
-		gdrpin_it_insert(pin, &ctx->itree);
-		spin_lock(&ctx->ev_lock);
-		pin->listed = true;
-		gdrpin_status_set(ctx, pin->slot, pin->gen, GDRPIN_SLOT_ACTIVE);
-		spin_unlock(&ctx->ev_lock);
-	}
+	if (!revoked)
+		gdrpin_pin_activate(ctx, pin, t0);
 	spin_unlock(&pin->lock);
 	mutex_unlock(&ctx->lock);
 	if (revoked)

@@ -1151,18 +1151,27 @@ size_t gh_registry_remove_if(gh_range_match_fn match, void *match_arg,
 	return n;
 }
 
+/* The end of [start, start + len) inside the registry's address space;
+ * start itself when nothing of it is. */
+static uint64_t clip_end(uint64_t start, uint64_t len)
+{
+	uint64_t end = start + len;
+
+	if (len == 0 || start >= GH_REG_VA_END)
+		return start;
+	if (end < start || end > GH_REG_VA_END)
+		end = GH_REG_VA_END;
+	return end;
+}
+
 size_t gh_registry_remove_overlap(uint64_t start, uint64_t len,
 				  gh_range_fn on_remove, void *cb_arg)
 {
-	uint64_t end = start + len;
+	uint64_t end = clip_end(start, len);
 	struct gh_reg_ent *e;
 	struct gh_range r;
 	size_t n = 0;
 
-	if (len == 0 || start >= GH_REG_VA_END)
-		return 0;
-	if (end < start || end > GH_REG_VA_END)
-		end = GH_REG_VA_END;
 	pthread_mutex_lock(&gh_reg_lock);
 	while (start < end && (e = gh_reg_first_overlap(start, end))) {
 		uint64_t e_end = gh_reg_ent_end(e);
@@ -1182,15 +1191,11 @@ size_t gh_registry_remove_overlap(uint64_t start, uint64_t len,
 size_t gh_registry_overlaps(uint64_t start, uint64_t len,
 			    gh_range_match_fn fn, void *arg)
 {
-	uint64_t end = start + len;
+	uint64_t end = clip_end(start, len);
 	struct gh_reg_ent *e;
 	struct gh_range r;
 	size_t n = 0;
 
-	if (len == 0 || start >= GH_REG_VA_END)
-		return 0;
-	if (end < start || end > GH_REG_VA_END)
-		end = GH_REG_VA_END;
 	pthread_mutex_lock(&gh_reg_lock);
 	while (start < end && (e = gh_reg_first_overlap(start, end))) {
 		gh_reg_ent_get(e, &r);

@@ -142,6 +142,18 @@ static uint64_t bar1_nvml(const char *bus)
 	return m.total;
 }
 
+uint64_t gh_bar1_size(const char *bus, const char **src_p)
+{
+	uint64_t b1 = bar1_sysfs(bus);
+
+	*src_p = "sysfs";
+	if (!b1) {
+		b1 = bar1_nvml(bus);
+		*src_p = b1 ? "nvml" : "unknown";
+	}
+	return b1;
+}
+
 static void read_device(int dev)
 {
 	CUresult (*bus_id)(char *, int, CUdevice) =
@@ -151,22 +163,16 @@ static void read_device(int dev)
 	char bus[32] = "";
 	size_t mem = 0;
 	uint64_t b1 = 0, budget;
-	const char *src = "none";
+	const char *src = "unknown";
 
-	if (bus_id && bus_id(bus, sizeof(bus), (CUdevice)dev) == CUDA_SUCCESS) {
-		b1 = bar1_sysfs(bus);
-		src = "sysfs";
-		if (!b1) {
-			b1 = bar1_nvml(bus);
-			src = "nvml";
-		}
-	}
+	if (bus_id && bus_id(bus, sizeof(bus), (CUdevice)dev) == CUDA_SUCCESS)
+		b1 = gh_bar1_size(bus, &src);
 	if (!total || total(&mem, (CUdevice)dev) != CUDA_SUCCESS)
 		mem = 0;
 	budget = gh_cfg.pin_whole_max ? gh_cfg.pin_whole_max :
 		 gh_bar_default_budget(b1, mem);
 	gh_info("device %d: BAR1 %llu MiB (%s), memory %llu MiB: allocations up to %llu MiB are pinned whole%s",
-		dev, (unsigned long long)(b1 >> 20), b1 ? src : "unknown",
+		dev, (unsigned long long)(b1 >> 20), src,
 		(unsigned long long)(mem >> 20),
 		(unsigned long long)(budget >> 20),
 		gh_cfg.pin_whole_max ? " (GDRHOOK_PIN_WHOLE_MAX)" : "");

@@ -23,6 +23,11 @@ int gh_bar_extent(int dev, uint64_t base, uint64_t size, uint64_t addr,
  * device (logged at info level with the BAR1 size it rests on). */
 uint64_t gh_bar_whole_max(int dev);
 
+/* BAR1 bytes of the PCI device at bus ("0000:00:06.0", either case): the
+ * largest memory BAR in sysfs, else NVML's figure; 0 if neither knows.
+ * *src_p: "sysfs", "nvml" or "unknown". */
+uint64_t gh_bar1_size(const char *bus, const char **src_p);
+
 /* Pure parts, for tests: the largest memory BAR in a sysfs "resource"
  * file (the framebuffer aperture, BAR1 in NVIDIA's naming), 0 if none;
  * the default budget from BAR1 and memory sizes (0 = unknown). */

@@ -29,6 +29,7 @@
 #include "log.h"
 #include "pin.h"
 #include "routes.h"
+#include "bar.h"
 
 #ifndef GH_VERSION
 #define GH_VERSION "unknown"
@@ -279,35 +280,9 @@ struct gpu {
 	char name[128], pci[32];
 	int dmabuf;		/* -1: unknown */
 	uint64_t bar1;		/* 0: unknown */
+	const char *bar1_src;	/* src/bar.c: sysfs, nvml or unknown */
 };
 
-/* BAR1 is the second line of the device's sysfs resource file. */
-static uint64_t bar1_size(const char *pci)
-{
-	char path[96], buf[512], *p, *end;
-	uint64_t start, last;
-	ssize_t n;
-	int fd;
-
-	gh_str_printf(path, sizeof(path), "/sys/bus/pci/devices/%s/resource", pci);
-	for (p = path; *p; p++)
-		if (*p >= 'A' && *p <= 'F')
-			*p = (char)(*p - 'A' + 'a');
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	p = strchr(buf, '\n');
-	if (!p)
-		return 0;
-	start = strtoull(p + 1, &end, 16);
-	last = strtoull(end, &end, 16);
-	return last > start ? last - start + 1 : 0;
-}
 
 typedef CUresult (*cu_int_fn)(int *);
 typedef CUresult (*cu_init_fn)(unsigned int);
@@ -365,8 +340,9 @@ static void gpus(struct out *o)
 		if (attr && attr(&d, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED,
 				 i) == CUDA_SUCCESS)
 			g.dmabuf = !!d;
+		g.bar1_src = "unknown";
 		if (g.pci[0])
-			g.bar1 = bar1_size(g.pci);
+			g.bar1 = gh_bar1_size(g.pci, &g.bar1_src);
 		if (o->json) {
 			j_open(o, NULL, '{');
 			j_u64(o, "index", (uint64_t)i);
@@ -384,9 +360,10 @@ static void gpus(struct out *o)
 		     g.name, g.pci[0] ? g.pci : "?",
 		     g.dmabuf < 0 ? "unknown" : g.dmabuf ? "yes" : "no");
 		if (g.bar1)
-			text(o, "%llu MiB\n", (unsigned long long)(g.bar1 >> 20));
+			text(o, "%llu MiB (%s)\n", (unsigned long long)(g.bar1 >> 20),
+			     g.bar1_src);
 		else
-			text(o, "unknown (no sysfs resource file)\n");
+			text(o, "unknown (neither sysfs nor NVML knows)\n");
 	}
 	if (o->json) {
 		j_close(o, ']');

@@ -60,6 +60,28 @@ static int tracked(uint64_t ptr, struct gdrhook_range *r)
 	return gdrhook_lookup((void *)(uintptr_t)ptr, 1, r ? r : &tmp);
 }
 
+/* A program's scenarios: each runs alone in a fresh process (run_scenario),
+ * found by name when the program is started with --scenario NAME. */
+struct scenario {
+	const char *name;
+	int (*fn)(void);
+};
+
+/* main() of a test program with scenarios: --scenario NAME runs one (exit
+ * 2 for an unknown name), anything else runs the tests. */
+#define SCENARIO_MAIN(table)						\
+	int main(int argc, char **argv)					\
+	{								\
+		if (argc == 3 && !strcmp(argv[1], "--scenario")) {	\
+			for (size_t i = 0;				\
+			     i < sizeof(table) / sizeof((table)[0]); i++) \
+				if (!strcmp(argv[2], (table)[i].name))	\
+					return (table)[i].fn();		\
+			return 2;					\
+		}							\
+		return th_run(argc, argv);				\
+	}
+
 /* Run this program's scenario `name` in a fresh process with env set. */
 static int run_scenario(const char *name, const char *const *env)
 {

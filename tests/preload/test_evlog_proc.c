@@ -129,10 +129,7 @@ static int scenario_exec_churn(void)
 	return 121;
 }
 
-static const struct {
-	const char *name;
-	int (*fn)(void);
-} scenarios[] = {
+static const struct scenario scenarios[] = {
 	{ "alloc", scenario_alloc },
 	{ "init_only", scenario_init_only },
 	{ "nocuda", scenario_nocuda },
@@ -476,14 +473,4 @@ TEST_TIMEOUT(ordering_by_t_shows_no_double_allocation, 300)
 	unlink(path);
 }
 
-int main(int argc, char **argv)
-{
-	if (argc == 3 && !strcmp(argv[1], "--scenario")) {
-		for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]);
-		     i++)
-			if (!strcmp(argv[2], scenarios[i].name))
-				return scenarios[i].fn();
-		return 99;
-	}
-	return th_run(argc, argv);
-}
+SCENARIO_MAIN(scenarios)

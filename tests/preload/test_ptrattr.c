@@ -223,10 +223,7 @@ static int scenario_driver(void)
 	return 0;
 }
 
-static const struct {
-	const char *name;
-	int (*fn)(void);
-} scenarios[] = {
+static const struct scenario scenarios[] = {
 	{ "registry", scenario_registry },
 	{ "validate", scenario_validate },
 	{ "driver", scenario_driver },
@@ -254,14 +251,4 @@ TEST(queries_driver_mode_asks_driver)
 	CHECK_EQ(run_scenario("driver", env), 0);
 }
 
-int main(int argc, char **argv)
-{
-	if (argc == 3 && !strcmp(argv[1], "--scenario")) {
-		for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]);
-		     i++)
-			if (!strcmp(argv[2], scenarios[i].name))
-				return scenarios[i].fn();
-		return 2;
-	}
-	return th_run(argc, argv);
-}
+SCENARIO_MAIN(scenarios)

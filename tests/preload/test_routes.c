@@ -565,10 +565,7 @@ static int scenario_audit(void)
 	return s.audit_disagreements ? 5 : 0;
 }
 
-static const struct {
-	const char *name;
-	int (*fn)(void);
-} scenarios[] = {
+static const struct scenario scenarios[] = {
 	{ "families", scenario_families },
 	{ "disabled", scenario_disabled },
 	{ "audit", scenario_audit },
@@ -647,14 +644,4 @@ TEST(children_without_cuda_are_untouched)
 	CHECK(access(path, F_OK) != 0);	/* no log file either */
 }
 
-int main(int argc, char **argv)
-{
-	if (argc == 3 && !strcmp(argv[1], "--scenario")) {
-		for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]);
-		     i++)
-			if (!strcmp(argv[2], scenarios[i].name))
-				return scenarios[i].fn();
-		return 99;
-	}
-	return th_run(argc, argv);
-}
+SCENARIO_MAIN(scenarios)

@@ -867,10 +867,7 @@ static int scenario_fds(void)
 	return 0;
 }
 
-static const struct {
-	const char *name;
-	int (*fn)(void);
-} scenarios[] = {
+static const struct scenario scenarios[] = {
 	{ "routes", scenario_routes },
 	{ "dmabuf", scenario_dmabuf },
 	{ "peermem", scenario_peermem },
@@ -1012,14 +1009,4 @@ TEST_TIMEOUT(no_fd_leak_1e5_cycles, 600)
 	CHECK_EQ(run_scenario("fds", env), 0);
 }
 
-int main(int argc, char **argv)
-{
-	if (argc == 3 && !strcmp(argv[1], "--scenario")) {
-		for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]);
-		     i++)
-			if (!strcmp(argv[2], scenarios[i].name))
-				return scenarios[i].fn();
-		return 2;
-	}
-	return th_run(argc, argv);
-}
+SCENARIO_MAIN(scenarios)

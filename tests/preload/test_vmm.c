@@ -522,10 +522,7 @@ static int scenario_mapping(void)
 	return 0;
 }
 
-static const struct {
-	const char *name;
-	int (*fn)(void);
-} scenarios[] = {
+static const struct scenario scenarios[] = {
 	{ "mapping", scenario_mapping },
 	{ "span", scenario_span },
 	{ "span_gaps", scenario_span_gaps },
@@ -657,14 +654,4 @@ MAPPING_CASE(dmabuf_mapping_pcie_c2c, "GDRHOOK_DMABUF_MAPPING=pcie",
 MAPPING_CASE(dmabuf_mapping_default_c2c, "GDRHOOK_DMABUF_MAPPING=default",
 	     "FAKECUDA_C2C=1", "VMM_TEST_EXPECT=default")
 
-int main(int argc, char **argv)
-{
-	if (argc == 3 && !strcmp(argv[1], "--scenario")) {
-		for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]);
-		     i++)
-			if (!strcmp(argv[2], scenarios[i].name))
-				return scenarios[i].fn();
-		return 2;
-	}
-	return th_run(argc, argv);
-}
+SCENARIO_MAIN(scenarios)

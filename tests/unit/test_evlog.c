@@ -1419,9 +1419,16 @@ static void check_recovered(enum death how)
 		struct obj *o = parse_line(l.v[i]);
 		const char *e = get(o, "ev");
 
+		/*
+		 * In order, none lost.  A batch the writer had written but
+		 * not yet released from its ring when the process died is
+		 * recovered again (README, "Known limits"): a repeat of
+		 * records already seen, never a new one out of order.
+		 */
 		if (!strcmp(e, "alloc") || !strcmp(e, "free")) {
-			CHECK_EQ(geti(o, "ptr"), n);
-			n++;
+			CHECK(geti(o, "ptr") <= n);
+			if (geti(o, "ptr") == n)
+				n++;
 		}
 		/* the writer may have written some before the death */
 		if (!strcmp(e, "recovered")) {

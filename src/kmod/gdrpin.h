@@ -211,6 +211,8 @@ void gdrpin_pin_notify(struct gdrpin_range *pin, int reason);
 u32 gdrpin_pin_user_state(struct gdrpin_range *pin);
 bool gdrpin_pin_busy_enter(struct gdrpin_range *pin);
 void gdrpin_pin_busy_exit(struct gdrpin_range *pin);
+void gdrpin_pin_dma_unmap(struct gdrpin_range *pin, struct pci_dev *pdev,
+			  struct nvidia_p2p_dma_mapping *m);
 
 /* Pins of other providers than nv-p2p (gdrpin_pin.c). */
 struct gdrpin_range *gdrpin_pin_new(struct gdrpin_ctx *ctx, u64 va, u64 len,

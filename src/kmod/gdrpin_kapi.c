@@ -152,7 +152,6 @@ void gdrpin_range_dma_unmap(struct gdrpin_range *r, struct gdrpin_dma_map *w)
 {
 	struct nvidia_p2p_dma_mapping *m;
 	bool active;
-	int ret;
 
 	if (!w)
 		return;
@@ -169,13 +168,8 @@ void gdrpin_range_dma_unmap(struct gdrpin_range *r, struct gdrpin_dma_map *w)
 	w->m = NULL;
 	mutex_unlock(&r->map_lock);
 	if (active) {
-		if (m) {
-			gdrpin_assert_nv_callable(r);
-			ret = gdrpin_nv.dma_unmap_pages(w->pdev, r->pt, m);
-			if (ret)
-				pr_err_ratelimited("gdrpin: dma_unmap_pages: %d\n",
-						   ret);
-		}
+		if (m)
+			gdrpin_pin_dma_unmap(r, w->pdev, m);
 		gdrpin_pin_busy_exit(r);
 	}
 	pci_dev_put(w->pdev);

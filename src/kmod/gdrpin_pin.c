@@ -144,6 +144,31 @@ static void gdrpin_free_nv(struct gdrpin_range *pin,
 }
 
 /*
+ * Unmap one DMA mapping of a pin we are busy on (the page table cannot be
+ * freed under us). A revocation that got in first makes the unmap fail and
+ * leaves the mapping to be freed, not unmapped: that is ours to do here, as
+ * the mapping is no longer on pin->maps for gdrpin_free_nv() to find.
+ */
+void gdrpin_pin_dma_unmap(struct gdrpin_range *pin, struct pci_dev *pdev,
+			  struct nvidia_p2p_dma_mapping *m)
+{
+	bool fired;
+	int ret;
+
+	gdrpin_assert_nv_callable(pin);
+	ret = gdrpin_nv.dma_unmap_pages(pdev, pin->pt, m);
+	if (!ret)
+		return;
+	spin_lock(&pin->lock);
+	fired = pin->cb_fired;
+	spin_unlock(&pin->lock);
+	if (fired)
+		gdrpin_nv.free_dma_mapping(m);
+	else
+		pr_err_ratelimited("gdrpin: dma_unmap_pages: %d\n", ret);
+}
+
+/*
  * Enter an nv-p2p call on an ACTIVE pin (kapi DMA map/unmap). While any
  * thread is inside, the callback defers releasing the page table to it.
  */
@@ -631,18 +656,7 @@ void gdrpin_pin_teardown(struct gdrpin_range *pin)
 		mutex_unlock(&pin->map_lock);
 		if (!m)
 			break;
-		gdrpin_assert_nv_callable(pin);
-		ret = gdrpin_nv.dma_unmap_pages(pdev, pin->pt, m);
-		if (ret) {
-			spin_lock(&pin->lock);
-			fired = pin->cb_fired;
-			spin_unlock(&pin->lock);
-			if (fired)
-				gdrpin_nv.free_dma_mapping(m);
-			else
-				pr_err_ratelimited("gdrpin: dma_unmap_pages: %d\n",
-						   ret);
-		}
+		gdrpin_pin_dma_unmap(pin, pdev, m);
 		pci_dev_put(pdev);
 	}
 	mutex_lock(&pin->map_lock);

@@ -322,6 +322,7 @@ static void reset_fake(void)
 {
 	fake_set("refuse_persistent", "0");
 	fake_set("put_delay_ms", "0");
+	fake_set("unmap_delay_ms", "0");
 	fake_set("pt_version", "0x20000");
 	fake_inject(1, 0);
 	set_param("max_pinned_bytes", "0");
@@ -1376,6 +1377,50 @@ static void t_race_unpin_callback(void)
 	check_idle();
 }
 
+/*
+ * A kernel consumer unmaps its DMA mapping while the memory is freed: the
+ * revocation takes the mapping first, the unmap fails, and the mapping must
+ * still be freed (free_dma_mapping) exactly once.
+ */
+static void *race_consumer(void *p)
+{
+	struct race_arg *a = p;
+	uint64_t sum;
+
+	consumer_read(getpid(), a->buf, KT_ALIGN, &sum);
+	return NULL;
+}
+
+static void t_race_unmap_callback(void)
+{
+	int fd = open_dev(), i;
+	char *buf = gpu_alloc(KT_ALIGN);
+	struct race_arg a = { .fd = fd, .buf = buf };
+	pthread_t t1, t2;
+
+	reset_fake();
+	fake_set("unmap_delay_ms", "2");
+	for (i = 0; i < 60; i++) {
+		uint32_t st;
+
+		a.h = pin_ok(fd, buf, KT_ALIGN, GDRPIN_PIN_LEGACY);
+		CHECK_OK(pthread_create(&t1, NULL, race_consumer, &a));
+		CHECK_OK(pthread_create(&t2, NULL, race_free, &a));
+		pthread_join(t1, NULL);
+		pthread_join(t2, NULL);
+		CHECK(do_unpin(fd, a.h, &st) == 0 || errno == ENOENT,
+		      "unpin at iteration %d", i);
+		CHECK(fake_stat("errors") == 0, "misuse at iteration %d", i);
+		CHECK(fake_stat("dead_maps") == 0 && fake_stat("live_maps") == 0,
+		      "mapping left at iteration %d (dead %lld live %lld)", i,
+		      fake_stat("dead_maps"), fake_stat("live_maps"));
+	}
+	reset_fake();
+	CHECK(get_stats(fd).fd_pins == 0, "all gone");
+	close(fd);
+	check_idle();
+}
+
 /* --- concurrency: processes x threads pin, unpin, revoke, close --------- */
 
 #define CONC_SECONDS 5
@@ -1753,6 +1798,7 @@ static const struct {
 	{ "consumer_revoke", t_consumer_revoke },
 	{ "unload_busy", t_unload_busy },
 	{ "race_unpin_callback", t_race_unpin_callback },
+	{ "race_unmap_callback", t_race_unmap_callback },
 	{ "concurrency", t_concurrency },
 	{ "fuzz", t_fuzz },
 	{ "latency", t_latency },

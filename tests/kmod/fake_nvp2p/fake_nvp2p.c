@@ -32,6 +32,7 @@
  *   inject             write "<errno> <count>": the next count get_pages*
  *                      calls fail with -errno
  *   put_delay_ms       sleep this long at the start of put_pages*
+ *   unmap_delay_ms     sleep this long at the start of dma_unmap_pages
  *   refuse_persistent  1: get_pages_persistent returns -EINVAL (MIG/vGPU)
  *   pt_version         version word put in new page tables
  *   stats              counters; "errors" counts API misuse by the caller
@@ -90,6 +91,7 @@ static struct {
 } fake_st;
 
 static u32 fake_put_delay_ms;
+static u32 fake_unmap_delay_ms;
 static bool fake_refuse_persistent;
 static u32 fake_pt_version = GDRPIN_NVP2P_PT_V2;
 static atomic_t fake_inject_count = ATOMIC_INIT(0);
@@ -380,7 +382,10 @@ int nvidia_p2p_dma_unmap_pages(struct pci_dev *peer,
 {
 	struct fake_map *fm, *found = NULL;
 	struct fake_pt *fpt;
+	u32 delay = READ_ONCE(fake_unmap_delay_ms);
 
+	if (delay)
+		msleep(delay);
 	mutex_lock(&fake_rm_lock);
 	spin_lock(&fake_lock);
 	fpt = fake_find(&fake_live, page_table);
@@ -588,6 +593,8 @@ static int __init fake_init(void)
 	debugfs_create_file("free", 0200, fake_dir, NULL, &fake_free_fops);
 	debugfs_create_file("inject", 0200, fake_dir, NULL, &fake_inject_fops);
 	debugfs_create_u32("put_delay_ms", 0600, fake_dir, &fake_put_delay_ms);
+	debugfs_create_u32("unmap_delay_ms", 0600, fake_dir,
+			   &fake_unmap_delay_ms);
 	debugfs_create_bool("refuse_persistent", 0600, fake_dir,
 			    &fake_refuse_persistent);
 	debugfs_create_x32("pt_version", 0600, fake_dir, &fake_pt_version);

@@ -622,7 +622,6 @@ void gdrpin_pin_teardown(struct gdrpin_range *pin)
 	struct gdrpin_dma_map *w, *tmp;
 	struct pci_dev *pdev;
 	bool fired, claim;
-	int ret;
 
 	if (pin->mode == GDRPIN_MODE_DMABUF) {
 		gdrpin_dmabuf_teardown(pin);

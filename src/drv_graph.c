@@ -132,26 +132,56 @@ static void add_node(struct gh_call *c, uint64_t graph, uint64_t ptr,
 		gh_mark_untrusted(c->api, "too many graph memory nodes to follow");
 }
 
+/*
+ * Is stream capturing (1, *graph_p), or not (0)?  Decided once per call the
+ * program made: a runtime call and the driver call it makes share the
+ * answer, whichever wrapper asks first (the driver call for an
+ * allocation, the runtime call for a free), so both record the same thing
+ * and the driver is asked once.  *first_p: this wrapper decided.
+ */
+static int capturing(struct gh_call *c, uint64_t stream, uint64_t *graph_p,
+		     int *first_p)
+{
+	struct gh_call *top = c->outer ? c->outer : c;
+
+	*first_p = 0;
+	if (top->capture && top->capture_stream == stream) {
+		*graph_p = top->capture_graph;
+		return top->capture > 0;
+	}
+	*first_p = 1;
+	top->capture_stream = stream;
+	top->capture_graph = 0;
+	top->capture = gh_drv_capture_graph(stream, &top->capture_graph) ?
+		       1 : -1;
+	*graph_p = top->capture_graph;
+	return top->capture > 0;
+}
+
 int gh_graph_captured_alloc(struct gh_call *c, uint64_t stream, uint64_t ptr,
 			    uint64_t size)
 {
 	uint64_t graph;
-	int dev = -1;
+	int dev = -1, first;
 
-	if (!gh_drv_capture_graph(stream, &graph))
+	if (!capturing(c, stream, &graph, &first))
 		return 0;
-	gh_drv_ctx_device(&dev);
-	add_node(c, graph, ptr, size, dev, 0);
+	if (first) {
+		gh_drv_ctx_device(&dev);
+		add_node(c, graph, ptr, size, dev, 0);
+	}
 	return 1;
 }
 
 int gh_graph_captured_free(struct gh_call *c, uint64_t stream, uint64_t ptr)
 {
 	uint64_t graph;
+	int first;
 
-	if (!ptr || !gh_drv_capture_graph(stream, &graph))
+	if (!ptr || !capturing(c, stream, &graph, &first))
 		return 0;
-	add_node(c, graph, ptr, 0, -1, 1);
+	if (first)
+		add_node(c, graph, ptr, 0, -1, 1);
 	c->arg = ptr;
 	c->skip = 1;		/* freed when the graph runs, not now */
 	return 1;

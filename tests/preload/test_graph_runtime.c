@@ -9,7 +9,9 @@
  * program got from cudaGetDriverEntryPoint.  Each scenario runs under
  * GDRHOOK_VALIDATE=1: after every replay the registry must know the
  * outputs (BUFFER_ID from the registry, a new one each replay), with no
- * audit disagreement, no untracked free and a trusted registry.
+ * audit disagreement, no untracked free and a trusted registry.  And a
+ * runtime call and the driver call it makes ask the driver once whether
+ * the stream is capturing.
  */
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -176,6 +178,45 @@ TEST(torch_graph_through_runtime_exports)
 TEST(torch_graph_through_driver_entry_point)
 {
 	validated("entry_point");
+}
+
+/* A runtime call and the driver call inside it share one capture query
+ * (and so one decision): allocations decide in the driver wrapper, frees
+ * in the runtime wrapper. */
+TEST(one_capture_query_per_runtime_call)
+{
+	const char *q = "cuStreamGetCaptureInfo_v3";
+	unsigned long before;
+	cudaStream_t s;
+	cudaGraph_t g;
+	void *p, *t;
+
+	CHECK_EQ(cudaSetDevice(0), cudaSuccess);
+	/* the runtime loaded the driver locally: its test hooks need it global */
+	CHECK(dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL));
+	CHECK_EQ(cudaStreamCreate(&s), cudaSuccess);
+	for (int capture = 0; capture < 2; capture++) {
+		if (capture)
+			CHECK_EQ(cudaStreamBeginCapture(
+					 s, cudaStreamCaptureModeGlobal),
+				 cudaSuccess);
+		before = fake_calls(q);
+		CHECK_EQ(cudaMallocAsync(&p, MIB, s), cudaSuccess);
+		CHECK_EQ(fake_calls(q), before + 1);
+		CHECK_EQ(cudaMallocAsync(&t, MIB, s), cudaSuccess);
+		before = fake_calls(q);
+		CHECK_EQ(cudaFreeAsync(t, s), cudaSuccess);
+		CHECK_EQ(fake_calls(q), before + 1);
+		if (capture) {
+			CHECK_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
+			CHECK_EQ(cudaGraphDestroy(g), cudaSuccess);
+			CHECK_EQ(tracked((uintptr_t)p, NULL), -ENOENT);
+		} else {
+			CHECK_EQ(tracked((uintptr_t)p, NULL), 0);
+			CHECK_EQ(cudaFreeAsync(p, s), cudaSuccess);
+		}
+	}
+	CHECK_EQ(gdrhook_trusted(), 1);
 }
 
 SCENARIO_MAIN(scenarios)

@@ -16,6 +16,13 @@
  * the graph or its instance leaves unfreed allocations live, as the driver
  * does; upload and cuDeviceGraphMemTrim change no live allocation.
  *
+ * An instance runs the nodes its graph had when it was made, and outlives
+ * the graph (PyTorch destroys the graph right after instantiating it).  So
+ * nodes belong to a graph generation (gid), not to the graph handle: the
+ * handle finds them only while the graph lives (a new graph may get the
+ * same handle), and they are dropped once the graph and every instance
+ * made from it are destroyed.
+ *
  * The node lists live in fixed tables (no malloc on hook paths) under a
  * spinlock held only for table updates, never across a call out.  A full
  * table marks the registry untrusted.
@@ -29,7 +36,8 @@
 #define GH_GRAPH_EXECS 1024
 
 struct gnode {
-	uint64_t graph;		/* 0: slot free */
+	uint64_t gid;		/* graph generation; 0: slot free */
+	uint64_t graph;		/* its handle; 0 once the graph is destroyed */
 	uint64_t ptr, size;
 	int dev;
 	int is_free;		/* a free node (of ptr) */
@@ -37,7 +45,7 @@ struct gnode {
 };
 
 struct gexec {
-	uint64_t exec, graph;
+	uint64_t exec, gid;
 	uint64_t flags;
 };
 
@@ -47,6 +55,7 @@ static struct gexec execs[GH_GRAPH_EXECS];
  * graphs without memory nodes (the common case) find no instance and pay
  * for a scan of the instances with memory nodes only. */
 static size_t nodes_hi, execs_hi;
+static uint64_t last_gid;
 static int tlock;
 
 static void lock(void)
@@ -74,17 +83,24 @@ static void add_node(struct gh_call *c, uint64_t graph, uint64_t ptr,
 		     uint64_t size, int dev, int is_free)
 {
 	struct gnode *slot, *hole = NULL, *same = NULL;
+	uint64_t gid = 0;
 
 	lock();
 	for (size_t i = 0; i < nodes_hi; i++) {
 		struct gnode *n = &nodes[i];
 
-		if (!n->graph) {
+		if (!n->gid) {
 			if (!hole)
 				hole = n;
-		} else if (n->graph == graph && n->ptr == ptr && !n->is_free) {
+			continue;
+		}
+		if (n->graph == graph)
+			gid = n->gid;
+		if (n->graph != graph || n->ptr != ptr)
+			continue;
+		if (!n->is_free) {
 			same = n;	/* the alloc node of ptr, if any */
-		} else if (n->graph == graph && n->ptr == ptr && is_free) {
+		} else if (is_free) {
 			unlock();	/* this free node is known */
 			return;
 		}
@@ -103,6 +119,7 @@ static void add_node(struct gh_call *c, uint64_t graph, uint64_t ptr,
 	if (!slot && nodes_hi < GH_GRAPH_NODES)
 		slot = &nodes[nodes_hi++];
 	if (slot) {
+		slot->gid = gid ? gid : ++last_gid;
 		slot->graph = graph;
 		slot->ptr = ptr;
 		slot->size = size;
@@ -115,26 +132,56 @@ static void add_node(struct gh_call *c, uint64_t graph, uint64_t ptr,
 		gh_mark_untrusted(c->api, "too many graph memory nodes to follow");
 }
 
+/*
+ * Is stream capturing (1, *graph_p), or not (0)?  Decided once per call the
+ * program made: a runtime call and the driver call it makes share the
+ * answer, whichever wrapper asks first (the driver call for an
+ * allocation, the runtime call for a free), so both record the same thing
+ * and the driver is asked once.  *first_p: this wrapper decided.
+ */
+static int capturing(struct gh_call *c, uint64_t stream, uint64_t *graph_p,
+		     int *first_p)
+{
+	struct gh_call *top = c->outer ? c->outer : c;
+
+	*first_p = 0;
+	if (top->capture && top->capture_stream == stream) {
+		*graph_p = top->capture_graph;
+		return top->capture > 0;
+	}
+	*first_p = 1;
+	top->capture_stream = stream;
+	top->capture_graph = 0;
+	top->capture = gh_drv_capture_graph(stream, &top->capture_graph) ?
+		       1 : -1;
+	*graph_p = top->capture_graph;
+	return top->capture > 0;
+}
+
 int gh_graph_captured_alloc(struct gh_call *c, uint64_t stream, uint64_t ptr,
 			    uint64_t size)
 {
 	uint64_t graph;
-	int dev = -1;
+	int dev = -1, first;
 
-	if (!gh_drv_capture_graph(stream, &graph))
+	if (!capturing(c, stream, &graph, &first))
 		return 0;
-	gh_drv_ctx_device(&dev);
-	add_node(c, graph, ptr, size, dev, 0);
+	if (first) {
+		gh_drv_ctx_device(&dev);
+		add_node(c, graph, ptr, size, dev, 0);
+	}
 	return 1;
 }
 
 int gh_graph_captured_free(struct gh_call *c, uint64_t stream, uint64_t ptr)
 {
 	uint64_t graph;
+	int first;
 
-	if (!ptr || !gh_drv_capture_graph(stream, &graph))
+	if (!ptr || !capturing(c, stream, &graph, &first))
 		return 0;
-	add_node(c, graph, ptr, 0, -1, 1);
+	if (first)
+		add_node(c, graph, ptr, 0, -1, 1);
 	c->arg = ptr;
 	c->skip = 1;		/* freed when the graph runs, not now */
 	return 1;
@@ -159,25 +206,53 @@ void gh_graph_free_node_post(struct gh_call *c, CUgraphNode *phGraphNode,
 		add_node(c, (uint64_t)(uintptr_t)hGraph, dptr, 0, -1, 1);
 }
 
-static int graph_has_nodes(uint64_t g)
+/* The generation of live graph g's nodes; 0: it has none.  Needs the
+ * lock. */
+static uint64_t graph_gid(uint64_t g)
 {
-	int found = 0;
+	for (size_t i = 0; i < nodes_hi; i++)
+		if (nodes[i].gid && nodes[i].graph == g)
+			return nodes[i].gid;
+	return 0;
+}
 
-	lock();
-	for (size_t i = 0; i < nodes_hi && !found; i++)
-		found = nodes[i].graph == g;
-	unlock();
-	return found;
+/* Does an instance run the nodes of generation gid?  Needs the lock. */
+static int gid_executed(uint64_t gid)
+{
+	for (size_t i = 0; i < execs_hi; i++)
+		if (execs[i].exec && execs[i].gid == gid)
+			return 1;
+	return 0;
+}
+
+/* Drop the nodes of generation gid once neither its graph nor an instance
+ * made from it remains.  Needs the lock. */
+static void gid_release(uint64_t gid)
+{
+	if (!gid || gid_executed(gid))
+		return;
+	for (size_t i = 0; i < nodes_hi; i++)
+		if (nodes[i].gid == gid && nodes[i].graph)
+			return;		/* the graph lives */
+	for (size_t i = 0; i < nodes_hi; i++)
+		if (nodes[i].gid == gid)
+			memset(&nodes[i], 0, sizeof(nodes[i]));
 }
 
 static void add_exec(struct gh_call *c, CUgraphExec *pe, CUgraph g,
 		     uint64_t flags)
 {
 	struct gexec *slot = NULL;
+	uint64_t gid;
 
-	if (c->rc || !pe || !graph_has_nodes((uint64_t)(uintptr_t)g))
+	if (c->rc || !pe)
 		return;
 	lock();
+	gid = graph_gid((uint64_t)(uintptr_t)g);
+	if (!gid) {
+		unlock();
+		return;
+	}
 	for (size_t i = 0; i < execs_hi && !slot; i++)
 		if (!execs[i].exec)
 			slot = &execs[i];
@@ -185,7 +260,7 @@ static void add_exec(struct gh_call *c, CUgraphExec *pe, CUgraph g,
 		slot = &execs[execs_hi++];
 	if (slot) {
 		slot->exec = (uint64_t)(uintptr_t)*pe;
-		slot->graph = (uint64_t)(uintptr_t)g;
+		slot->gid = gid;
 		slot->flags = flags;
 	}
 	unlock();
@@ -248,12 +323,13 @@ static void drop_at(struct gh_call *c, uint64_t ptr, unsigned int kind)
 }
 
 /*
- * Visit the nodes of graph g, copied out in batches under the table lock
- * and visited with it dropped (fn calls into the registry and the driver).
+ * Visit the nodes of generation gid, copied out in batches under the table
+ * lock and visited with it dropped (fn calls into the registry and the
+ * driver).
  */
 #define GH_NODE_BATCH 32
 
-static void each_node(uint64_t g, void (*fn)(struct gh_call *,
+static void each_node(uint64_t gid, void (*fn)(struct gh_call *,
 					     const struct gnode *, void *),
 		      struct gh_call *c, void *arg)
 {
@@ -264,7 +340,7 @@ static void each_node(uint64_t g, void (*fn)(struct gh_call *,
 		n = 0;
 		lock();
 		for (; i < nodes_hi && n < GH_NODE_BATCH; i++)
-			if (nodes[i].graph == g)
+			if (nodes[i].gid == gid)
 				batch[n++] = nodes[i];
 		unlock();
 		for (size_t k = 0; k < n; k++)
@@ -303,7 +379,7 @@ void gh_graph_launch_pre(struct gh_call *c, CUgraphExec hGraphExec,
 	struct gexec x;
 
 	if (find_exec((uint64_t)(uintptr_t)hGraphExec, &x))
-		each_node(x.graph, launch_pre_one, c, &x);
+		each_node(x.gid, launch_pre_one, c, &x);
 }
 
 void gh_graph_launch_post(struct gh_call *c, CUgraphExec hGraphExec,
@@ -316,7 +392,7 @@ void gh_graph_launch_post(struct gh_call *c, CUgraphExec hGraphExec,
 		return;
 	}
 	if (find_exec((uint64_t)(uintptr_t)hGraphExec, &x))
-		each_node(x.graph, launch_post_one, c, &x);
+		each_node(x.gid, launch_post_one, c, &x);
 }
 
 void gh_graph_exec_destroy_post(struct gh_call *c, CUgraphExec hGraphExec)
@@ -324,19 +400,28 @@ void gh_graph_exec_destroy_post(struct gh_call *c, CUgraphExec hGraphExec)
 	if (c->rc)
 		return;
 	lock();
-	for (size_t i = 0; i < execs_hi; i++)
-		if (execs[i].exec == (uint64_t)(uintptr_t)hGraphExec)
-			memset(&execs[i], 0, sizeof(execs[i]));
+	for (size_t i = 0; i < execs_hi; i++) {
+		uint64_t gid = execs[i].gid;
+
+		if (execs[i].exec != (uint64_t)(uintptr_t)hGraphExec)
+			continue;
+		memset(&execs[i], 0, sizeof(execs[i]));
+		gid_release(gid);
+	}
 	unlock();
 }
 
 void gh_graph_destroy_post(struct gh_call *c, CUgraph hGraph)
 {
+	uint64_t gid;
+
 	if (c->rc)
 		return;
 	lock();
-	for (size_t i = 0; i < nodes_hi; i++)
-		if (nodes[i].graph == (uint64_t)(uintptr_t)hGraph)
-			memset(&nodes[i], 0, sizeof(nodes[i]));
+	gid = graph_gid((uint64_t)(uintptr_t)hGraph);
+	for (size_t i = 0; gid && i < nodes_hi; i++)
+		if (nodes[i].gid == gid)
+			nodes[i].graph = 0;	/* instances keep them */
+	gid_release(gid);
 	unlock();
 }

@@ -45,6 +45,10 @@ struct gh_call {
 	uint64_t arg2;		/* size of a range free */
 	int dev;
 	uint64_t dropped, dropped_bytes;
+	/* Whether the call's stream is capturing (1, into capture_graph) or
+	 * not (-1); 0: not asked yet.  Kept in the outermost call only. */
+	int capture;
+	uint64_t capture_stream, capture_graph;
 };
 
 void *gh_real_get(unsigned int sym);

@@ -10,7 +10,8 @@
  * node runs or the program frees it, and a relaunch while it is still
  * allocated fails unless the graph was instantiated with
  * AUTO_FREE_ON_LAUNCH.  Work is synchronous: a launch runs every node.
- * Destroying the graph or its instance leaves unfreed allocations live.
+ * Destroying the graph or its instance leaves unfreed allocations live;
+ * an instance outlives its graph.
  */
 #include "fakecuda_internal.h"
 #include "fakecuda.h"
@@ -40,9 +41,13 @@ struct CUgraph_st {
 	struct { uintptr_t va; size_t span; } reuse[FC_GRAPH_NODES];
 };
 
+/* An instance holds its own copy of the nodes, as on the real driver: it
+ * stays launchable after its graph is destroyed (PyTorch destroys the
+ * graph right after instantiating it). */
 struct CUgraphExec_st {
 	uint32_t magic;
-	struct CUgraph_st *g;
+	int n;
+	struct fc_gnode node[FC_GRAPH_NODES];
 	unsigned long long flags;
 };
 
@@ -298,17 +303,19 @@ static CUresult instantiate(CUgraphExec *pe, CUgraph g,
 		     CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH |
 		     CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY)))
 		return CUDA_ERROR_INVALID_VALUE;
-	fc_lock();
-	if (!graph_ok(g)) {
-		fc_unlock();
-		return CUDA_ERROR_INVALID_VALUE;
-	}
-	fc_unlock();
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		return CUDA_ERROR_OUT_OF_MEMORY;
+	fc_lock();
+	if (!graph_ok(g)) {
+		fc_unlock();
+		free(e);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	e->n = g->n;
+	memcpy(e->node, g->node, sizeof(e->node));
+	fc_unlock();
 	e->magic = FC_EXEC_MAGIC;
-	e->g = g;
 	e->flags = flags;
 	*pe = e;
 	return CUDA_SUCCESS;
@@ -401,17 +408,17 @@ static CUresult launch(CUgraphExec e, CUstream s)
 	if (rc)
 		goto out;
 	/* Every alloc node must be free (or freed for us) before launch. */
-	for (int i = 0; i < e->g->n; i++) {
-		a = fc_find(e->g->node[i].va);
-		if (e->g->node[i].is_free || !a)
+	for (int i = 0; i < e->n; i++) {
+		a = fc_find(e->node[i].va);
+		if (e->node[i].is_free || !a)
 			continue;
 		if (!(e->flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH)) {
 			rc = CUDA_ERROR_INVALID_VALUE;
 			goto out;
 		}
 	}
-	for (int i = 0; i < e->g->n; i++) {
-		struct fc_gnode *n = &e->g->node[i];
+	for (int i = 0; i < e->n; i++) {
+		struct fc_gnode *n = &e->node[i];
 
 		a = fc_find(n->va);
 		if (n->is_free) {

@@ -60,6 +60,12 @@
 	X(stream_create, "cuStreamCreate", cuStreamCreate)		\
 	X(stream_destroy, "cuStreamDestroy", cuStreamDestroy_v2)	\
 	X(stream_synchronize, "cuStreamSynchronize", cuStreamSynchronize) \
+	X(stream_begin_capture, "cuStreamBeginCapture", cuStreamBeginCapture_v2) \
+	X(stream_end_capture, "cuStreamEndCapture", cuStreamEndCapture) \
+	X(graph_instantiate, "cuGraphInstantiateWithFlags", cuGraphInstantiateWithFlags) \
+	X(graph_launch, "cuGraphLaunch", cuGraphLaunch)			\
+	X(graph_exec_destroy, "cuGraphExecDestroy", cuGraphExecDestroy)	\
+	X(graph_destroy, "cuGraphDestroy", cuGraphDestroy)		\
 	X(ipc_get_mem_handle, "cuIpcGetMemHandle", cuIpcGetMemHandle)	\
 	X(ipc_open_mem_handle, "cuIpcOpenMemHandle", cuIpcOpenMemHandle_v2) \
 	X(ipc_close_mem_handle, "cuIpcCloseMemHandle", cuIpcCloseMemHandle) \
@@ -589,6 +595,59 @@ RT_API cudaError_t CUDARTAPI cudaStreamSynchronize_ptsz(cudaStream_t stream)
 {
 	RT_CTX();
 	return RT_CALL(drv(1)->stream_synchronize(stream));
+}
+
+/* ------------------------------------------------- capture and graphs */
+
+RT_API cudaError_t CUDARTAPI cudaStreamBeginCapture(cudaStream_t stream,
+						    enum cudaStreamCaptureMode mode)
+{
+	RT_CTX();
+	return RT_CALL(drv(0)->stream_begin_capture(stream,
+						    (CUstreamCaptureMode)mode));
+}
+
+RT_API cudaError_t CUDARTAPI cudaStreamEndCapture(cudaStream_t stream,
+						  cudaGraph_t *pGraph)
+{
+	RT_CTX();
+	return RT_CALL(drv(0)->stream_end_capture(stream, pGraph));
+}
+
+RT_API cudaError_t CUDARTAPI cudaGraphInstantiateWithFlags(
+		cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
+		unsigned long long flags)
+{
+	RT_CTX();
+	return RT_CALL(drv(0)->graph_instantiate(pGraphExec, graph, flags));
+}
+
+/* The CUDA 12 signature (flags, no error node or log). */
+RT_API cudaError_t CUDARTAPI cudaGraphInstantiate(cudaGraphExec_t *pGraphExec,
+						  cudaGraph_t graph,
+						  unsigned long long flags)
+{
+	RT_CTX();
+	return RT_CALL(drv(0)->graph_instantiate(pGraphExec, graph, flags));
+}
+
+RT_API cudaError_t CUDARTAPI cudaGraphLaunch(cudaGraphExec_t graphExec,
+					     cudaStream_t stream)
+{
+	RT_CTX();
+	return RT_CALL(drv(0)->graph_launch(graphExec, stream));
+}
+
+RT_API cudaError_t CUDARTAPI cudaGraphExecDestroy(cudaGraphExec_t graphExec)
+{
+	RT_CTX();
+	return RT_CALL(drv(0)->graph_exec_destroy(graphExec));
+}
+
+RT_API cudaError_t CUDARTAPI cudaGraphDestroy(cudaGraph_t graph)
+{
+	RT_CTX();
+	return RT_CALL(drv(0)->graph_destroy(graph));
 }
 
 /* ---------------------------------------------------------------- IPC */

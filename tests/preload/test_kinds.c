@@ -128,6 +128,42 @@ TEST(auto_free_on_launch_gives_a_new_generation_each_launch)
 	CHECK_EQ(gdrhook_trusted(), 1);
 }
 
+/* PyTorch destroys the graph right after instantiating it; the next
+ * graph may get the destroyed one's handle. */
+TEST(instance_outlives_its_graph)
+{
+	CUgraphExec e1, e2;
+	CUstream s;
+	CUgraph g1, g2;
+	CUdeviceptr p1, p2;
+
+	primary_ctx(0);
+	CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	capture(s, &g1, &p1, 1 << 20, 0);
+	CU_OK(cuGraphInstantiateWithFlags(&e1, g1, 0));
+	CU_OK(cuGraphDestroy(g1));
+	capture(s, &g2, &p2, 2 << 20, 0);
+	CU_OK(cuGraphInstantiateWithFlags(&e2, g2, 0));
+	CU_OK(cuGraphLaunch(e1, s));
+	CHECK_EQ(agree(p1, GDRHOOK_KIND_GRAPH, 1 << 20), 1);
+	CHECK_EQ(agree(p2, GDRHOOK_KIND_GRAPH, 2 << 20), 0);
+	CU_OK(cuGraphLaunch(e2, s));
+	CHECK_EQ(agree(p2, GDRHOOK_KIND_GRAPH, 2 << 20), 1);
+	CU_OK(cuGraphExecDestroy(e1));
+	CU_OK(cuGraphDestroy(g2));
+	CU_OK(cuMemFreeAsync(p1, s));
+	CU_OK(cuMemFreeAsync(p2, s));
+	CHECK_EQ(agree(p1, GDRHOOK_KIND_GRAPH, 1 << 20), 0);
+	CHECK_EQ(agree(p2, GDRHOOK_KIND_GRAPH, 2 << 20), 0);
+	/* e2 still runs g2's node after its graph is gone */
+	CU_OK(cuGraphLaunch(e2, s));
+	CHECK_EQ(agree(p2, GDRHOOK_KIND_GRAPH, 2 << 20), 1);
+	CU_OK(cuGraphExecDestroy(e2));
+	CU_OK(cuMemFreeAsync(p2, s));
+	CHECK_EQ(agree(p2, GDRHOOK_KIND_GRAPH, 2 << 20), 0);
+	CHECK_EQ(gdrhook_trusted(), 1);
+}
+
 TEST(legacy_instantiate_is_followed_too)
 {
 	CUgraphExec e;

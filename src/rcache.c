@@ -182,6 +182,7 @@ static struct {
 	/* adopted program MRs (gh_rcache_adopt), by pointer (lock) */
 	struct ibv_mr *adopt_mr[RC_ADOPT_CAP];
 	uint32_t adopt_ent[RC_ADOPT_CAP];	/* ring entry + 1, 0: revoked */
+	uint8_t adopt_moved[RC_ADOPT_CAP];	/* revoked onto the dummy page */
 	uint32_t n_adopted;			/* atomic */
 	void *dummy;		/* the page revoked adopted MRs move to */
 	struct gh_rc_counters ctr;
@@ -729,9 +730,10 @@ static int adopt_revoke(struct ibv_mr *mr)
 				IBV_REREG_MR_CHANGE_ACCESS, NULL, rc.dummy,
 				4096, 0);
 	if (!err) {
+		/* kept: its next rereg must restate what it lost */
 		if (i >= 0) {
-			rc.adopt_mr[i] = NULL;
-			__atomic_sub_fetch(&rc.n_adopted, 1, __ATOMIC_RELAXED);
+			rc.adopt_ent[i] = 0;
+			rc.adopt_moved[i] = 1;
 		}
 		return 0;
 	}
@@ -1438,6 +1440,7 @@ int gh_rcache_adopt(struct ibv_mr *mr)
 	ST_REL(&w.first->word, LD(&w.first->word) & ~W_REFS);
 	rc.adopt_mr[slot] = mr;
 	rc.adopt_ent[slot] = ent_idx(w.first);
+	rc.adopt_moved[slot] = 0;
 	__atomic_add_fetch(&rc.n_adopted, 1, __ATOMIC_RELAXED);
 	CTR(wrapped, 1);
 	pthread_mutex_unlock(&rc.lock);
@@ -1455,8 +1458,9 @@ int gh_rcache_unadopt(struct ibv_mr *mr)
 	if (i >= 0) {
 		uint32_t ei = rc.adopt_ent[i];
 
-		rc_ = ei ? 1 : -1;
+		rc_ = ei ? 1 : rc.adopt_moved[i] ? 0 : -1;
 		rc.adopt_mr[i] = NULL;
+		rc.adopt_moved[i] = 0;
 		__atomic_sub_fetch(&rc.n_adopted, 1, __ATOMIC_RELAXED);
 		if (ei) {
 			struct rc_entry *e = &rc.ent[ei - 1];
@@ -1471,6 +1475,20 @@ int gh_rcache_unadopt(struct ibv_mr *mr)
 	}
 	pthread_mutex_unlock(&rc.lock);
 	return rc_;
+}
+
+int gh_rcache_moved(struct ibv_mr *mr)
+{
+	int i, moved = 0;
+
+	if (!LD_ACQ(&rc.ready) || !LD(&rc.n_adopted))
+		return 0;
+	pthread_mutex_lock(&rc.lock);
+	i = adopt_find(mr);
+	if (i >= 0)
+		moved = rc.adopt_moved[i];
+	pthread_mutex_unlock(&rc.lock);
+	return moved;
 }
 
 static struct rc_alias *alias_of(const struct ibv_mr *mr)

@@ -98,10 +98,16 @@ void gh_rcache_log_lookup(int hit, const char *api, uint64_t addr,
  * GPU memory untracked).
  * gh_rcache_unadopt, for its ibv_dereg_mr or ibv_rereg_mr: 1 if it was
  * adopted and live, -1 if a free deregistered it already (do not call
- * libibverbs on it), 0 if it was not adopted.
+ * libibverbs on it), 0 if it was not adopted (or a free moved it onto
+ * the private page).
+ * gh_rcache_moved: 1 while a free has it on the private page with no
+ * access: its access flags are lost (libibverbs keeps them nowhere the
+ * shim can read), so only an ibv_rereg_mr that gives both translation
+ * and access anew may bring it back.
  */
 int gh_rcache_adopt(struct ibv_mr *mr);
 int gh_rcache_unadopt(struct ibv_mr *mr);
+int gh_rcache_moved(struct ibv_mr *mr);
 
 /* Is mr one of our aliases (live or revoked)? */
 int gh_rcache_is_alias(const struct ibv_mr *mr);

@@ -591,6 +591,18 @@ static int scenario_adopt(void)
 	CU_OK(cuMemFree(a));
 	CHECK(refused(pd, h->rkey, a + 4096));
 	CHECK_EQ(v.stale(), 0);
+	/*
+	 * The free took its access away: a rereg of the range alone would
+	 * succeed with none (the random stress found it), so it fails as a
+	 * command; the access alone too.
+	 */
+	errno = 0;
+	CHECK_EQ(v.rereg(h, IBV_REREG_MR_CHANGE_TRANSLATION, NULL,
+			 (void *)b, 4096, 0), IBV_REREG_MR_ERR_CMD);
+	CHECK_EQ(errno, EINVAL);
+	CHECK_EQ(v.rereg(h, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+			 LW | RW), IBV_REREG_MR_ERR_CMD);
+	CHECK(refused(pd, h->rkey, b + 100));
 	/* moved again (onto b), then the program deregisters it */
 	CHECK_EQ(v.rereg(h, IBV_REREG_MR_CHANGE_TRANSLATION |
 			 IBV_REREG_MR_CHANGE_ACCESS, NULL, (void *)b, 4096,

@@ -41,10 +41,11 @@ int gh_rcache_exact(void);
  * The first registration of tracked GPU memory (src/rcache_start.c):
  * choose the pin backend (gh_pin_choose, GDRHOOK_BACKEND), prove that
  * the NIC of pd can import what auto chose, set the cache up from
- * gh_cfg.  Once per process; later calls return the same.  g: the
+ * gh_cfg.  The backend is chosen once per process, the probe runs once
+ * per NIC (pd's device); later calls return the same.  g: the
  * allocation being registered (its device and memory serve the probe).
- * Returns the backend, or NULL when registrations pass through (none, or
- * no memory for the cache).
+ * Returns the backend, or NULL when registrations (of pd's NIC) pass
+ * through (none, a NIC that cannot import, or no memory for the cache).
  */
 const struct gh_pin_ops *gh_rcache_start(const struct gh_range *g,
 					 struct ibv_pd *pd);

@@ -51,6 +51,7 @@ static struct verbs {
 	dealloc_pd_fn dealloc_pd;
 	close_fn close_dev;
 	struct ibv_context *(*open)(void);
+	struct ibv_context *(*open_nic)(int);
 	unsigned long (*calls)(const char *);
 	int (*live)(void);
 	int (*stale)(void);
@@ -90,6 +91,7 @@ static void verbs_load(void)
 	v.dealloc_pd = need(dlsym(v.h, "ibv_dealloc_pd"), "dealloc_pd");
 	v.close_dev = need(dlsym(v.h, "ibv_close_device"), "close");
 	v.open = need(dlsym(v.h, "fakeverbs_open"), "open");
+	v.open_nic = need(dlsym(v.h, "fakeverbs_open_nic"), "open_nic");
 	v.calls = need(dlsym(v.h, "fakeverbs_calls"), "calls");
 	v.live = need(dlsym(v.h, "fakeverbs_live_mrs"), "live");
 	v.stale = need(dlsym(v.h, "fakeverbs_stale_mrs"), "stale");
@@ -909,6 +911,59 @@ static int scenario_auto_noimport(void)
 }
 
 /*
+ * Auto with two NICs, one of which cannot import DMA-BUF
+ * (FAKEVERBS_NO_DMABUF=fakenic1): each NIC is probed once, at its first
+ * registration of GPU memory; fakenic1's registrations pass through
+ * (libibverbs' own MRs) while fakenic0's are cached, whichever comes
+ * first.  order 1: fakenic1 first (the cache starts at the second NIC).
+ */
+static int auto_two_nics(int order)
+{
+	struct ibv_pd *pd[2];
+	struct ibv_mr *m;
+	CUdeviceptr d;
+	unsigned long probes;
+
+	primary_ctx(0);
+	verbs_load();
+	pd[0] = v.alloc_pd(v.open_nic(0));
+	pd[1] = v.alloc_pd(v.open_nic(1));
+	d = dev_alloc(MiB);
+	for (int round = 0; round < 3; round++) {
+		for (int k = 0; k < 2; k++) {
+			int n = order ? 1 - k : k;
+
+			m = v.reg(pd[n], (void *)(d + 4096 * (uint64_t)round), 64,
+				  LW | RW);
+			CHECK(m != NULL);
+			CHECK_EQ(v.is_mr(m), n == 1);
+			CHECK_EQ(v.write(pd[n], m->rkey, d + 4096 * (uint64_t)round,
+					 "w", 1), 0);
+			CHECK_EQ(v.dereg(m), 0);
+		}
+	}
+	/* one probe per NIC, and fakenic0's three registrations (exact
+	 * exposure: each dereg ends the NIC's registration; the pin stays) */
+	probes = v.calls("ibv_reg_dmabuf_mr");
+	CHECK_EQ(probes, 2 + 3);
+	CHECK_EQ(v.calls("ibv_reg_mr_iova2"), 3);	/* fakenic1's */
+	CU_OK(cuMemFree(d));
+	CHECK_EQ(v.live(), 0);
+	CHECK_EQ(v.calls("stale_writes"), 0);
+	return 0;
+}
+
+static int scenario_auto_nic0_first(void)
+{
+	return auto_two_nics(0);
+}
+
+static int scenario_auto_nic1_first(void)
+{
+	return auto_two_nics(1);
+}
+
+/*
  * No fd held longer than needed: 10^5 register/free cycles, dmabuf.
  * Sanitizer builds run 10^4: they are there for memory and race errors.
  */
@@ -958,6 +1013,8 @@ static const struct scenario scenarios[] = {
 	{ "straddle", scenario_straddle },
 	{ "rereg", scenario_rereg },
 	{ "auto_noimport", scenario_auto_noimport },
+	{ "auto_nic0_first", scenario_auto_nic0_first },
+	{ "auto_nic1_first", scenario_auto_nic1_first },
 	{ "fds", scenario_fds },
 	{ "adopt", scenario_adopt },
 	{ "random", scenario_random },
@@ -1090,6 +1147,15 @@ TEST(auto_on_a_nic_without_dmabuf_import)
 			      NULL };
 
 	CHECK_EQ(run_scenario("auto_noimport", env), 0);
+}
+
+TEST(auto_probes_each_nic)
+{
+	const char *env[] = { "GDRHOOK_BACKEND=auto",
+			      "FAKEVERBS_NO_DMABUF=fakenic1", NULL };
+
+	CHECK_EQ(run_scenario("auto_nic0_first", env), 0);
+	CHECK_EQ(run_scenario("auto_nic1_first", env), 0);
 }
 
 TEST_TIMEOUT(no_fd_leak_1e5_cycles, 600)

@@ -36,7 +36,7 @@ CORE_A		:= $(BUILD)/libgdrhook-core.a
 UNIT_SRCS	:= $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS	:= $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRCS))
 
-.PHONY: all lib test check clean kmod checkpatch lab lab-regcache lab-info doc test-suite test-default test-asan test-tsan fake
+.PHONY: all lib test check clean kmod checkpatch lab lab-regcache lab-info doc test-suite test-default test-asan test-tsan fake stress
 .DEFAULT_GOAL := all
 
 all: lib
@@ -157,6 +157,21 @@ test-asan:
 
 test-tsan:
 	$(MAKE) BUILD=build/tsan SAN=thread CFLAGS="-O1 -g" test-suite
+
+# The random-shape registration stress at full length (tests/preload/
+# test_verbs.c, scenario random): STRESS_CYCLES (10^6) cycles on every
+# backend, both exposure policies, every peer write checked by the fake
+# NIC.  make test runs it at 2*10^4.
+STRESS_CYCLES	?= 1000000
+stress: all $(PRELOAD_BINS)
+	@for b in dmabuf peermem gdrpin none; do \
+	  for e in exact allocation; do \
+	    echo "== GDRHOOK_BACKEND=$$b GDRHOOK_REMOTE_EXPOSURE=$$e"; \
+	    env $(PRELOAD_ENV) RND_CYCLES=$(STRESS_CYCLES) \
+	      GDRHOOK_BACKEND=$$b GDRHOOK_REMOTE_EXPOSURE=$$e \
+	      $(BUILD)/tests/preload/test_verbs --scenario random || exit 1; \
+	  done; \
+	done
 
 test:
 	$(MAKE) test-default

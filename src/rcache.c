@@ -53,7 +53,9 @@
  * takes the lock, after the miss), or the miss path's RMW reads the
  * free's and its registry re-check sees the removal.
  *
- * Concurrency.  Hits are lock-free: hash bucket -> entry; the entry's
+ * Concurrency.  Hits are lock-free: hash bucket -> entry (the bucket
+ * heads live in the entry array, and an entry is made in the slot of
+ * its own bucket when that is free: one place to miss on); the entry's
  * 64-bit word holds a version, a dead bit, the clock (second chance) bit
  * and the reference count, and one CAS takes a reference, sets the clock
  * bit and validates the key read before it (a recycled or killed entry
@@ -83,7 +85,7 @@
 #define RC_ENT_CAP	(1u << 18)
 #define RC_REC_CAP	(1u << 18)
 #define RC_ALIAS_CAP	(1u << 20)
-#define RC_HBITS	18
+#define RC_HBITS	18	/* buckets: one per entry slot */
 #define RC_RBITS	14
 #define RC_STEPS	32	/* lock-free chain walk bound: then slow path */
 #define RC_ADOPT_CAP	4096
@@ -122,7 +124,16 @@ struct rc_entry {
 	uint32_t fnext;		/* free list (lock) */
 	uint32_t sib;		/* E_WRAP ring: next entry + 1 (lock) */
 	uint32_t adopted;	/* E_WRAP of a program MR with no alias */
-} __attribute__((aligned(64)));
+	/*
+	 * Head (entry + 1) of the hash chain of bucket "this index": the
+	 * buckets live in the entries, and an entry is put in its home
+	 * slot when that is free, so a hit usually reads one entry's two
+	 * lines (fetched together) and no separate bucket array.
+	 */
+	uint32_t bhead;		/* atomic; written under the lock */
+	uint32_t onfree;	/* on the free list (lock) */
+	uint32_t upos;		/* its place in rc.used (lock) */
+} __attribute__((aligned(128)));
 
 struct rc_rec {
 	uint64_t gen;
@@ -152,8 +163,10 @@ static struct {
 	pthread_mutex_t lock;
 
 	struct rc_entry *ent;
-	uint32_t ent_hi, ent_free, hand;
-	uint32_t *bucket;	/* entry hash heads (atomic) */
+	uint32_t ent_hi;	/* bump allocator: above it, only homes used */
+	uint32_t *used;		/* entries not free, dense (lock) */
+	uint32_t n_used;
+	uint32_t ent_free, hand;
 
 	struct rc_rec *rec;
 	uint32_t rec_hi, rec_free, rec_hand;
@@ -169,6 +182,7 @@ static struct {
 	/* adopted program MRs (gh_rcache_adopt), by pointer (lock) */
 	struct ibv_mr *adopt_mr[RC_ADOPT_CAP];
 	uint32_t adopt_ent[RC_ADOPT_CAP];	/* ring entry + 1, 0: revoked */
+	uint8_t adopt_moved[RC_ADOPT_CAP];	/* revoked onto the dummy page */
 	uint32_t n_adopted;			/* atomic */
 	void *dummy;		/* the page revoked adopted MRs move to */
 	struct gh_rc_counters ctr;
@@ -226,7 +240,16 @@ static void *map_zero(size_t bytes)
 	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 
-	return p == MAP_FAILED ? NULL : p;
+	if (p == MAP_FAILED)
+		return NULL;
+	/*
+	 * A random hit touches a bucket, an entry and an alias in arrays of
+	 * megabytes: with 4 KiB pages each is a TLB miss too, and a page
+	 * walk costs most in a virtual machine.  Advice only.
+	 */
+	if (bytes >= (2u << 20))
+		madvise(p, bytes, MADV_HUGEPAGE);
+	return p;
 }
 
 static void atfork_prepare(void)
@@ -251,12 +274,12 @@ int gh_rcache_init(const struct gh_pin_ops *ops, uint64_t max_size,
 	if (rc.ready)
 		goto out;
 	rc.ent = map_zero(sizeof(*rc.ent) * RC_ENT_CAP);
+	rc.used = map_zero(sizeof(uint32_t) * RC_ENT_CAP);
 	rc.rec = map_zero(sizeof(*rc.rec) * RC_REC_CAP);
 	rc.alias = map_zero(sizeof(*rc.alias) * RC_ALIAS_CAP);
-	rc.bucket = map_zero(sizeof(uint32_t) << RC_HBITS);
 	rc.rec_head = map_zero(sizeof(uint32_t) << RC_RBITS);
 	rc.rec_cnt = map_zero(sizeof(uint32_t) << RC_RBITS);
-	if (!rc.ent || !rc.rec || !rc.alias || !rc.bucket || !rc.rec_head ||
+	if (!rc.ent || !rc.used || !rc.rec || !rc.alias || !rc.rec_head ||
 	    !rc.rec_cnt) {
 		rc_ = -ENOMEM;
 		goto out;
@@ -474,7 +497,11 @@ static struct rc_entry *lookup_ref(uint64_t gen, uint64_t pd,
 				   unsigned int want, uint64_t addr,
 				   uint64_t len)
 {
-	uint32_t i = LD_ACQ(&rc.bucket[hash_ent(gen, pd, want, addr, len)]);
+	struct rc_entry *home = &rc.ent[hash_ent(gen, pd, want, addr, len)];
+	uint32_t i;
+
+	__builtin_prefetch(home);	/* in parallel with its bhead line */
+	i = LD_ACQ(&home->bhead);
 
 	for (int steps = 0; i && steps < RC_STEPS; steps++) {
 		struct rc_entry *e = &rc.ent[i - 1];
@@ -485,16 +512,27 @@ static struct rc_entry *lookup_ref(uint64_t gen, uint64_t pd,
 		    (len ? LD(&e->access) == want :
 		     covers(LD(&e->access), want))) {
 			uint32_t t = LD(&e->type);
+			uint64_t ver = w >> W_VER_SHIFT;
 
-			if ((t == E_CACHED || t == E_RETIRED || t == E_EXACT) &&
-			    (w & W_REFS) < W_REFS &&
-			    (!rc.ops->valid || rc.ops->valid(LD(&e->cookie))) &&
-			    __atomic_compare_exchange_n(&e->word, &w,
-							(w + 1) | W_CLOCK, 0,
-							__ATOMIC_ACQ_REL,
-							__ATOMIC_ACQUIRE))
-				return e;
+			if ((t != E_CACHED && t != E_RETIRED && t != E_EXACT) ||
+			    (rc.ops->valid && !rc.ops->valid(LD(&e->cookie))))
+				goto next;
+			/*
+			 * Another holder's reference moving the word is no
+			 * reason to look further: retry while the version
+			 * (the key just checked) stands.  Giving up here made
+			 * contended hits misses, and the miss path then took
+			 * the entry for an access upgrade.
+			 */
+			while (!(w & W_DEAD) && (w & W_REFS) < W_REFS &&
+			       (w >> W_VER_SHIFT) == ver) {
+				if (__atomic_compare_exchange_n(
+					    &e->word, &w, (w + 1) | W_CLOCK, 0,
+					    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+					return e;
+			}
 		}
+next:
 		i = LD_ACQ(&e->hnext);
 	}
 	return NULL;
@@ -504,7 +542,7 @@ static struct rc_entry *lookup_ref(uint64_t gen, uint64_t pd,
 
 static void hash_unlink(struct rc_entry *e)
 {
-	uint32_t *pp = &rc.bucket[hash_of(e)];
+	uint32_t *pp = &rc.ent[hash_of(e)].bhead;
 	uint32_t me = ent_idx(e), i;
 
 	while ((i = LD(pp)) != 0) {
@@ -520,7 +558,7 @@ static void hash_unlink(struct rc_entry *e)
 static struct rc_entry *hash_find_cur(uint64_t gen, uint64_t pd,
 				      unsigned int access)
 {
-	uint32_t i = LD(&rc.bucket[hash_ent(gen, pd, access, 0, 0)]);
+	uint32_t i = LD(&rc.ent[hash_ent(gen, pd, access, 0, 0)].bhead);
 
 	while (i) {
 		struct rc_entry *e = &rc.ent[i - 1];
@@ -553,13 +591,66 @@ static void rec_unlink_ent(struct rc_entry *e)
 	e->rnext = 0;
 }
 
+static void free_push(struct rc_entry *e)
+{
+	if (e->onfree)
+		return;		/* still listed from before its home reuse */
+	e->onfree = 1;
+	e->fnext = rc.ent_free;
+	rc.ent_free = ent_idx(e);
+}
+
+/*
+ * A free entry, in slot home (index + 1; 0: anywhere) when that one is
+ * free.  A slot taken as a home may still be on the free list: the pop
+ * skips what is not free (lazy removal).
+ */
+/* Homes scatter entries over the array: scans (eviction, drops) walk
+ * the dense list of the used ones instead. */
+static struct rc_entry *ent_used(struct rc_entry *e)
+{
+	e->upos = rc.n_used;
+	rc.used[rc.n_used++] = ent_idx(e) - 1;
+	return e;
+}
+
+static void ent_unused(struct rc_entry *e)
+{
+	uint32_t last = rc.used[--rc.n_used];
+
+	rc.used[e->upos] = last;
+	rc.ent[last].upos = e->upos;
+}
+
+static struct rc_entry *ent_take(uint32_t home)
+{
+	struct rc_entry *e;
+
+	if (home && LD(&rc.ent[home - 1].type) == E_FREE)
+		return ent_used(&rc.ent[home - 1]);
+	while (rc.ent_free) {
+		e = &rc.ent[rc.ent_free - 1];
+		rc.ent_free = e->fnext;
+		e->onfree = 0;
+		if (LD(&e->type) == E_FREE)
+			return ent_used(e);
+	}
+	/* never used yet: the bump skips the homes taken above it */
+	while (rc.ent_hi < RC_ENT_CAP) {
+		e = &rc.ent[rc.ent_hi++];
+		if (LD(&e->type) == E_FREE)
+			return ent_used(e);
+	}
+	return NULL;
+}
+
 static void ent_reclaim(struct rc_entry *e)
 {
 	rec_unlink_ent(e);
+	ent_unused(e);
 	ST(&e->type, E_FREE);
 	e->mr = NULL;
-	e->fnext = rc.ent_free;
-	rc.ent_free = ent_idx(e);
+	free_push(e);
 }
 
 static struct rc_entry *ent_new(struct rc_rec *r, uint32_t type,
@@ -569,15 +660,11 @@ static struct rc_entry *ent_new(struct rc_rec *r, uint32_t type,
 	struct rc_entry *e;
 	uint64_t ver;
 
-	if (rc.ent_free) {
-		e = &rc.ent[rc.ent_free - 1];
-		rc.ent_free = e->fnext;
-	} else if (rc.ent_hi < RC_ENT_CAP) {
-		e = &rc.ent[rc.ent_hi];
-		ST(&rc.ent_hi, rc.ent_hi + 1);
-	} else {
+	e = ent_take(type == E_CACHED || type == E_EXACT ?
+		     hash_ent(r->gen, (uint64_t)(uintptr_t)pd, access, addr,
+			      len) + 1 : 0);
+	if (!e)
 		return NULL;
-	}
 	ver = (LD(&e->word) >> W_VER_SHIFT) + 1;
 	ST(&e->gen, r ? r->gen : 0);
 	ST(&e->pd, (uint64_t)(uintptr_t)pd);
@@ -607,7 +694,7 @@ static struct rc_entry *ent_new(struct rc_rec *r, uint32_t type,
 
 static void hash_insert(struct rc_entry *e)
 {
-	uint32_t *head = &rc.bucket[hash_of(e)];
+	uint32_t *head = &rc.ent[hash_of(e)].bhead;
 
 	ST(&e->hnext, LD(head));
 	ST_REL(head, ent_idx(e));
@@ -643,9 +730,10 @@ static int adopt_revoke(struct ibv_mr *mr)
 				IBV_REREG_MR_CHANGE_ACCESS, NULL, rc.dummy,
 				4096, 0);
 	if (!err) {
+		/* kept: its next rereg must restate what it lost */
 		if (i >= 0) {
-			rc.adopt_mr[i] = NULL;
-			__atomic_sub_fetch(&rc.n_adopted, 1, __ATOMIC_RELAXED);
+			rc.adopt_ent[i] = 0;
+			rc.adopt_moved[i] = 1;
 		}
 		return 0;
 	}
@@ -836,16 +924,16 @@ static void rec_drop(struct rc_rec *r)
 /* Evict one idle cached entry (clock); not from record skip.  1 if done. */
 static int evict_one(const struct rc_rec *skip, int ignore_clock)
 {
-	uint32_t hi = LD(&rc.ent_hi);
+	uint32_t hi = rc.n_used;
 
 	for (uint64_t n = 0; hi && n < 2ULL * hi + 1; n++) {
 		struct rc_entry *e;
 		struct rc_rec *r;
 		uint64_t w;
 
-		if (rc.hand >= hi)
+		if (rc.hand >= rc.n_used)
 			rc.hand = 0;
-		e = &rc.ent[rc.hand++];
+		e = &rc.ent[rc.used[rc.hand++]];
 		if (LD(&e->type) != E_CACHED)
 			continue;
 		r = rec_of(e);
@@ -1352,6 +1440,7 @@ int gh_rcache_adopt(struct ibv_mr *mr)
 	ST_REL(&w.first->word, LD(&w.first->word) & ~W_REFS);
 	rc.adopt_mr[slot] = mr;
 	rc.adopt_ent[slot] = ent_idx(w.first);
+	rc.adopt_moved[slot] = 0;
 	__atomic_add_fetch(&rc.n_adopted, 1, __ATOMIC_RELAXED);
 	CTR(wrapped, 1);
 	pthread_mutex_unlock(&rc.lock);
@@ -1369,8 +1458,9 @@ int gh_rcache_unadopt(struct ibv_mr *mr)
 	if (i >= 0) {
 		uint32_t ei = rc.adopt_ent[i];
 
-		rc_ = ei ? 1 : -1;
+		rc_ = ei ? 1 : rc.adopt_moved[i] ? 0 : -1;
 		rc.adopt_mr[i] = NULL;
+		rc.adopt_moved[i] = 0;
 		__atomic_sub_fetch(&rc.n_adopted, 1, __ATOMIC_RELAXED);
 		if (ei) {
 			struct rc_entry *e = &rc.ent[ei - 1];
@@ -1385,6 +1475,20 @@ int gh_rcache_unadopt(struct ibv_mr *mr)
 	}
 	pthread_mutex_unlock(&rc.lock);
 	return rc_;
+}
+
+int gh_rcache_moved(struct ibv_mr *mr)
+{
+	int i, moved = 0;
+
+	if (!LD_ACQ(&rc.ready) || !LD(&rc.n_adopted))
+		return 0;
+	pthread_mutex_lock(&rc.lock);
+	i = adopt_find(mr);
+	if (i >= 0)
+		moved = rc.adopt_moved[i];
+	pthread_mutex_unlock(&rc.lock);
+	return moved;
 }
 
 static struct rc_alias *alias_of(const struct ibv_mr *mr)
@@ -1516,20 +1620,28 @@ int gh_rcache_revoke(uint64_t gen, uint64_t cookie)
 
 static void drop_matching(uint64_t pd, uint64_t ctx, int held_too)
 {
-	uint32_t hi;
 	int was;
 
 	if (!LD_ACQ(&rc.ready))
 		return;
 	was = gh_guard_enter();
 	pthread_mutex_lock(&rc.lock);
-	hi = rc.ent_hi;
-	for (uint32_t i = 0; i < hi; i++) {
-		struct rc_entry *e = &rc.ent[i];
-		uint32_t type = LD(&e->type);
+	/*
+	 * Backwards over the dense list: what a reclaim moves into an
+	 * earlier place was visited already (seen twice: harmless).
+	 */
+	for (uint32_t i = rc.n_used; i-- > 0;) {
+		struct rc_entry *e;
+		uint32_t type;
 		struct rc_rec *r;
 		int64_t refs;
 
+		if (i >= rc.n_used) {
+			i = rc.n_used;
+			continue;
+		}
+		e = &rc.ent[rc.used[i]];
+		type = LD(&e->type);
 		if (type == E_FREE || (LD(&e->word) & W_DEAD))
 			continue;
 		if ((pd && e->pd != pd) || (ctx && e->ctx != ctx))

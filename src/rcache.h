@@ -41,10 +41,11 @@ int gh_rcache_exact(void);
  * The first registration of tracked GPU memory (src/rcache_start.c):
  * choose the pin backend (gh_pin_choose, GDRHOOK_BACKEND), prove that
  * the NIC of pd can import what auto chose, set the cache up from
- * gh_cfg.  Once per process; later calls return the same.  g: the
+ * gh_cfg.  The backend is chosen once per process, the probe runs once
+ * per NIC (pd's device); later calls return the same.  g: the
  * allocation being registered (its device and memory serve the probe).
- * Returns the backend, or NULL when registrations pass through (none, or
- * no memory for the cache).
+ * Returns the backend, or NULL when registrations (of pd's NIC) pass
+ * through (none, a NIC that cannot import, or no memory for the cache).
  */
 const struct gh_pin_ops *gh_rcache_start(const struct gh_range *g,
 					 struct ibv_pd *pd);
@@ -98,10 +99,16 @@ void gh_rcache_log_lookup(int hit, const char *api, uint64_t addr,
  * GPU memory untracked).
  * gh_rcache_unadopt, for its ibv_dereg_mr or ibv_rereg_mr: 1 if it was
  * adopted and live, -1 if a free deregistered it already (do not call
- * libibverbs on it), 0 if it was not adopted.
+ * libibverbs on it), 0 if it was not adopted (or a free moved it onto
+ * the private page).
+ * gh_rcache_moved: 1 while a free has it on the private page with no
+ * access: its access flags are lost (libibverbs keeps them nowhere the
+ * shim can read), so only an ibv_rereg_mr that gives both translation
+ * and access anew may bring it back.
  */
 int gh_rcache_adopt(struct ibv_mr *mr);
 int gh_rcache_unadopt(struct ibv_mr *mr);
+int gh_rcache_moved(struct ibv_mr *mr);
 
 /* Is mr one of our aliases (live or revoked)? */
 int gh_rcache_is_alias(const struct ibv_mr *mr);

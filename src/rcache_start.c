@@ -12,9 +12,14 @@
  * uncached, slower than no shim.  The probe allocates a 64 KiB buffer of
  * its own on the device of the allocation being registered (untracked:
  * the hook guard is up), exports it and registers one page of it in the
- * program's own PD, once per process (if that buffer cannot be had, the
- * program's allocation serves); on failure auto falls back to peermem
- * when it is loaded, else to none (pass-through), and says so once at
+ * program's own PD (if that buffer cannot be had, the program's
+ * allocation serves), once per NIC (the ibv_device of the PD's context):
+ * one NIC of a machine may import while another cannot.  When the first
+ * NIC probed fails, auto falls back to peermem for every NIC when it is
+ * loaded; else that NIC's registrations pass through (as with none) and
+ * the next NIC is probed in turn: the first that imports starts the
+ * cache on dmabuf.  A NIC that fails once the cache runs on dmabuf passes
+ * through too (the cache has one backend).  Each failure is said once at
  * the warn level.
  */
 #include <cuda.h>
@@ -29,6 +34,31 @@
 
 static const struct gh_pin_ops *started;
 static int start_done;
+static int per_nic;		/* auto chose dmabuf: each NIC is probed */
+
+/* NICs probed (lock; n_nics published with release) */
+#define NIC_MAX	64
+static struct {
+	const void *dev;
+	int imports;
+} nics[NIC_MAX];
+static int n_nics;
+
+static const void *nic_of(const struct ibv_pd *pd)
+{
+	return pd && pd->context ? (const void *)pd->context->device : NULL;
+}
+
+/* 1: imports, 0: does not, -1: not probed yet. */
+static int nic_known(const void *dev)
+{
+	int n = __atomic_load_n(&n_nics, __ATOMIC_ACQUIRE);
+
+	for (int i = 0; i < n; i++)
+		if (nics[i].dev == dev)
+			return nics[i].imports;
+	return -1;
+}
 
 static int exposure_flags(void)
 {
@@ -122,48 +152,82 @@ out:
 	return err;
 }
 
-static const struct gh_pin_ops *choose(const struct gh_range *g,
-				       struct ibv_pd *pd)
+static void cache_on(const struct gh_pin_ops *ops)
 {
-	const struct gh_pin_ops *ops = gh_pin_choose(g->dev);
-	const char *want = gh_cfg.backend, *what = "";
+	if (!gh_rcache_init(ops, gh_cfg.cache_max_size,
+			    gh_cfg.cache_max_count, exposure_flags()))
+		__atomic_store_n(&started, ops, __ATOMIC_RELEASE);
+	else
+		gh_warn("registration cache: no memory for its tables: registrations pass through uncached");
+}
+
+/* With the lock: probe pd's NIC (auto chose dmabuf); start the cache on
+ * dmabuf at the first NIC that imports. */
+static void probe_nic(const struct gh_range *g, struct ibv_pd *pd)
+{
+	const void *dev = nic_of(pd);
+	const char *what = "", *name = dev ?
+		((const struct ibv_device *)dev)->name : "?";
 	int err;
 
-	if (ops != &gh_pin_dmabuf || (want && *want && strcmp(want, "auto")))
-		return ops;
+	if (nic_known(dev) >= 0 || n_nics >= NIC_MAX)
+		return;
 	err = dmabuf_probe(g, pd, &what);
+	/* published after the cache is on: a lock-free reader that finds
+	 * an importing NIC finds the cache too */
+	nics[n_nics].dev = dev;
+	nics[n_nics].imports = !err;
 	if (!err) {
-		gh_info("pin backend: dmabuf: the NIC imported a probe DMA-BUF");
-		return ops;
+		gh_info("pin backend: dmabuf: NIC %s imported a probe DMA-BUF",
+			name);
+		if (!started)
+			cache_on(&gh_pin_dmabuf);
+		__atomic_store_n(&n_nics, n_nics + 1, __ATOMIC_RELEASE);
+		return;
 	}
-	ops = gh_pin_peermem_loaded() ? &gh_pin_peermem : &gh_pin_none;
-	gh_warn("pin backend: auto chose dmabuf, but %s failed on the probe (error %d): using %s%s",
-		what, -err, ops->name,
-		ops == &gh_pin_none ?
-		" (nvidia-peermem is not loaded): registrations pass through uncached" :
-		" (nvidia-peermem is loaded)");
-	return ops;
+	__atomic_store_n(&n_nics, n_nics + 1, __ATOMIC_RELEASE);
+	if (!started && n_nics == 1 && gh_pin_peermem_loaded()) {
+		gh_warn("pin backend: auto chose dmabuf, but %s failed on the probe of NIC %s (error %d): using peermem (nvidia-peermem is loaded)",
+			what, name, -err);
+		__atomic_store_n(&per_nic, 0, __ATOMIC_RELEASE);
+		cache_on(&gh_pin_peermem);
+		return;
+	}
+	gh_warn("pin backend: auto chose dmabuf, but %s failed on the probe of NIC %s (error %d): its registrations pass through uncached%s",
+		what, name, -err, started ? " (the cache runs on dmabuf for the others)" :
+		gh_pin_peermem_loaded() ? "" : " (nvidia-peermem is not loaded)");
 }
 
 const struct gh_pin_ops *gh_rcache_start(const struct gh_range *g,
 					 struct ibv_pd *pd)
 {
 	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-	const struct gh_pin_ops *ops;
+	const struct gh_pin_ops *ops, *ret;
+	const char *want = gh_cfg.backend;
+	int k;
 
-	if (__atomic_load_n(&start_done, __ATOMIC_ACQUIRE))
-		return started;
+	if (__atomic_load_n(&start_done, __ATOMIC_ACQUIRE)) {
+		if (!__atomic_load_n(&per_nic, __ATOMIC_ACQUIRE))
+			return __atomic_load_n(&started, __ATOMIC_ACQUIRE);
+		k = nic_known(nic_of(pd));
+		if (k >= 0)
+			return k ? __atomic_load_n(&started, __ATOMIC_ACQUIRE) :
+				   NULL;
+	}
 	pthread_mutex_lock(&lock);
 	if (!start_done) {
-		ops = choose(g, pd);
-		if (ops != &gh_pin_none &&
-		    !gh_rcache_init(ops, gh_cfg.cache_max_size,
-				    gh_cfg.cache_max_count, exposure_flags()))
-			started = ops;
+		ops = gh_pin_choose(g->dev);
+		if (ops == &gh_pin_dmabuf && (!want || !*want ||
+					      !strcmp(want, "auto")))
+			__atomic_store_n(&per_nic, 1, __ATOMIC_RELEASE);
 		else if (ops != &gh_pin_none)
-			gh_warn("registration cache: no memory for its tables: registrations pass through uncached");
-		__atomic_store_n(&start_done, 1, __ATOMIC_RELEASE);
+			cache_on(ops);
 	}
+	if (per_nic)
+		probe_nic(g, pd);
+	__atomic_store_n(&start_done, 1, __ATOMIC_RELEASE);
+	k = per_nic ? nic_known(nic_of(pd)) : 1;
+	ret = k > 0 ? started : NULL;
 	pthread_mutex_unlock(&lock);
-	return started;
+	return ret;
 }

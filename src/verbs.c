@@ -275,7 +275,9 @@ int gh_manual_ibv_dereg_mr(struct ibv_mr *mr)
  * ibv_rereg_mr of an MR libibverbs handed out (not through the cache):
  * natively; if that moves it onto tracked GPU memory it is adopted
  * (rcache.h), so a free still revokes it first.  One already revoked by
- * a free is a failed command.
+ * a free is a failed command, and so is one a free moved onto the
+ * private page unless the call gives translation and access anew (a
+ * success would leave the program believing in access it lost).
  */
 static int rereg_real(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 		      void *addr, size_t length, int access)
@@ -286,7 +288,13 @@ static int rereg_real(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 	if (!gh_active())
 		return gh_vreal_rereg_mr(mr, flags, pd, addr, length, access);
 	was = gh_guard_enter();
-	a = gh_rcache_unadopt(mr);
+	if ((flags & (IBV_REREG_MR_CHANGE_TRANSLATION |
+		      IBV_REREG_MR_CHANGE_ACCESS)) !=
+	    (IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_ACCESS) &&
+	    gh_rcache_moved(mr))
+		a = -1;
+	else
+		a = gh_rcache_unadopt(mr);
 	if (a < 0) {
 		gh_guard_leave(was);
 		errno = EINVAL;

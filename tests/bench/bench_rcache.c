@@ -13,8 +13,10 @@
  * its histogram; p50 and p99 over all threads are printed, and the
  * aggregate rate.
  *
- *   hit         gdrhook: gh_registry_lookup (what the verbs wrapper does)
- *               + gh_rcache_reg + gh_rcache_dereg of 4 KiB inside it;
+ *   hit         gdrhook: what the verbs wrapper does on a hit,
+ *               gh_registry_lookup + gh_rcspan_reg (the BAR1 budget
+ *               check, then gh_rcache_reg), then gh_rcache_dereg, of
+ *               4 KiB inside the allocation;
  *               UCX: ucs_rcache_get + ucs_rcache_region_put of the same;
  *               "random": any of the LIVE allocations (cache misses in
  *               the CPU's caches dominate), "hot": one of 64 (a library's
@@ -45,6 +47,7 @@
 #include "internal.h"
 #include "hookrt.h"
 #include "rcache.h"
+#include "rcache_span.h"
 #include "registry.h"
 
 #if defined(__has_include)
@@ -250,7 +253,7 @@ static void *hitter(void *arg)
 				int hit;
 
 				if (gh_registry_lookup(addr[k], 4096, &g) ||
-				    gh_rcache_reg(&g, &pd, addr[k], 4096,
+				    gh_rcspan_reg(&g, 0, &pd, addr[k], 4096,
 						  IBV_ACCESS_LOCAL_WRITE, &m,
 						  &hit) || !hit ||
 				    gh_rcache_dereg(m))

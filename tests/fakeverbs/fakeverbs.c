@@ -21,7 +21,9 @@
  *    longer the allocation they were made on (a NIC with access to freed
  *    memory); ibv_dealloc_pd fails with EBUSY while the PD has MRs;
  *  - FAKEVERBS_NO_DMABUF=1 in the environment: a NIC that cannot import
- *    DMA-BUF (soft-RoCE): ibv_reg_dmabuf_mr fails with EOPNOTSUPP.
+ *    DMA-BUF (soft-RoCE): ibv_reg_dmabuf_mr fails with EOPNOTSUPP;
+ *    FAKEVERBS_NO_DMABUF=fakenic1: only that NIC cannot (a second NIC,
+ *    reached through fakeverbs_open_nic(1), not in the device list).
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -245,6 +247,28 @@ static struct ibv_mr *reg_real_dmabuf(struct ibv_pd *pd, uint64_t offset,
 	return &m->mr;
 }
 
+/*
+ * One device in the list, "fakenic0", so a program written for a real
+ * NIC (the regcache_churn example) runs on the double unchanged; a
+ * second, "fakenic1", only through fakeverbs_open_nic(1).
+ */
+static struct ibv_device fv_devs[2] = {
+	{ .name = "fakenic0", .dev_name = "uverbs0",
+	  .node_type = IBV_NODE_RNIC, .transport_type = IBV_TRANSPORT_IWARP },
+	{ .name = "fakenic1", .dev_name = "uverbs1",
+	  .node_type = IBV_NODE_RNIC, .transport_type = IBV_TRANSPORT_IWARP },
+};
+
+/* FAKEVERBS_NO_DMABUF: 1 (every NIC) or one NIC's name. */
+static int no_dmabuf(const struct ibv_pd *pd)
+{
+	const char *e = getenv("FAKEVERBS_NO_DMABUF");
+	const struct ibv_device *d = pd && pd->context && pd->context->device ?
+				     pd->context->device : &fv_devs[0];
+
+	return e && (!strcmp(e, "1") || !strcmp(e, d->name));
+}
+
 FV_API struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
 					size_t length, uint64_t iova, int fd,
 					int access)
@@ -256,8 +280,7 @@ FV_API struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
 	void *map;
 
 	count(C_REG_DMABUF);
-	if (getenv("FAKEVERBS_NO_DMABUF") &&
-	    !strcmp(getenv("FAKEVERBS_NO_DMABUF"), "1")) {
+	if (no_dmabuf(pd)) {
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
@@ -361,14 +384,6 @@ FV_API int ibv_close_device(struct ibv_context *context)
 	return 0;
 }
 
-/*
- * One device, "fakenic0", so a program written for a real NIC (the
- * regcache_churn example) runs on the double unchanged.
- */
-static struct ibv_device fv_dev = { .name = "fakenic0",
-				    .dev_name = "uverbs0",
-				    .node_type = IBV_NODE_RNIC,
-				    .transport_type = IBV_TRANSPORT_IWARP };
 
 FV_API struct ibv_device **ibv_get_device_list(int *num_devices)
 {
@@ -378,7 +393,7 @@ FV_API struct ibv_device **ibv_get_device_list(int *num_devices)
 		errno = ENOMEM;
 		return NULL;
 	}
-	list[0] = &fv_dev;
+	list[0] = &fv_devs[0];
 	if (num_devices)
 		*num_devices = 1;
 	return list;
@@ -408,6 +423,15 @@ FV_API struct ibv_context *ibv_open_device(struct ibv_device *device)
 FV_API struct ibv_context *fakeverbs_open(void)
 {
 	return calloc(1, sizeof(struct ibv_context));
+}
+
+FV_API struct ibv_context *fakeverbs_open_nic(int n)
+{
+	struct ibv_context *ctx = calloc(1, sizeof(*ctx));
+
+	if (ctx && n >= 0 && n < 2)
+		ctx->device = &fv_devs[n];
+	return ctx;
 }
 
 FV_API unsigned long fakeverbs_calls(const char *name)

@@ -15,6 +15,8 @@ struct ibv_pd;
 
 /* A device context to allocate PDs from (ibv_alloc_pd). */
 struct ibv_context *fakeverbs_open(void);
+/* A context of NIC n (0: fakenic0, the listed one; 1: fakenic1). */
+struct ibv_context *fakeverbs_open_nic(int n);
 /* Calls of an entry point: "ibv_reg_mr", "ibv_reg_mr@IBVERBS_1.0", ...,
  * and "stale_writes" (RDMA writes through a stale registration). */
 unsigned long fakeverbs_calls(const char *name);

@@ -51,6 +51,7 @@ static struct verbs {
 	dealloc_pd_fn dealloc_pd;
 	close_fn close_dev;
 	struct ibv_context *(*open)(void);
+	struct ibv_context *(*open_nic)(int);
 	unsigned long (*calls)(const char *);
 	int (*live)(void);
 	int (*stale)(void);
@@ -90,6 +91,7 @@ static void verbs_load(void)
 	v.dealloc_pd = need(dlsym(v.h, "ibv_dealloc_pd"), "dealloc_pd");
 	v.close_dev = need(dlsym(v.h, "ibv_close_device"), "close");
 	v.open = need(dlsym(v.h, "fakeverbs_open"), "open");
+	v.open_nic = need(dlsym(v.h, "fakeverbs_open_nic"), "open_nic");
 	v.calls = need(dlsym(v.h, "fakeverbs_calls"), "calls");
 	v.live = need(dlsym(v.h, "fakeverbs_live_mrs"), "live");
 	v.stale = need(dlsym(v.h, "fakeverbs_stale_mrs"), "stale");
@@ -591,6 +593,18 @@ static int scenario_adopt(void)
 	CU_OK(cuMemFree(a));
 	CHECK(refused(pd, h->rkey, a + 4096));
 	CHECK_EQ(v.stale(), 0);
+	/*
+	 * The free took its access away: a rereg of the range alone would
+	 * succeed with none (the random stress found it), so it fails as a
+	 * command; the access alone too.
+	 */
+	errno = 0;
+	CHECK_EQ(v.rereg(h, IBV_REREG_MR_CHANGE_TRANSLATION, NULL,
+			 (void *)b, 4096, 0), IBV_REREG_MR_ERR_CMD);
+	CHECK_EQ(errno, EINVAL);
+	CHECK_EQ(v.rereg(h, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+			 LW | RW), IBV_REREG_MR_ERR_CMD);
+	CHECK(refused(pd, h->rkey, b + 100));
 	/* moved again (onto b), then the program deregisters it */
 	CHECK_EQ(v.rereg(h, IBV_REREG_MR_CHANGE_TRANSLATION |
 			 IBV_REREG_MR_CHANGE_ACCESS, NULL, (void *)b, 4096,
@@ -606,15 +620,28 @@ static int scenario_adopt(void)
 }
 
 /*
- * Random shapes over the fake NIC, on the backend of the environment,
- * with the default (exact) exposure: registrations of random offsets and
- * lengths (inside one allocation, straddling, running past an end), in
- * one of two PDs, with random access; random deregistrations, rereg of
- * access or range, frees.  After every step a peer writes through a
- * random held MR's rkey at a random address near it: the NIC must take
- * the write exactly when the program's MR grants it (remote write, its
- * range, its PD, everything under it still allocated), and no write may
- * reach freed memory.
+ * Random shapes over the fake NIC, on the backend of the environment
+ * (GDRHOOK_BACKEND) and the exposure policy of the environment
+ * (GDRHOOK_REMOTE_EXPOSURE): registrations of random offsets and lengths
+ * (inside one allocation, across 64 KiB pin granules, straddling,
+ * running past an end), in one of three PDs, with random access flags;
+ * random deregistrations, rereg of access or range, frees and new
+ * allocations.  After every step a peer writes through a random held
+ * MR's rkey at a random address near it, in its PD or another.  The NIC
+ * must take every write the program's MR grants (remote write, its
+ * range, its PD, everything under it still allocated); it may take a
+ * write outside that only where the exposure policy allows: never with
+ * exact, and with allocation only inside a live allocation the MR was
+ * made in, in its PD, when that PD was granted remote write there.  No
+ * write may reach freed memory (the fake NIC counts stale writes).
+ *
+ * Where registrations pass through (backend none, or gdrpin without
+ * /dev/gdrpin) the shim promises nothing more than libibverbs: the
+ * program then deregisters what touches an allocation before freeing
+ * it, as a correct program must, and the same checks run.
+ *
+ * RND_CYCLES in the environment sets the cycle count (make stress:
+ * 10^6 on every backend and both policies).
  */
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define RND_CYCLES	2000
@@ -623,6 +650,7 @@ static int scenario_adopt(void)
 #endif
 #define RND_SLOTS	6
 #define RND_HELD	24
+#define RND_PDS		3
 
 struct rnd_held {
 	struct ibv_mr *mr;
@@ -640,134 +668,188 @@ static uint64_t rnd_next(uint64_t *x)
 	return *x;
 }
 
+struct rnd_state {
+	CUdeviceptr base[RND_SLOTS];
+	uint64_t size[RND_SLOTS], gen[RND_SLOTS], next_gen;
+	int live[RND_SLOTS];
+	/* allocation policy: the PD was granted remote write in the slot's
+	 * allocation (by any registration since it was allocated) */
+	int rw[RND_SLOTS][RND_PDS];
+	struct rnd_held h[RND_HELD];
+	int nh;
+};
+
+/* Which generations [addr, addr + len) touches now. */
+static void rnd_touch(struct rnd_state *st, struct rnd_held *r)
+{
+	for (int k = 0; k < RND_SLOTS; k++) {
+		r->gens[k] = st->live[k] && st->base[k] < r->addr + r->len &&
+			     r->addr < st->base[k] + st->size[k] ?
+			     st->gen[k] : 0;
+		if (r->gens[k] && (r->access & RW))
+			st->rw[k][r->pd] = 1;
+	}
+}
+
+static void rnd_alloc(struct rnd_state *st, uint64_t *x, int i)
+{
+	/* mostly under 3 granules, sometimes several MiB */
+	st->size[i] = rnd_next(x) % 8 ? 4096 + rnd_next(x) % (3 * 65536) :
+		      MiB + rnd_next(x) % (3 * MiB);
+	st->base[i] = dev_alloc(st->size[i]);
+	st->gen[i] = st->next_gen++;
+	st->live[i] = 1;
+	memset(st->rw[i], 0, sizeof(st->rw[i]));
+}
+
 static int scenario_random(void)
 {
-	static const unsigned int acc[] = { LW, LW | RW,
-					    LW | RW | IBV_ACCESS_REMOTE_READ,
-					    LW | RW | IBV_ACCESS_RELAXED_ORDERING };
-	static struct rnd_held h[RND_HELD];
-	CUdeviceptr base[RND_SLOTS];
-	uint64_t size[RND_SLOTS], gen[RND_SLOTS], next_gen = 1;
+	static const unsigned int acc[] = {
+		0, LW, LW | RW, LW | RW | IBV_ACCESS_REMOTE_READ,
+		LW | RW | IBV_ACCESS_RELAXED_ORDERING, IBV_ACCESS_REMOTE_READ,
+		LW | RW | IBV_ACCESS_REMOTE_ATOMIC,
+	};
+	static struct rnd_state st;
+	const char *ec = getenv("RND_CYCLES"), *ex = getenv("GDRHOOK_REMOTE_EXPOSURE");
+	long cycles = ec ? atol(ec) : RND_CYCLES;
+	int alloc_policy = ex && !strcmp(ex, "allocation");
 	uint64_t x = 0x853c49e6748fea9bULL, writes = 0, taken = 0, bad = 0;
-	struct ibv_pd *pds[2];
+	uint64_t beyond = 0, regs = 0;
+	struct ibv_pd *pds[RND_PDS];
 	struct ibv_context *vctx;
-	int nh = 0, live[RND_SLOTS];
+	int passthru = -1;	/* unknown until the first registration */
 
 	primary_ctx(0);
 	verbs_load();
 	vctx = v.open();
-	pds[0] = v.alloc_pd(vctx);
-	pds[1] = v.alloc_pd(vctx);
-	for (int i = 0; i < RND_SLOTS; i++) {
-		size[i] = 4096 + rnd_next(&x) % (3 * 65536);
-		base[i] = dev_alloc(size[i]);
-		gen[i] = next_gen++;
-		live[i] = 1;
-	}
-	for (long n = 0; n < RND_CYCLES; n++) {
+	for (int p = 0; p < RND_PDS; p++)
+		pds[p] = v.alloc_pd(vctx);
+	st.next_gen = 1;
+	for (int i = 0; i < RND_SLOTS; i++)
+		rnd_alloc(&st, &x, i);
+	for (long n = 0; n < cycles; n++) {
 		uint64_t op = rnd_next(&x) % 16;
 		int i = (int)(rnd_next(&x) % RND_SLOTS);
 
 		if (op < 2) {			/* free, or allocate again */
-			if (live[i]) {
-				CU_OK(cuMemFree(base[i]));
-				live[i] = 0;
+			if (st.live[i]) {
+				/* pass-through: a correct program's order */
+				for (int k = 0; passthru == 1 && k < st.nh;) {
+					if (st.h[k].gens[i] == st.gen[i]) {
+						CHECK_EQ(v.dereg(st.h[k].mr), 0);
+						st.h[k] = st.h[--st.nh];
+					} else {
+						k++;
+					}
+				}
+				CU_OK(cuMemFree(st.base[i]));
+				st.live[i] = 0;
 				CHECK_EQ(v.stale(), 0);
 			} else {
-				base[i] = dev_alloc(size[i]);
-				gen[i] = next_gen++;
-				live[i] = 1;
+				rnd_alloc(&st, &x, i);
 			}
-		} else if (op < 8 && nh < RND_HELD && live[i]) {
-			struct rnd_held *r = &h[nh];
-			int64_t off = (int64_t)(rnd_next(&x) % (size[i] + 8192)) - 4096;
+		} else if (op < 8 && st.nh < RND_HELD && st.live[i]) {
+			struct rnd_held *r = &st.h[st.nh];
+			int64_t off = (int64_t)(rnd_next(&x) % (st.size[i] + 8192)) - 4096;
 
-			r->addr = base[i] + (uint64_t)off;
+			r->addr = st.base[i] + (uint64_t)off;
 			r->len = 1 + rnd_next(&x) % (rnd_next(&x) % 4 ? 8192 : 4 * 65536);
-			r->access = acc[rnd_next(&x) % 4];
-			r->pd = (int)(rnd_next(&x) % 2);
-			for (int k = 0; k < RND_SLOTS; k++)
-				r->gens[k] = live[k] && base[k] < r->addr + r->len &&
-					     r->addr < base[k] + size[k] ?
-					     gen[k] : 0;
+			r->access = acc[rnd_next(&x) % (sizeof(acc) / sizeof(acc[0]))];
+			r->pd = (int)(rnd_next(&x) % RND_PDS);
 			r->mr = v.reg2(pds[r->pd], (void *)(uintptr_t)r->addr,
 				       r->len, r->addr, r->access);
-			if (r->mr)
-				nh++;
-		} else if (op < 12 && nh) {
-			int k = (int)(rnd_next(&x) % (uint64_t)nh);
+			if (r->mr) {
+				rnd_touch(&st, r);
+				if (passthru < 0)
+					passthru = v.is_mr(r->mr);
+				st.nh++;
+				regs++;
+			}
+		} else if (op < 12 && st.nh) {
+			int k = (int)(rnd_next(&x) % (uint64_t)st.nh);
 
-			CHECK_EQ(v.dereg(h[k].mr), 0);
-			h[k] = h[--nh];
-		} else if (op < 14 && nh) {	/* rereg: access or range */
-			struct rnd_held *r = &h[rnd_next(&x) % (uint64_t)nh];
+			CHECK_EQ(v.dereg(st.h[k].mr), 0);
+			st.h[k] = st.h[--st.nh];
+		} else if (op < 14 && st.nh) {	/* rereg: access or range */
+			struct rnd_held *r = &st.h[rnd_next(&x) % (uint64_t)st.nh];
 
 			/* a rereg registers anew: on what is there now */
 			if (rnd_next(&x) & 1) {
-				r->access = acc[rnd_next(&x) % 4];
-				for (int k = 0; k < RND_SLOTS; k++)
-					r->gens[k] = live[k] &&
-						base[k] < r->addr + r->len &&
-						r->addr < base[k] + size[k] ?
-						gen[k] : 0;
+				r->access = acc[rnd_next(&x) % (sizeof(acc) / sizeof(acc[0]))];
 				if (v.rereg(r->mr, IBV_REREG_MR_CHANGE_ACCESS,
 					    NULL, NULL, 0, (int)r->access))
 					r->access = 0;	/* grants nothing */
-			} else if (live[i]) {
-				r->addr = base[i] + rnd_next(&x) % size[i];
+				rnd_touch(&st, r);
+			} else if (st.live[i]) {
+				r->addr = st.base[i] + rnd_next(&x) % st.size[i];
 				r->len = 1 + rnd_next(&x) % 8192;
-				for (int k = 0; k < RND_SLOTS; k++)
-					r->gens[k] = live[k] &&
-						base[k] < r->addr + r->len &&
-						r->addr < base[k] + size[k] ?
-						gen[k] : 0;
 				if (v.rereg(r->mr,
 					    IBV_REREG_MR_CHANGE_TRANSLATION,
 					    NULL, (void *)(uintptr_t)r->addr,
 					    r->len, 0))
 					r->access = 0;
+				rnd_touch(&st, r);
 			}
 		}
 		/* a peer's write near a random held MR */
-		if (nh) {
-			struct rnd_held *r = &h[rnd_next(&x) % (uint64_t)nh];
+		if (st.nh) {
+			struct rnd_held *r = &st.h[rnd_next(&x) % (uint64_t)st.nh];
 			int64_t d = (int64_t)(rnd_next(&x) % (r->len + 128)) - 64;
 			uint64_t at = r->addr + (uint64_t)d;
-			int p = (int)(rnd_next(&x) % 4 == 0 ? !r->pd : r->pd);
+			int p = rnd_next(&x) % 4 ? r->pd :
+				(int)((uint64_t)r->pd + 1 + rnd_next(&x) % (RND_PDS - 1)) % RND_PDS;
 			int ok = (r->access & RW) && p == r->pd &&
 				 at >= r->addr && at < r->addr + r->len;
-			int got;
+			int may = 0, in = -1, got;
 
 			for (int k = 0; k < RND_SLOTS && ok; k++)
-				if (r->gens[k] && (!live[k] || gen[k] != r->gens[k]))
+				if (r->gens[k] && (!st.live[k] || st.gen[k] != r->gens[k]))
 					ok = 0;
 			/* only inside tracked memory: host pages are real */
-			for (int k = 0, in = 0; k < RND_SLOTS && ok; k++) {
-				in |= live[k] && at >= base[k] &&
-				      at < base[k] + size[k];
-				if (k == RND_SLOTS - 1 && !in)
-					ok = -1;
-			}
-			if (ok >= 0) {
-				got = v.write(pds[p], r->mr->rkey, at, "w", 1) == 0;
-				writes++;
-				taken += got;
-				bad += got != ok;
+			for (int k = 0; k < RND_SLOTS; k++)
+				if (st.live[k] && at >= st.base[k] &&
+				    at < st.base[k] + st.size[k])
+					in = k;
+			if (in < 0)
+				continue;
+			/* allocation: the whole allocation the MR was made in */
+			if (alloc_policy && p == r->pd && r->gens[in] == st.gen[in] &&
+			    st.rw[in][p])
+				may = 1;
+			got = v.write(pds[p], r->mr->rkey, at, "w", 1) == 0;
+			writes++;
+			taken += got;
+			beyond += got && !ok;
+			if (ok ? !got : got && !may) {
+				if (!bad++)
+					printf("  first violation: cycle %ld, MR %#llx+%llu access %#x pd %d, write at %#llx pd %d (allocation %d: %#llx+%llu) %s\n",
+					       n, (unsigned long long)r->addr,
+					       (unsigned long long)r->len,
+					       r->access, r->pd,
+					       (unsigned long long)at, p, in,
+					       (unsigned long long)st.base[in],
+					       (unsigned long long)st.size[in],
+					       got ? "taken" : "refused");
 			}
 		}
 	}
-	printf("  random shapes: %d cycles, %llu peer writes checked (%llu taken), %llu against the program's grants, stale writes %lu\n",
-	       RND_CYCLES, (unsigned long long)writes,
-	       (unsigned long long)taken, (unsigned long long)bad,
-	       v.calls("stale_writes"));
+	printf("  random shapes, backend %s%s%s: %ld cycles, %llu registrations, %llu peer writes checked (%llu taken, %llu of them outside the grant as the policy allows), %llu against the policy, stale writes %lu\n",
+	       getenv("GDRHOOK_BACKEND") ? getenv("GDRHOOK_BACKEND") : "auto",
+	       passthru == 1 ? " (pass-through)" : "",
+	       alloc_policy ? " (allocation exposure)" : "", cycles,
+	       (unsigned long long)regs, (unsigned long long)writes,
+	       (unsigned long long)taken, (unsigned long long)beyond,
+	       (unsigned long long)bad, v.calls("stale_writes"));
 	CHECK_EQ(bad, 0);
 	CHECK_EQ(v.calls("stale_writes"), 0);
 	CHECK(taken > 0 && taken < writes);
-	while (nh)
-		CHECK_EQ(v.dereg(h[--nh].mr), 0);
+	if (!alloc_policy)
+		CHECK_EQ(beyond, 0);
+	while (st.nh)
+		CHECK_EQ(v.dereg(st.h[--st.nh].mr), 0);
 	for (int i = 0; i < RND_SLOTS; i++)
-		if (live[i])
-			CU_OK(cuMemFree(base[i]));
+		if (st.live[i])
+			CU_OK(cuMemFree(st.base[i]));
 	CHECK_EQ(v.live(), 0);
 	return 0;
 }
@@ -829,6 +911,59 @@ static int scenario_auto_noimport(void)
 }
 
 /*
+ * Auto with two NICs, one of which cannot import DMA-BUF
+ * (FAKEVERBS_NO_DMABUF=fakenic1): each NIC is probed once, at its first
+ * registration of GPU memory; fakenic1's registrations pass through
+ * (libibverbs' own MRs) while fakenic0's are cached, whichever comes
+ * first.  order 1: fakenic1 first (the cache starts at the second NIC).
+ */
+static int auto_two_nics(int order)
+{
+	struct ibv_pd *pd[2];
+	struct ibv_mr *m;
+	CUdeviceptr d;
+	unsigned long probes;
+
+	primary_ctx(0);
+	verbs_load();
+	pd[0] = v.alloc_pd(v.open_nic(0));
+	pd[1] = v.alloc_pd(v.open_nic(1));
+	d = dev_alloc(MiB);
+	for (int round = 0; round < 3; round++) {
+		for (int k = 0; k < 2; k++) {
+			int n = order ? 1 - k : k;
+
+			m = v.reg(pd[n], (void *)(d + 4096 * (uint64_t)round), 64,
+				  LW | RW);
+			CHECK(m != NULL);
+			CHECK_EQ(v.is_mr(m), n == 1);
+			CHECK_EQ(v.write(pd[n], m->rkey, d + 4096 * (uint64_t)round,
+					 "w", 1), 0);
+			CHECK_EQ(v.dereg(m), 0);
+		}
+	}
+	/* one probe per NIC, and fakenic0's three registrations (exact
+	 * exposure: each dereg ends the NIC's registration; the pin stays) */
+	probes = v.calls("ibv_reg_dmabuf_mr");
+	CHECK_EQ(probes, 2 + 3);
+	CHECK_EQ(v.calls("ibv_reg_mr_iova2"), 3);	/* fakenic1's */
+	CU_OK(cuMemFree(d));
+	CHECK_EQ(v.live(), 0);
+	CHECK_EQ(v.calls("stale_writes"), 0);
+	return 0;
+}
+
+static int scenario_auto_nic0_first(void)
+{
+	return auto_two_nics(0);
+}
+
+static int scenario_auto_nic1_first(void)
+{
+	return auto_two_nics(1);
+}
+
+/*
  * No fd held longer than needed: 10^5 register/free cycles, dmabuf.
  * Sanitizer builds run 10^4: they are there for memory and race errors.
  */
@@ -878,6 +1013,8 @@ static const struct scenario scenarios[] = {
 	{ "straddle", scenario_straddle },
 	{ "rereg", scenario_rereg },
 	{ "auto_noimport", scenario_auto_noimport },
+	{ "auto_nic0_first", scenario_auto_nic0_first },
+	{ "auto_nic1_first", scenario_auto_nic1_first },
 	{ "fds", scenario_fds },
 	{ "adopt", scenario_adopt },
 	{ "random", scenario_random },
@@ -985,12 +1122,22 @@ TEST(rereg_of_a_real_mr_onto_gpu_memory)
 	}
 }
 
+/* Every backend, both exposure policies (make stress: 10^6 cycles each). */
 TEST_TIMEOUT(random_shapes_every_peer_write_checked, 600)
 {
-	for (int i = 0; i < 2; i++) {
-		const char *env[] = { backends[i], NULL };
+	static const char *const all[] = {
+		"GDRHOOK_BACKEND=dmabuf", "GDRHOOK_BACKEND=peermem",
+		"GDRHOOK_BACKEND=gdrpin", "GDRHOOK_BACKEND=none",
+	};
 
-		CHECK_EQ(run_scenario("random", env), 0);
+	for (int i = 0; i < 4; i++) {
+		for (int a = 0; a < 2; a++) {
+			const char *env[] = { all[i], a ?
+				"GDRHOOK_REMOTE_EXPOSURE=allocation" :
+				"GDRHOOK_REMOTE_EXPOSURE=exact", NULL };
+
+			CHECK_EQ(run_scenario("random", env), 0);
+		}
 	}
 }
 
@@ -1000,6 +1147,15 @@ TEST(auto_on_a_nic_without_dmabuf_import)
 			      NULL };
 
 	CHECK_EQ(run_scenario("auto_noimport", env), 0);
+}
+
+TEST(auto_probes_each_nic)
+{
+	const char *env[] = { "GDRHOOK_BACKEND=auto",
+			      "FAKEVERBS_NO_DMABUF=fakenic1", NULL };
+
+	CHECK_EQ(run_scenario("auto_nic0_first", env), 0);
+	CHECK_EQ(run_scenario("auto_nic1_first", env), 0);
 }
 
 TEST_TIMEOUT(no_fd_leak_1e5_cycles, 600)

@@ -1329,4 +1329,57 @@ TEST(threads_hit_while_others_churn)
 	CHECK_EQ(live_for(r.gen, &pd1), 1);
 }
 
+/*
+ * Hits racing on one entry's word stay hits: a reference CAS that loses
+ * to another thread's retries instead of falling through to the miss
+ * path (which took the entry for an access upgrade: a new NIC
+ * registration, and the old one retired).
+ */
+struct ch_arg {
+	struct gh_range r;
+	long n, misses, bad;
+};
+
+static void *ch_hitter(void *p)
+{
+	struct ch_arg *a = p;
+
+	for (long i = 0; i < a->n; i++) {
+		struct ibv_mr *m = NULL;
+		int hit = 0;
+
+		if (gh_rcache_reg(&a->r, &pd1, a->r.base + (uint64_t)(i % 64) * 64,
+				  64, LW, &m, &hit) || gh_rcache_dereg(m))
+			a->bad++;
+		a->misses += !hit;
+	}
+	return NULL;
+}
+
+TEST(contended_hits_stay_hits)
+{
+	struct ch_arg a[4];
+	pthread_t t[4];
+	struct gh_range r;
+	struct gh_rc_counters c;
+
+	setup(0, 0);
+	r = alloc_dev(A1, MiB);
+	CHECK_EQ(gh_rcache_dereg(reg(&r, &pd1, 0, 64, LW, NULL)), 0);
+	for (int i = 0; i < 4; i++) {
+		a[i] = (struct ch_arg){ .r = r, .n = 200000 };
+		CHECK_EQ(pthread_create(&t[i], NULL, ch_hitter, &a[i]), 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		CHECK_EQ(pthread_join(t[i], NULL), 0);
+		CHECK_EQ(a[i].bad, 0);
+		CHECK_EQ(a[i].misses, 0);
+	}
+	c = ctrs();
+	CHECK_EQ(c.misses, 1);
+	CHECK_EQ(c.regs, 1);
+	CHECK_EQ(c.upgrades, 0);
+	CHECK_EQ(live_for(r.gen, &pd1), 1);
+}
+
 TEST_MAIN()

@@ -99,6 +99,8 @@
 #define GH_REG_NODE_IDX_CLS	3	/* 8 items and up: slot index */
 #define GH_REG_SLOT_SHIFT	9	/* 512-byte slots of a granule */
 #define GH_REG_NODE_SLOTS	(GH_REG_GRAN >> GH_REG_SLOT_SHIFT)
+#define GH_REG_PAGE_SHIFT	12	/* page leaves of a shared granule */
+#define GH_REG_FINE_SLOTS	(GH_REG_GRAN >> GH_REG_PAGE_SHIFT)
 #define GH_REG_NODE_MAX_CLS	16	/* 65536 items: 1-byte allocations */
 #define GH_REG_ARENA		(2ull << 20)	/* one huge page */
 #define GH_REG_ENT_PER_CHUNK	(GH_REG_ARENA / 64)
@@ -162,8 +164,9 @@ struct gh_reg_node {
 
 /*
  * What a lookup reads for one 64 KiB granule: a copy of the entry that is
- * alone in it (size != 0), a tagged node (size 0, base = node | 1), or
- * nothing (size 0, base 0).  One cache line, so that a lookup in a granule
+ * alone in it (size != 0), a tagged node (size 0, base = node | 1, gen =
+ * its page leaves while they are valid, else 0), or nothing (size 0,
+ * base 0).  Page leaves hold the page's owner or nothing.  One cache line, so that a lookup in a granule
  * with one owner reads the tables and this line only, never the entry.
  */
 struct gh_reg_leaf {
@@ -177,10 +180,23 @@ struct gh_reg_leaf {
 	uint64_t buffer_id;
 } __attribute__((aligned(64)));
 
+/*
+ * Leaves of the 4 KiB pages of a shared granule, used while no page has
+ * two owners (allocations of 4 KiB and up), so that a lookup there reads
+ * the granule's leaf and one page leaf instead of a node and an entry.
+ * Created when the granule is first shared and bound to it forever.
+ */
+struct gh_reg_fine {
+	struct gh_reg_leaf leaf[GH_REG_FINE_SLOTS];	/* read by lookups */
+	uint64_t owner[GH_REG_FINE_SLOTS];	/* writer only: gen, or 0 */
+	uint32_t valid;		/* writer only: owner[] is the slot's node's */
+};
+
 /* 64 KiB granules of one 2 MiB region. */
 struct gh_reg_sub {
 	struct gh_reg_leaf leaf[GH_REG_SUB_SLOTS];	/* read by lookups */
 	uint64_t slot[GH_REG_SUB_SLOTS];	/* writer only: entry or node */
+	struct gh_reg_fine *fine[GH_REG_SUB_SLOTS];	/* writer only */
 	uint32_t used;		/* writer only: non-zero slots */
 } __attribute__((aligned(64)));
 
@@ -350,6 +366,35 @@ whole:
 	}
 	if (!r.base)
 		return -ENOENT;
+	if (GH_REG_LIKELY(r.gen)) {
+		/* Page leaves: valid while the granule's leaf holds. */
+		const struct gh_reg_leaf *pl =
+			&((const struct gh_reg_fine *)r.gen)->leaf[
+				(ptr >> GH_REG_PAGE_SHIFT) &
+				(GH_REG_FINE_SLOTS - 1)];
+
+		if (GH_REG_UNLIKELY(!gh_reg_leaf_snap(pl, &r, &seq)))
+			goto retry;
+		GH_FENCE_ACQ();
+		if (GH_REG_UNLIKELY(GH_LD(&leaf->seq) != lseq))
+			goto retry;
+		if (r.size && ptr - r.base < r.size)
+			return gh_reg_found(&r, last, out_p);
+		return -ENOENT;
+	}
+	if (r.ctx) {
+		/* The node's slot index: the only entry that can cover ptr. */
+		e = (struct gh_reg_ent *)GH_LD(&((const uint64_t *)r.ctx)[
+			(ptr >> GH_REG_SLOT_SHIFT) & (GH_REG_NODE_SLOTS - 1)]);
+		if (e && GH_REG_UNLIKELY(!gh_reg_ent_snap(e, &r, &seq)))
+			goto retry;
+		GH_FENCE_ACQ();
+		if (GH_REG_UNLIKELY(GH_LD(&leaf->seq) != lseq))
+			goto retry;
+		if (e && ptr - r.base < r.size)
+			return gh_reg_found(&r, last, out_p);
+		return -ENOENT;
+	}
 
 	/* Shared granule: binary search for the last base <= ptr. */
 	node = (struct gh_reg_node *)(r.base & ~GH_REG_SLOT_NODE);
@@ -480,26 +525,30 @@ static void gh_reg_mid_set(struct gh_reg_mid *m, uint32_t i, uint64_t v)
 	GH_ST_REL(&m->slot[i], v);
 }
 
-/* Set a sub slot and rewrite its leaf to match (seqlock write). */
-static void gh_reg_sub_set(struct gh_reg_sub *s, uint32_t i, uint64_t v)
+/* Rewrite leaf @l (seqlock write): a copy of @e, else @tag and @aux. */
+static void gh_reg_leaf_set(struct gh_reg_leaf *l, const struct gh_reg_ent *e,
+			    uint64_t tag, uint64_t aux)
 {
-	struct gh_reg_leaf *l = &s->leaf[i];
-	const struct gh_reg_ent *e = NULL;
-
-	s->used += (v != 0) - (s->slot[i] != 0);
-	s->slot[i] = v;
-	if (v && !(v & GH_REG_SLOT_NODE))
-		e = (const struct gh_reg_ent *)v;
 	GH_ST(&l->seq, l->seq + 1);
 	GH_FENCE_REL();
-	GH_ST(&l->base, e ? e->base : v);
+	GH_ST(&l->base, e ? e->base : tag);
 	GH_ST(&l->size, e ? e->size : 0);
-	GH_ST(&l->gen, e ? e->gen : 0);
+	GH_ST(&l->gen, e ? e->gen : aux);
 	GH_ST(&l->ctx, e ? e->ctx : 0);
 	GH_ST(&l->pool, e ? e->pool : 0);
 	GH_ST(&l->meta, e ? e->meta : 0);
 	GH_ST(&l->buffer_id, e ? e->buffer_id : 0);
 	GH_ST_REL(&l->seq, l->seq + 1);
+}
+
+/* Set a sub slot to an entry or 0, and its leaf to match. */
+static void gh_reg_sub_set(struct gh_reg_sub *s, uint32_t i, uint64_t v)
+{
+	s->used += (v != 0) - (s->slot[i] != 0);
+	s->slot[i] = v;
+	if (s->fine[i])
+		s->fine[i]->valid = 0;	/* rebuilt when a node comes back */
+	gh_reg_leaf_set(&s->leaf[i], (const struct gh_reg_ent *)v, 0, 0);
 }
 
 /*
@@ -718,16 +767,105 @@ static bool gh_reg_node_index_from(struct gh_reg_node *n,
 	return true;
 }
 
+/* @index: build the slot index (lookups use page leaves otherwise). */
 static void gh_reg_node_write_end(struct gh_reg_node *n, uint32_t count,
 				  uint64_t gs, struct gh_reg_node *old,
 				  struct gh_reg_ent *add,
-				  struct gh_reg_ent *del)
+				  struct gh_reg_ent *del, bool index)
 {
 	GH_ST(&n->n, count);
-	if (n->cls >= GH_REG_NODE_IDX_CLS &&
-	    !gh_reg_node_index_from(n, old, gs, add, del))
+	if (!index)
+		GH_ST(&n->direct, 0);
+	else if (n->cls >= GH_REG_NODE_IDX_CLS &&
+		 !gh_reg_node_index_from(n, old, gs, add, del))
 		gh_reg_node_index(n, count, gs);
 	GH_ST_REL(&n->seq, n->seq + 1);
+}
+
+/* The pages of granule @gs that entry @e touches: [*lo_p, *hi_p]. */
+static void gh_reg_ent_pages(const struct gh_reg_ent *e, uint64_t gs,
+			     uint32_t *lo_p, uint32_t *hi_p)
+{
+	*lo_p = (gh_reg_max(e->base, gs) - gs) >> GH_REG_PAGE_SHIFT;
+	*hi_p = (gh_reg_min(gh_reg_ent_end(e), gs + GH_REG_GRAN) - 1 - gs) >>
+		GH_REG_PAGE_SHIFT;
+}
+
+static void gh_reg_fine_set(struct gh_reg_fine *f, uint32_t k,
+			    const struct gh_reg_ent *e)
+{
+	uint64_t gen = e ? e->gen : 0;
+
+	if (f->owner[k] == gen)
+		return;
+	f->owner[k] = gen;
+	gh_reg_leaf_set(&f->leaf[k], e, 0, 0);
+}
+
+/*
+ * Bring the page leaves of granule @gs in line with its next node, @n
+ * with @count items, which differs from the published one by @add or
+ * @del: true when no page has two owners (the leaves are then valid),
+ * false if one has (leaves left as they are, to be rebuilt once valid).
+ * Only the pages of @add or @del change when the leaves were valid.
+ */
+static bool gh_reg_fine_update(struct gh_reg_fine *f, struct gh_reg_node *n,
+			       uint32_t count, uint64_t gs,
+			       const struct gh_reg_ent *add,
+			       const struct gh_reg_ent *del)
+{
+	const struct gh_reg_ent *own[GH_REG_FINE_SLOTS] = { 0 };
+	uint32_t i, k, lo, hi;
+
+	if (f->valid) {
+		gh_reg_ent_pages(add ? add : del, gs, &lo, &hi);
+		for (k = lo; k <= hi && add; k++)
+			if (f->owner[k])
+				goto invalid;
+		for (k = lo; k <= hi; k++)
+			gh_reg_fine_set(f, k, add);
+		return true;
+	}
+	for (i = 0; i < count; i++) {
+		const struct gh_reg_ent *e = gh_reg_node_ent(n, i);
+
+		gh_reg_ent_pages(e, gs, &lo, &hi);
+		for (k = lo; k <= hi; k++) {
+			if (own[k])
+				goto invalid;
+			own[k] = e;
+		}
+	}
+	for (k = 0; k < GH_REG_FINE_SLOTS; k++)
+		gh_reg_fine_set(f, k, own[k]);
+	f->valid = 1;
+	return true;
+invalid:
+	f->valid = 0;
+	return false;
+}
+
+/*
+ * Publish node @n in sub slot @g; @fine: its page leaves are valid.  The
+ * granule's leaf also names the node's slot index when that is valid, so
+ * that a lookup there skips the node's header.
+ */
+static void gh_reg_sub_set_node(struct gh_reg_sub *s, uint32_t g,
+				struct gh_reg_node *n, bool fine)
+{
+	uint64_t v = (uint64_t)n | GH_REG_SLOT_NODE;
+	struct gh_reg_leaf *l = &s->leaf[g];
+
+	s->used += s->slot[g] == 0;
+	s->slot[g] = v;
+	GH_ST(&l->seq, l->seq + 1);
+	GH_FENCE_REL();
+	GH_ST(&l->base, v);
+	GH_ST(&l->size, 0);
+	GH_ST(&l->gen, fine ? (uint64_t)s->fine[g] : 0);
+	GH_ST(&l->ctx, !fine && n->direct ?
+		       (uint64_t)gh_reg_node_slots(n) : 0);
+	GH_ST_REL(&l->seq, l->seq + 1);
 }
 
 /* Entries in sub slot @sv. */
@@ -747,6 +885,7 @@ static void gh_reg_slot_add(struct gh_reg_sub *sub, uint32_t g, uint64_t gs,
 	uint64_t sv = sub->slot[g];
 	struct gh_reg_node *old = NULL, *n;
 	uint32_t cnt = 0, i, k = 0;
+	bool fine;
 
 	if (!sv) {
 		gh_reg_sub_set(sub, g, (uint64_t)e);
@@ -777,8 +916,9 @@ static void gh_reg_slot_add(struct gh_reg_sub *sub, uint32_t g, uint64_t gs,
 		gh_reg_node_set(n, o->base < e->base ? 0 : 1, o);
 		k = 2;
 	}
-	gh_reg_node_write_end(n, k, gs, old, e, NULL);
-	gh_reg_sub_set(sub, g, (uint64_t)n | GH_REG_SLOT_NODE);
+	fine = gh_reg_fine_update(sub->fine[g], n, k, gs, e, NULL);
+	gh_reg_node_write_end(n, k, gs, old, e, NULL, !fine);
+	gh_reg_sub_set_node(sub, g, n, fine);
 	if (old)
 		gh_reg_node_push(old);
 }
@@ -790,6 +930,7 @@ static void gh_reg_slot_del(struct gh_reg_sub *sub, uint32_t g, uint64_t gs,
 	uint64_t sv = sub->slot[g];
 	struct gh_reg_node *old, *n;
 	uint32_t cnt, i, k = 0, cls;
+	bool fine;
 
 	if (sv == (uint64_t)e) {
 		gh_reg_sub_set(sub, g, 0);
@@ -820,8 +961,9 @@ static void gh_reg_slot_del(struct gh_reg_sub *sub, uint32_t g, uint64_t gs,
 		if (o != e)
 			gh_reg_node_set(n, k++, o);
 	}
-	gh_reg_node_write_end(n, k, gs, old, NULL, e);
-	gh_reg_sub_set(sub, g, (uint64_t)n | GH_REG_SLOT_NODE);
+	fine = gh_reg_fine_update(sub->fine[g], n, k, gs, NULL, e);
+	gh_reg_node_write_end(n, k, gs, old, NULL, e, !fine);
+	gh_reg_sub_set_node(sub, g, n, fine);
 	gh_reg_node_push(old);
 }
 
@@ -1004,14 +1146,20 @@ static void gh_reg_publish(struct gh_reg_ent *e, bool add)
 static int gh_reg_reserve_gran(uint64_t gs, uint32_t need[])
 {
 	struct gh_reg_sub *s = gh_reg_sub_get(gs & ~(GH_REG_REG - 1));
-	uint32_t cnt, cls;
+	uint32_t cnt, cls, g;
 
 	if (!s)
 		return -ENOMEM;
-	cnt = gh_reg_slot_count(s->slot[(gs >> GH_REG_GRAN_SHIFT) &
-					(GH_REG_SUB_SLOTS - 1)]);
+	g = (gs >> GH_REG_GRAN_SHIFT) & (GH_REG_SUB_SLOTS - 1);
+	cnt = gh_reg_slot_count(s->slot[g]);
 	if (!cnt)
 		return 0;
+	if (!s->fine[g]) {
+		/* About to be shared: its page leaves (zeroed, owner none). */
+		s->fine[g] = gh_reg_carve(sizeof(*s->fine[g]));
+		if (!s->fine[g])
+			return -ENOMEM;
+	}
 	/* Keep one spare for later removals from this class. */
 	cls = gh_reg_node_cls_for(cnt + 1);
 	need[cls]++;

@@ -19,21 +19,29 @@
  * the only allocation touching that granule, or a node (tagged
  * GH_REG_SLOT_NODE) listing, sorted by base, every allocation touching a
  * granule that several share (cudaMalloc sub-allocates small buffers, so
- * hundreds can share one granule).  Lookups do not read sub slots but the
- * granule's leaf, a one-line copy of the sole owner's entry (or the node,
- * or nothing) kept in step with the slot under a sequence number: a
- * lookup in a granule with one owner reads dir, mid and that line, one
- * line less than slot then entry (bench_registry, 100 k live: 2.3x the
- * one-miss floor before, 1.9x after; 2 KiB more per sub table).  A node
- * of 8 items or more also keeps
+ * hundreds can share one granule).  A node of 8 items or more also keeps
  * the entry touching each 512-byte slot of its granule, valid while no
  * slot is touched by two items (CUDA packs small buffers at 512-byte
- * steps), so a lookup there reads one slot instead of binary-searching
- * (bench_registry: about half the latency of the search for small
- * buffers, 1 KiB more per node).  Only the first and last granule of an
- * allocation can be shared; everything in between is its alone.  Mid and
- * sub tables stay bound to their window and region forever (a whole-cover
- * entry hides them; removing it puts them back).
+ * steps), so a lookup there reads one slot instead of binary-searching.
+ *
+ * Lookups read no sub slot and, where they can, no entry: each granule
+ * has a leaf, one cache line, that is a copy of its sole owner's entry,
+ * or names its node, or says empty.  A shared granule also has page
+ * leaves, one line per 4 KiB page holding the page's owner, used while no
+ * page has two owners (allocations of 4 KiB and up; cuMemAlloc on an H100
+ * places 4 KiB allocations 4 KiB apart); otherwise its leaf names the
+ * node's slot index.  So a lookup reads dir, mid, then: the leaf (one
+ * owner), the leaf and a page leaf (4 KiB and up), the leaf, a slot and
+ * the entry (small buffers), or the entry (whole region).  The price is
+ * memory: 2 KiB more per sub table and 1 KiB per shared granule
+ * (bench_registry's layout on the H100 host: RSS 33 -> 99 MiB at 100 k
+ * live, 212 -> 924 MiB at 1 M; chained lookup 200 -> 165 ns and
+ * 428 -> 323 ns, the one-miss floor being 103-130 ns).
+ *
+ * Only the first and last granule of an allocation can be shared;
+ * everything in between is its alone.  Mid and sub tables and page
+ * leaves stay bound to their window, region and granule forever (a
+ * whole-cover entry hides them; removing it puts them back).
  *
  * Concurrency
  *
@@ -47,7 +55,12 @@
  *
  * Leaves are seqlocked the same way and rewritten whenever their slot
  * changes, so a consistent leaf snapshot is what the slot held at that
- * instant.  Entries are written (seq odd..even) before they are published in any
+ * instant.  Page leaves and a node's slot index are read only while the
+ * granule's leaf that named them stays unchanged (re-read after): both
+ * are written before that leaf is published, and page leaves change in
+ * place only in the writer's operation that rewrites the leaf next, so a
+ * reader sees either the state the leaf names or that operation's.
+ * Entries are written (seq odd..even) before they are published in any
  * slot, their range never changes while they are live (size != 0), and
  * they are killed (size = 0) only after every slot that named them has
  * been cleared.  Nodes are copy-on-write: a changed granule gets a new
@@ -56,15 +69,17 @@
  *
  *  - a consistent snapshot of a live entry containing ptr is a correct
  *    answer at the instant it was taken;
- *  - a miss is only reported after re-reading the slot (and the node's
- *    sequence) and finding them unchanged around the snapshot, so that
- *    there was an instant where the granule held exactly what was read;
+ *  - a miss is only reported from a consistent leaf snapshot, or after
+ *    re-reading the leaf (and the node's sequence) and finding them
+ *    unchanged around the snapshot, so that there was an instant where
+ *    the granule held exactly what was read;
  *  - a reader never waits for a writer: an odd sequence means the object
  *    is not published, so the reader re-reads the slot and follows it.
  *
  * Free paths never allocate: a node shrinks into a node of its own class
  * and every class that has live nodes keeps at least one free node in
- * reserve (refilled by insert, which may fail with -ENOMEM).
+ * reserve (refilled by insert, which may fail with -ENOMEM); page leaves
+ * are created by the insert that first shares their granule.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -396,7 +411,10 @@ whole:
 		return -ENOENT;
 	}
 
-	/* Shared granule: binary search for the last base <= ptr. */
+	/*
+	 * Shared granule without page leaves or slot index (a node published
+	 * so has direct == 0): binary search for the last base <= ptr.
+	 */
 	node = (struct gh_reg_node *)(r.base & ~GH_REG_SLOT_NODE);
 	nseq = GH_LD_ACQ(&node->seq);
 	{
@@ -406,20 +424,6 @@ whole:
 		if (GH_REG_UNLIKELY((nseq & 1) || n == 0 ||
 				    n > (1u << node->cls)))
 			goto retry;
-		if (GH_LD(&node->direct)) {
-			/* The only entry that can cover ptr's slot. */
-			e = (struct gh_reg_ent *)GH_LD(&gh_reg_node_slots(node)[
-				(ptr >> GH_REG_SLOT_SHIFT) &
-				(GH_REG_NODE_SLOTS - 1)]);
-			if (e && gh_reg_ent_snap(e, &r, &seq) &&
-			    ptr - r.base < r.size) {
-				GH_FENCE_ACQ();
-				if (GH_REG_LIKELY(GH_LD(&node->seq) == nseq))
-					return gh_reg_found(&r, last, out_p);
-				goto retry;
-			}
-			n = 0;	/* a miss, if the node held */
-		}
 		while (n > 1) {
 			uint32_t half = n / 2;
 

@@ -10,6 +10,7 @@
  * the runtime call the program made.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "internal.h"
@@ -38,7 +39,7 @@ int gh_enter(struct gh_call *c, unsigned int sym)
 		errno = saved;
 		return GH_PASS;
 	}
-	memset(c, 0, sizeof(*c));
+	memset(c, 0, offsetof(struct gh_call, gone));
 	c->sym = sym;
 	c->api = gh_syms[sym].name;
 	c->saved_errno = saved;

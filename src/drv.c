@@ -76,6 +76,43 @@ int gh_drv_ctx_device(int *dev_p)
 	return 0;
 }
 
+/*
+ * Contexts destroyed, reset or released so far.  A context's device never
+ * changes, but a new context may get a dead one's handle: a cached
+ * answer holds while this has not moved.
+ */
+static uint64_t drv_ctx_epoch;
+
+static __thread struct {
+	uint64_t ctx, epoch;
+	int dev;
+} drv_ctx_cache __attribute__((tls_model("initial-exec")));
+
+void gh_drv_ctx_forget(void)
+{
+	__atomic_add_fetch(&drv_ctx_epoch, 1, __ATOMIC_ACQ_REL);
+}
+
+/* The device of ctx, the calling thread's current context: one driver
+ * call per thread and context instead of one per allocation. */
+int gh_drv_ctx_device_of(uint64_t ctx, int *dev_p)
+{
+	uint64_t ep = __atomic_load_n(&drv_ctx_epoch, __ATOMIC_ACQUIRE);
+	int dev;
+
+	if (ctx && drv_ctx_cache.ctx == ctx && drv_ctx_cache.epoch == ep) {
+		*dev_p = drv_ctx_cache.dev;
+		return 0;
+	}
+	if (gh_drv_ctx_device(&dev))
+		return -1;
+	drv_ctx_cache.ctx = ctx;
+	drv_ctx_cache.epoch = ep;
+	drv_ctx_cache.dev = dev;
+	*dev_p = dev;
+	return 0;
+}
+
 int gh_drv_range(uint64_t ptr, uint64_t *base_p, uint64_t *size_p)
 {
 	CUresult (*f)(CUdeviceptr *, size_t *, CUdeviceptr) =

@@ -162,7 +162,7 @@ static void fill_owner(struct gh_range *r, unsigned int kind,
 		r->dev = -1;
 	else if (kind == GDRHOOK_KIND_VMM && !gh_drv_vmm_device(vmm_handle, &dev))
 		r->dev = dev;
-	else if (!gh_drv_ctx_device(&dev))
+	else if (!gh_drv_ctx_device_of(ctx, &dev))
 		r->dev = dev;
 	else
 		r->dev = -1;
@@ -352,6 +352,7 @@ static void ctx_record(struct gh_call *c, unsigned int ev)
 void gh_ctx_destroy_pre(struct gh_call *c, uint64_t ctx)
 {
 	c->arg = ctx;
+	gh_drv_ctx_forget();
 	if (ctx)
 		gh_drop_matching(c, match_ctx, &c->arg);
 }
@@ -366,6 +367,7 @@ void gh_ctx_reset_pre(struct gh_call *c, int dev)
 	uint64_t ctx;
 
 	c->dev = dev;
+	gh_drv_ctx_forget();
 	if (gh_drv_primary_ctx(dev, &ctx))
 		return;		/* not active: owns nothing */
 	c->arg = ctx;
@@ -399,6 +401,7 @@ void gh_ctx_release_pre(struct gh_call *c, int dev)
 	uint64_t ctx;
 
 	c->dev = dev;
+	gh_drv_ctx_forget();
 	if (gh_drv_primary_ctx(dev, &ctx))
 		return;
 	c->arg = ctx;

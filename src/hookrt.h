@@ -40,7 +40,6 @@ struct gh_call {
 	int skip;		/* an outer call already did this work */
 	int nested_allocs;	/* allocations registered by nested calls */
 	int has_gone;
-	struct gh_range gone;	/* what a free unregistered */
 	uint64_t arg;		/* ctx/pool/ptr of the call */
 	uint64_t arg2;		/* size of a range free */
 	int dev;
@@ -49,6 +48,8 @@ struct gh_call {
 	 * not (-1); 0: not asked yet.  Kept in the outermost call only. */
 	int capture;
 	uint64_t capture_stream, capture_graph;
+	/* Last: gh_enter() leaves it unset, it is read only when has_gone. */
+	struct gh_range gone;	/* what a free unregistered */
 };
 
 void *gh_real_get(unsigned int sym);

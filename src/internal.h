@@ -116,6 +116,8 @@ int gh_real_set(unsigned int sym, void *p);
 struct gh_drv;
 int gh_drv_ctx_current(uint64_t *ctx_p);
 int gh_drv_ctx_device(int *dev_p);
+int gh_drv_ctx_device_of(uint64_t ctx, int *dev_p);
+void gh_drv_ctx_forget(void);
 int gh_drv_range(uint64_t ptr, uint64_t *base_p, uint64_t *size_p);
 int gh_drv_buffer_id(uint64_t ptr, uint64_t *id_p);
 int gh_drv_primary_ctx(int dev, uint64_t *ctx_p);	/* 0 if active */

@@ -7,6 +7,9 @@
  *   bench_driver info       device, driver and runtime versions
  *   bench_driver alloc      N pairs of cuMemAlloc(1 MiB) + cuMemFree, then
  *                           N pairs of cudaMalloc(1 MiB) + cudaFree
+ *   bench_driver churn      N pairs of cuMemAlloc(4 KiB) + cuMemFree with
+ *                           GH_BENCH_LIVE (first count, default 1000)
+ *                           live 4 KiB allocations
  *   bench_driver tagcheck [L1,L2,...]
  *                           with L live 4 KiB cuMemAlloc allocations: the
  *                           driver's tag check (cuPointerGetAttribute
@@ -302,6 +305,66 @@ static int mode_alloc(void)
 	summarize("alloc.rt.alloc", ta, (size_t)n);
 	summarize("alloc.rt.free", tf, (size_t)n);
 	report_gh_stats("gh");
+	free(ta);
+	free(tf);
+	free(tp);
+	return 0;
+}
+
+/*
+ * churn: the 4 KiB pair under a live set, as allocators that keep many
+ * small buffers see it (GH_BENCH_LIVE's first count live 4 KiB
+ * allocations, default 1000).  Against the CUDA double (build/fake),
+ * whose calls cost little, the hooked minus the native figure is the
+ * shim's own cost per pair.
+ */
+static int mode_churn(void)
+{
+	const char *ls = getenv("GH_BENCH_LIVE");
+	long n = env_long("GH_BENCH_N", 2000);
+	long warm = env_long("GH_BENCH_WARMUP", 200);
+	long live = 1000;
+	CUdeviceptr *keep;
+	double *ta, *tf, *tp;
+
+	if (ls && *ls)
+		parse_list(ls, &live, 1);
+	if (n < 1)
+		n = 1;
+	if (warm < 0)
+		warm = 0;
+	setup(0);
+	keep = calloc((size_t)live, sizeof(*keep));
+	ta = calloc((size_t)n, sizeof(*ta));
+	tf = calloc((size_t)n, sizeof(*tf));
+	tp = calloc((size_t)n, sizeof(*tp));
+	if (!keep || !ta || !tf || !tp)
+		return 1;
+	for (long i = 0; i < live; i++)
+		CK(cuMemAlloc(&keep[i], SMALL));
+	printf("R churn.n %ld\nR churn.live %ld\nR churn.size %llu\n", n, live,
+	       SMALL);
+	for (long i = -warm; i < n; i++) {
+		CUdeviceptr p;
+		uint64_t t0 = now_ns(), t1, t2;
+
+		CK(cuMemAlloc(&p, SMALL));
+		t1 = now_ns();
+		CK(cuMemFree(p));
+		t2 = now_ns();
+		if (i >= 0) {
+			ta[i] = (double)(t1 - t0);
+			tf[i] = (double)(t2 - t1);
+			tp[i] = (double)(t2 - t0);
+		}
+	}
+	summarize("churn.cu.pair", tp, (size_t)n);
+	summarize("churn.cu.alloc", ta, (size_t)n);
+	summarize("churn.cu.free", tf, (size_t)n);
+	report_gh_stats("gh");
+	for (long i = 0; i < live; i++)
+		CK(cuMemFree(keep[i]));
+	free(keep);
 	free(ta);
 	free(tf);
 	free(tp);
@@ -656,7 +719,7 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc < 2) {
 		fprintf(stderr,
-			"usage: %s info | alloc | tagcheck [L1,L2,...]\n",
+			"usage: %s info | alloc | churn | tagcheck [L1,L2,...]\n",
 			argv[0]);
 		return 2;
 	}
@@ -664,6 +727,8 @@ int main(int argc, char **argv)
 		rc = mode_info();
 	else if (!strcmp(argv[1], "alloc"))
 		rc = mode_alloc();
+	else if (!strcmp(argv[1], "churn"))
+		rc = mode_churn();
 	else if (!strcmp(argv[1], "tagcheck"))
 		rc = mode_tagcheck(argc, argv);
 	else {

@@ -370,6 +370,37 @@ TEST(ctx_destroy_drops_its_allocations_first)
 	CHECK_EQ(tracked(c, NULL), -ENOENT);
 }
 
+/* The device of a new allocation is its context's, however the thread
+ * switches contexts (the shim caches it per thread and context). */
+TEST(device_follows_the_current_context)
+{
+	CUctxCreateParams params;
+	CUcontext ctx[2];
+	struct gdrhook_range r;
+	CUdeviceptr p;
+
+	CU_OK(cuInit(0));
+	memset(&params, 0, sizeof(params));
+	CU_OK(cuCtxCreate_v4(&ctx[0], &params, 0, 0));
+	CU_OK(cuCtxCreate_v4(&ctx[1], &params, 0, 1));
+	for (int i = 0; i < 6; i++) {
+		CU_OK(cuCtxSetCurrent(ctx[i % 2]));
+		CU_OK(cuMemAlloc_v2(&p, 4096));
+		CHECK_EQ(tracked(p, &r), 0);
+		CHECK_EQ(r.ctx, (uint64_t)(uintptr_t)ctx[i % 2]);
+		CHECK_EQ(r.dev, i % 2);
+		CU_OK(cuMemFree_v2(p));
+	}
+	CU_OK(cuCtxDestroy_v2(ctx[1]));
+	CU_OK(cuCtxCreate_v4(&ctx[1], &params, 0, 1));
+	CU_OK(cuMemAlloc_v2(&p, 4096));
+	CHECK_EQ(tracked(p, &r), 0);
+	CHECK_EQ(r.dev, 1);
+	CU_OK(cuMemFree_v2(p));
+	CU_OK(cuCtxDestroy_v2(ctx[0]));
+	CU_OK(cuCtxDestroy_v2(ctx[1]));
+}
+
 TEST(primary_release_last_reference_drops)
 {
 	CUcontext ctx;

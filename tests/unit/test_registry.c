@@ -448,6 +448,54 @@ TEST(slot_index_and_fallback)
 	CHECK_EQ(gh_registry_count(), 0);
 }
 
+/*
+ * Page leaves of a shared granule (4 KiB allocations): valid while no page
+ * has two owners, given up while one has, rebuilt after.  An entry freed
+ * and reused at the same page while they are given up must not leave the
+ * old allocation's copy behind (same entry, new generation).
+ */
+TEST(page_leaves_and_reuse)
+{
+	enum { N = 6 };
+	uint64_t g = 0x7fad00000000ull + 5 * 65536;
+	uint64_t base[N], size[N], gen[N] = { 0 };
+
+	for (int i = 0; i < 3; i++) {
+		base[i] = g + 4096 * (2 * i);	/* pages 0, 2, 4 */
+		size[i] = 4096 * (i + 1) - 512 * i;
+		gen[i] = ins(base[i], size[i]);
+	}
+	expect_granule(g, base, size, gen, 3);
+	/* Two 512-byte buffers in page 12: the page leaves give up. */
+	base[3] = g + 12 * 4096;
+	size[3] = 512;
+	base[4] = base[3] + 512;
+	size[4] = 512;
+	gen[3] = ins(base[3], size[3]);
+	gen[4] = ins(base[4], size[4]);
+	expect_granule(g, base, size, gen, 5);
+	/* Page 0's owner goes; a new one takes its entry and its place. */
+	CHECK_EQ(gh_registry_remove(base[0], NULL), 0);
+	gen[0] = 0;
+	expect_granule(g, base, size, gen, 5);
+	base[5] = base[0];
+	size[5] = size[0];
+	gen[5] = ins(base[5], size[5]);
+	expect_granule(g, base, size, gen, N);
+	/* Page 12 has one owner again: the page leaves come back. */
+	CHECK_EQ(gh_registry_remove(base[4], NULL), 0);
+	gen[4] = 0;
+	expect_granule(g, base, size, gen, N);
+	for (int i = 0; i < N; i++) {
+		if (!gen[i])
+			continue;
+		CHECK_EQ(gh_registry_remove(base[i], NULL), 0);
+		gen[i] = 0;
+		expect_granule(g, base, size, gen, N);
+	}
+	CHECK_EQ(gh_registry_count(), 0);
+}
+
 TEST(shared_edges_of_big_ranges)
 {
 	/* Two big ranges meeting mid-granule, small ones in their edges. */

@@ -222,6 +222,20 @@ bool gdrpin_pin_publish(struct gdrpin_ctx *ctx, struct gdrpin_range *pin,
 			u64 t0);
 bool gdrpin_pin_revoke(struct gdrpin_range *pin);
 
+/* --- pins for kernel clients (gdrpin_main.c, gdrpin_pin.c) ------------- */
+
+struct gdrpin_ctx *gdrpin_ctx_of_current(void);
+int gdrpin_ctx_pin_kernel(struct gdrpin_ctx *ctx, u64 va, u64 len, u32 flags,
+			  struct gdrpin_range **pin_p);
+void gdrpin_ctx_unpin_kernel(struct gdrpin_ctx *ctx, struct gdrpin_range *pin);
+int gdrpin_pin_probe(u64 va, u64 len);
+
+/* --- peer-memory client of ib_core (gdrpin_peer.c) --------------------- */
+
+void gdrpin_peer_init(void);
+void gdrpin_peer_exit(void);
+bool gdrpin_peer_registered(void);
+
 /* --- DMA-BUF pins (gdrpin_dmabuf.c) ------------------------------------ */
 
 void gdrpin_dmabuf_setup(struct device *dev);
@@ -278,6 +292,8 @@ struct gdrpin_counters {
 	atomic64_t pinned_bytes;
 	atomic64_t live_pins;
 	atomic64_t kapi_refs;
+	atomic64_t peer_regs;		/* live peer-memory registrations */
+	atomic64_t peer_invalidations;	/* invalidations sent to ib_core */
 };
 
 extern struct gdrpin_counters gdrpin_cnt;

@@ -622,7 +622,6 @@ void gdrpin_pin_teardown(struct gdrpin_range *pin)
 	struct gdrpin_dma_map *w, *tmp;
 	struct pci_dev *pdev;
 	bool fired, claim;
-	int ret;
 
 	if (pin->mode == GDRPIN_MODE_DMABUF) {
 		gdrpin_dmabuf_teardown(pin);
@@ -784,4 +783,39 @@ bool gdrpin_pin_revoke(struct gdrpin_range *pin)
 	atomic64_inc(&gdrpin_cnt.revocations);
 	gdrpin_status_revoked(pin->ctx, pin);
 	return true;
+}
+
+/* --- probe: is this GPU memory the provider can pin? -------------------- */
+
+/* The probe's free callback: data is the prober's on-stack flag. */
+static void gdrpin_probe_callback(void *data)
+{
+	WRITE_ONCE(*(bool *)data, true);
+}
+
+/*
+ * Pin and unpin [va, va + len) of the calling process through nv-p2p,
+ * counting nothing: 0 if the provider would pin it. The flag handed to the
+ * callback lives on our stack, which is safe because no callback can start
+ * after put_pages has returned.
+ */
+int gdrpin_pin_probe(u64 va, u64 len)
+{
+	struct nvidia_p2p_page_table *pt = NULL;
+	bool fired = false;
+	int ret;
+
+	ret = gdrpin_provider_get();
+	if (ret)
+		return ret;
+	ret = gdrpin_nv.get_pages(0, 0, va, len, &pt, gdrpin_probe_callback,
+				  &fired);
+	if (!ret) {
+		gdrpin_nv.put_pages(0, 0, va, pt);
+		/* freed meanwhile: put_pages left the page table to us */
+		if (READ_ONCE(fired))
+			gdrpin_nv.free_page_table(pt);
+	}
+	gdrpin_provider_put();
+	return ret;
 }

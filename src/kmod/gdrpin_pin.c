@@ -261,9 +261,18 @@ static void gdrpin_free_callback(void *data)
 		pin->state = GDRPIN_PS_REVOKED;
 	spin_unlock(&pin->lock);
 
-	/* Stop kapi users before the pages go away. */
-	if (prev == GDRPIN_PS_ACTIVE)
+	if (prev == GDRPIN_PS_ACTIVE) {
+		/*
+		 * Report it on the fd first: a kapi user's revoke() may hand
+		 * the pin back at once (the peer-memory client does, when
+		 * ib_core puts the pages from its invalidate callback), and
+		 * an unlisted pin is reported nowhere.
+		 */
+		atomic64_inc(&gdrpin_cnt.revocations);
+		gdrpin_status_revoked(pin->ctx, pin);
+		/* Stop kapi users before the pages go away. */
 		gdrpin_pin_notify(pin, GDRPIN_REVOKE_FREED);
+	}
 
 	spin_lock(&pin->lock);
 	pin->cb_running = false;
@@ -272,10 +281,6 @@ static void gdrpin_free_callback(void *data)
 	if (claim)
 		gdrpin_free_nv(pin, pt);
 
-	if (prev == GDRPIN_PS_ACTIVE) {
-		atomic64_inc(&gdrpin_cnt.revocations);
-		gdrpin_status_revoked(pin->ctx, pin);
-	}
 	gdrpin_ticket_del(pin);
 	gdrpin_pin_put(pin);
 }

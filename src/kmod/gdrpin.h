@@ -33,6 +33,12 @@
  * no gdrpin lock held; move_notify runs under it and takes only
  * notify_lock, pin->lock and ctx->ev_lock (gdrpin_pin_revoke()).
  *
+ * Peer-memory client (gdrpin_peer.c): ib_core's invalidate callback is
+ * called from a kapi notifier (under notify_lock, maybe under NVIDIA's
+ * locks) and may call the client's dma_unmap (map_lock) and put_pages;
+ * put_pages and release only queue work, which unpins with no ib_core lock
+ * held. peer->lock is a spinlock that nests nothing.
+ *
  * nv-p2p calls that can take NVIDIA's internal locks (get_pages*,
  * put_pages*, dma_map_pages, dma_unmap_pages) are made with NO gdrpin lock
  * held. The free callback runs under NVIDIA's locks, so it may take

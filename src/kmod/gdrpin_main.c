@@ -243,6 +243,7 @@ int gdrpin_ctx_pin_kernel(struct gdrpin_ctx *ctx, u64 va, u64 len, u32 flags,
 	u64 end;
 	int ret;
 
+	lockdep_assert_not_held(&ctx->lock);
 	if (!gdrpin_is_owner(ctx))
 		return -EACCES;
 	if (!len || check_add_overflow(va, len, &end) || end > TASK_SIZE_MAX ||
@@ -273,6 +274,7 @@ void gdrpin_ctx_unpin_kernel(struct gdrpin_ctx *ctx, struct gdrpin_range *pin)
 {
 	bool mine;
 
+	lockdep_assert_not_held(&ctx->lock);
 	mutex_lock(&ctx->lock);
 	mine = pin->listed;
 	if (mine)

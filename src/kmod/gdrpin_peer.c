@@ -82,6 +82,7 @@ static void gdrpin_peer_work(struct work_struct *work)
 	struct gdrpin_peer *peer = container_of(work, struct gdrpin_peer, work);
 	struct gdrpin_range *pin = peer->pin;
 
+	lockdep_assert_not_held(&peer->ctx->lock);
 	if (pin) {
 		if (peer->map) {
 			/* ib_core skipped dma_unmap: do it for it */
@@ -112,6 +113,7 @@ static void gdrpin_peer_revoke(struct gdrpin_notifier *nb,
 	struct gdrpin_peer *peer = container_of(nb, struct gdrpin_peer, nb);
 	bool tell;
 
+	lockdep_assert_held(&r->notify_lock);
 	spin_lock(&peer->lock);
 	tell = !peer->put && !peer->invalidated;
 	peer->invalidated = true;

@@ -35,9 +35,10 @@
  *
  * Peer-memory client (gdrpin_peer.c): ib_core's invalidate callback is
  * called from a kapi notifier (under notify_lock, maybe under NVIDIA's
- * locks) and may call the client's dma_unmap (map_lock) and put_pages;
- * put_pages and release only queue work, which unpins with no ib_core lock
- * held. peer->lock is a spinlock that nests nothing.
+ * locks) and may call the client's dma_unmap and put_pages; those and
+ * release only record the hand-back and queue work, which unmaps and
+ * unpins with no ib_core lock held. peer->lock is a spinlock that nests
+ * nothing.
  *
  * nv-p2p calls that can take NVIDIA's internal locks (get_pages*,
  * put_pages*, dma_map_pages, dma_unmap_pages) are made with NO gdrpin lock

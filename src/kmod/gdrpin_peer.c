@@ -18,11 +18,10 @@
  * Locks: ib_core may hold its own locks across every client call and may
  * take them in the invalidate callback, which gdrpin calls from the free
  * callback (under the provider's locks and pin->notify_lock). So no client
- * call waits for anything the invalidation path holds: dma_unmap uses
- * gdrpin_range_dma_unmap() (no nv-p2p call once a revocation has started),
- * and put_pages and release hand the pin back from a work item
- * (gdrpin_peer_wq), which unregisters the notifier and unpins with no
- * ib_core lock held. peer->lock (spinlock) orders put_pages against the
+ * call waits for anything the invalidation path holds: dma_unmap,
+ * put_pages and release only record what ib_core gave back, and a work
+ * item (gdrpin_peer_wq) unmaps, unregisters the notifier and unpins with
+ * no ib_core lock held. peer->lock (spinlock) orders put_pages against the
  * notifier, so ib_core is never invalidated after it gave the pages back.
  */
 #include <linux/module.h>
@@ -45,7 +44,8 @@ struct gdrpin_peer {
 	struct gdrpin_range *pin;	/* after get_pages (ref) */
 	struct gdrpin_notifier nb;
 	bool nb_on;			/* notifier registered */
-	struct gdrpin_dma_map *map;	/* after dma_map */
+	struct gdrpin_dma_map *map;	/* after dma_map, until the work */
+	bool unmapped;			/* ib_core called dma_unmap */
 	struct work_struct work;
 
 	spinlock_t lock;
@@ -85,7 +85,7 @@ static void gdrpin_peer_work(struct work_struct *work)
 	lockdep_assert_not_held(&peer->ctx->lock);
 	if (pin) {
 		if (peer->map) {
-			/* ib_core skipped dma_unmap: do it for it */
+			/* after a revocation, frees instead of unmapping */
 			gdrpin_range_dma_unmap(pin, peer->map);
 			peer->map = NULL;
 		}
@@ -243,11 +243,15 @@ static int gdrpin_peer_dma_unmap(struct sg_table *sg_head, void *client_context,
 {
 	struct gdrpin_peer *peer = client_context;
 
-	if (!peer->map)
+	if (!peer->map || peer->unmapped)
 		return -EINVAL;
-	/* no nv-p2p call once a revocation has started: safe in invalidate */
-	gdrpin_range_dma_unmap(peer->pin, peer->map);
-	peer->map = NULL;
+	/*
+	 * The HCA is done with it; the mapping itself goes in the work item:
+	 * an nv-p2p unmap here could wait for the provider's lock while its
+	 * free callback waits in ib_core's invalidate for a lock that ib_core
+	 * holds across this call.
+	 */
+	peer->unmapped = true;
 	sg_free_table(sg_head);
 	return 0;
 }
@@ -257,6 +261,8 @@ static void gdrpin_peer_put_pages(struct sg_table *sg_head,
 {
 	struct gdrpin_peer *peer = client_context;
 
+	if (peer->map && !peer->unmapped)
+		sg_free_table(sg_head);	/* ib_core skipped dma_unmap */
 	spin_lock(&peer->lock);
 	peer->put = true;
 	spin_unlock(&peer->lock);

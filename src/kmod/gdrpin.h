@@ -33,6 +33,13 @@
  * no gdrpin lock held; move_notify runs under it and takes only
  * notify_lock, pin->lock and ctx->ev_lock (gdrpin_pin_revoke()).
  *
+ * Peer-memory client (gdrpin_peer.c): ib_core's invalidate callback is
+ * called from a kapi notifier (under notify_lock, maybe under NVIDIA's
+ * locks) and may call the client's dma_unmap and put_pages; those and
+ * release only record the hand-back and queue work, which unmaps and
+ * unpins with no ib_core lock held. peer->lock is a spinlock that nests
+ * nothing.
+ *
  * nv-p2p calls that can take NVIDIA's internal locks (get_pages*,
  * put_pages*, dma_map_pages, dma_unmap_pages) are made with NO gdrpin lock
  * held. The free callback runs under NVIDIA's locks, so it may take
@@ -222,6 +229,20 @@ bool gdrpin_pin_publish(struct gdrpin_ctx *ctx, struct gdrpin_range *pin,
 			u64 t0);
 bool gdrpin_pin_revoke(struct gdrpin_range *pin);
 
+/* --- pins for kernel clients (gdrpin_main.c, gdrpin_pin.c) ------------- */
+
+struct gdrpin_ctx *gdrpin_ctx_of_current(void);
+int gdrpin_ctx_pin_kernel(struct gdrpin_ctx *ctx, u64 va, u64 len, u32 flags,
+			  struct gdrpin_range **pin_p);
+void gdrpin_ctx_unpin_kernel(struct gdrpin_ctx *ctx, struct gdrpin_range *pin);
+int gdrpin_pin_probe(u64 va, u64 len);
+
+/* --- peer-memory client of ib_core (gdrpin_peer.c) --------------------- */
+
+void gdrpin_peer_init(void);
+void gdrpin_peer_exit(void);
+bool gdrpin_peer_registered(void);
+
 /* --- DMA-BUF pins (gdrpin_dmabuf.c) ------------------------------------ */
 
 void gdrpin_dmabuf_setup(struct device *dev);
@@ -278,6 +299,8 @@ struct gdrpin_counters {
 	atomic64_t pinned_bytes;
 	atomic64_t live_pins;
 	atomic64_t kapi_refs;
+	atomic64_t peer_regs;		/* live peer-memory registrations */
+	atomic64_t peer_invalidations;	/* invalidations sent to ib_core */
 };
 
 extern struct gdrpin_counters gdrpin_cnt;

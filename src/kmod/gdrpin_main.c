@@ -205,6 +205,86 @@ static int gdrpin_release(struct inode *inode, struct file *file)
 	return 0;
 }
 
+/* --- pins made for kernel clients (gdrpin_peer.c) ---------------------- */
+
+/*
+ * A live context of the calling process (the opener itself, same mm), with
+ * a reference; NULL if the process has no open /dev/gdrpin. Kernel clients
+ * pin only for processes that opened gdrpin, so its permissions, limits and
+ * status page apply to them.
+ */
+struct gdrpin_ctx *gdrpin_ctx_of_current(void)
+{
+	struct gdrpin_ctx *ctx, *found = NULL;
+
+	mutex_lock(&gdrpin_ctx_list_lock);
+	list_for_each_entry(ctx, &gdrpin_ctx_list, node) {
+		if (gdrpin_is_owner(ctx) && !READ_ONCE(ctx->dead)) {
+			gdrpin_ctx_get(ctx);
+			found = ctx;
+			break;
+		}
+	}
+	mutex_unlock(&gdrpin_ctx_list_lock);
+	return found;
+}
+
+/*
+ * Pin [va, va + len) on @ctx for a kernel client, as PIN would (slot,
+ * quota, statistics, status page); the pin comes with a reference of its
+ * own. The caller must be the context's owner.
+ */
+int gdrpin_ctx_pin_kernel(struct gdrpin_ctx *ctx, u64 va, u64 len, u32 flags,
+			  struct gdrpin_range **pin_p)
+{
+	struct gdrpin_pin_args a = { .size = sizeof(a), .va = va, .len = len,
+				     .flags = flags };
+	struct gdrpin_range *pin;
+	u64 end;
+	int ret;
+
+	lockdep_assert_not_held(&ctx->lock);
+	if (!gdrpin_is_owner(ctx))
+		return -EACCES;
+	if (!len || check_add_overflow(va, len, &end) || end > TASK_SIZE_MAX ||
+	    len > READ_ONCE(gdrpin_max_pin_len)) {
+		ret = -EINVAL;
+		goto fail;
+	}
+	ret = gdrpin_pin_create(ctx, &a);
+	if (ret)
+		goto fail;
+	mutex_lock(&ctx->lock);
+	pin = gdrpin_pin_lookup(ctx, a.handle);
+	if (pin)
+		gdrpin_pin_get(pin);
+	mutex_unlock(&ctx->lock);
+	/* Unlisted meanwhile (fd closed, GET_REVOKED): already released. */
+	if (!pin)
+		return -ESTALE;
+	*pin_p = pin;
+	return 0;
+fail:
+	gdrpin_count_failure(ret);
+	return ret;
+}
+
+/* Undo gdrpin_ctx_pin_kernel() unless the fd released the pin already. */
+void gdrpin_ctx_unpin_kernel(struct gdrpin_ctx *ctx, struct gdrpin_range *pin)
+{
+	bool mine;
+
+	lockdep_assert_not_held(&ctx->lock);
+	mutex_lock(&ctx->lock);
+	mine = pin->listed;
+	if (mine)
+		gdrpin_pin_unlist(ctx, pin);
+	mutex_unlock(&ctx->lock);
+	if (mine)
+		gdrpin_pin_release(ctx, pin, true);
+	gdrpin_pin_put(pin);
+}
+
 /* --- ioctls ------------------------------------------------------------- */
 
 static bool gdrpin_zero(const u64 *p, size_t n)
@@ -534,6 +614,7 @@ static int __init gdrpin_init(void)
 	if (ret)
 		return ret;
 	gdrpin_dmabuf_setup(gdrpin_misc.this_device);
+	gdrpin_peer_init();
 	pr_info("gdrpin: ABI %u.%u loaded\n", GDRPIN_ABI_MAJOR,
 		GDRPIN_ABI_MINOR);
 	return 0;
@@ -541,6 +622,7 @@ static int __init gdrpin_init(void)
 
 static void __exit gdrpin_exit(void)
 {
+	gdrpin_peer_exit();	/* ib_core gives back every registration */
 	misc_deregister(&gdrpin_misc);
 	/*
 	 * Open fds hold the module (fops.owner), so every fd is closed here.

@@ -261,9 +261,18 @@ static void gdrpin_free_callback(void *data)
 		pin->state = GDRPIN_PS_REVOKED;
 	spin_unlock(&pin->lock);
 
-	/* Stop kapi users before the pages go away. */
-	if (prev == GDRPIN_PS_ACTIVE)
+	if (prev == GDRPIN_PS_ACTIVE) {
+		/*
+		 * Report it on the fd first: a kapi user's revoke() may hand
+		 * the pin back at once (the peer-memory client does, when
+		 * ib_core puts the pages from its invalidate callback), and
+		 * an unlisted pin is reported nowhere.
+		 */
+		atomic64_inc(&gdrpin_cnt.revocations);
+		gdrpin_status_revoked(pin->ctx, pin);
+		/* Stop kapi users before the pages go away. */
 		gdrpin_pin_notify(pin, GDRPIN_REVOKE_FREED);
+	}
 
 	spin_lock(&pin->lock);
 	pin->cb_running = false;
@@ -272,10 +281,6 @@ static void gdrpin_free_callback(void *data)
 	if (claim)
 		gdrpin_free_nv(pin, pt);
 
-	if (prev == GDRPIN_PS_ACTIVE) {
-		atomic64_inc(&gdrpin_cnt.revocations);
-		gdrpin_status_revoked(pin->ctx, pin);
-	}
 	gdrpin_ticket_del(pin);
 	gdrpin_pin_put(pin);
 }
@@ -783,4 +788,39 @@ bool gdrpin_pin_revoke(struct gdrpin_range *pin)
 	atomic64_inc(&gdrpin_cnt.revocations);
 	gdrpin_status_revoked(pin->ctx, pin);
 	return true;
+}
+
+/* --- probe: is this GPU memory the provider can pin? -------------------- */
+
+/* The probe's free callback: data is the prober's on-stack flag. */
+static void gdrpin_probe_callback(void *data)
+{
+	WRITE_ONCE(*(bool *)data, true);
+}
+
+/*
+ * Pin and unpin [va, va + len) of the calling process through nv-p2p,
+ * counting nothing: 0 if the provider would pin it. The flag handed to the
+ * callback lives on our stack, which is safe because no callback can start
+ * after put_pages has returned.
+ */
+int gdrpin_pin_probe(u64 va, u64 len)
+{
+	struct nvidia_p2p_page_table *pt = NULL;
+	bool fired = false;
+	int ret;
+
+	ret = gdrpin_provider_get();
+	if (ret)
+		return ret;
+	ret = gdrpin_nv.get_pages(0, 0, va, len, &pt, gdrpin_probe_callback,
+				  &fired);
+	if (!ret) {
+		gdrpin_nv.put_pages(0, 0, va, pt);
+		/* freed meanwhile: put_pages left the page table to us */
+		if (READ_ONCE(fired))
+			gdrpin_nv.free_page_table(pt);
+	}
+	gdrpin_provider_put();
+	return ret;
 }

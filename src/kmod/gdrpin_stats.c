@@ -100,6 +100,15 @@ GDRPIN_STAT_ATTR(pin_ns_max);
 GDRPIN_STAT_ATTR(pinned_bytes);
 GDRPIN_STAT_ATTR(live_pins);
 GDRPIN_STAT_ATTR(kapi_refs);
+GDRPIN_STAT_ATTR(peer_regs);
+GDRPIN_STAT_ATTR(peer_invalidations);
+
+static ssize_t peer_client_show(struct device *dev,
+				struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%d\n", gdrpin_peer_registered());
+}
+static DEVICE_ATTR_RO(peer_client);
 
 static ssize_t live_ctx_show(struct device *dev, struct device_attribute *attr,
 			     char *buf)
@@ -124,6 +133,9 @@ static struct attribute *gdrpin_stats_attrs[] = {
 	&dev_attr_live_pins.attr,
 	&dev_attr_kapi_refs.attr,
 	&dev_attr_live_ctx.attr,
+	&dev_attr_peer_regs.attr,
+	&dev_attr_peer_invalidations.attr,
+	&dev_attr_peer_client.attr,
 	NULL,
 };
 

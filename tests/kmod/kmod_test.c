@@ -1760,6 +1760,7 @@ static void t_latency(void)
 }
 
 #include "kmod_test_dmabuf.c"
+#include "kmod_test_peer.c"
 
 /* --- driver --------------------------------------------------------------- */
 
@@ -1809,6 +1810,13 @@ static const struct {
 	{ "dmabuf_quota", t_dmabuf_quota },
 	{ "dmabuf_exit", t_dmabuf_exit },
 	{ "dmabuf_race", t_dmabuf_race },
+	{ "peer_reg", t_peer_reg },
+	{ "peer_not_mine", t_peer_not_mine },
+	{ "peer_invalidate", t_peer_invalidate },
+	{ "peer_close", t_peer_close },
+	{ "peer_race", t_peer_race },
+	/* leaves a registration for guest-run's unload check: keep it last */
+	{ "peer_unload_live", t_peer_unload_live },
 };
 
 int main(int argc, char **argv)

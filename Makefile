@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 # gdrhook: user-space build, tests and checks.  The kernel module has its
-# own Kbuild under src/kmod (make kmod); the QEMU lab is scripts/lab.
+# own Kbuild under src/kmod (make kmod); the QEMU lab is tests/lab/lab.
 
 CC		?= cc
 PYTHON		?= python3
@@ -185,20 +185,20 @@ kmod:
 checkpatch:
 	scripts/checkpatch-kmod
 
-# KVER=: the lab's kernel (scripts/lab --kver): an installed version, a
+# KVER=: the lab's kernel (tests/lab/lab --kver): an installed version, a
 # Debian series such as 6.12 (unpacked under build/kernels/), or debug.
 LAB_KVER = $(if $(KVER),--kver $(KVER),)
 
 lab:
-	scripts/lab $(LAB_KVER)
+	tests/lab/lab $(LAB_KVER)
 
 # The registration cache over real rdma-core: soft-RoCE in the lab kernel.
 lab-regcache: all
-	scripts/lab $(LAB_KVER) --run 'tests/lab/regcache/run'
+	tests/lab/lab $(LAB_KVER) --run 'tests/lab/regcache/run'
 
 # gdrhook-info against rxe0 and gdrpin (fake nv-p2p provider) in the lab.
 lab-info: all
-	scripts/lab --run 'tests/lab/info/run'
+	tests/lab/lab --run 'tests/lab/info/run'
 
 clean:
 	rm -rf $(BUILD)

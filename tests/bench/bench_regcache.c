@@ -4,7 +4,7 @@
  * Run it in the QEMU lab (soft-RoCE rxe0, the CUDA driver double for "GPU
  * memory"):
  *
- *     make && scripts/lab --run 'REGCACHE_CASES= REGCACHE_BENCH=1 tests/lab/regcache/run'
+ *     make && tests/lab/lab --run 'REGCACHE_CASES= REGCACHE_BENCH=1 tests/lab/regcache/run'
  *
  * or directly: LD_LIBRARY_PATH=build/fake REGCACHE_SHIM_LIB=build/libgdrhook.so
  * bench_regcache [ITERS].  It runs itself once without the shim (the

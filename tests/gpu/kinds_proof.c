@@ -14,7 +14,7 @@
  * prints "REG" lines: the registry's answer, and AGREE or DISAGREE with the
  * driver (tracked exactly while the driver backs the range).  At exit:
  * "SUMMARY disagree=N trusted=T audit=A" (audit: GDRHOOK_VALIDATE=1
- * disagreements counted by the shim), and for scripts/gpu-check "GH-OK" or
+ * disagreements counted by the shim), and for tests/gpu/gpu-check "GH-OK" or
  * "GH-FAIL" (any disagreement, audit record or untrusted registry).
  *
  *   cc -O2 -I$CUDA_HOME/include tests/gpu/kinds_proof.c -lcuda -ldl

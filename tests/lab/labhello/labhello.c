@@ -2,7 +2,7 @@
 /*
  * Lab self-test module (tests/lab/selftest): shows that an out-of-tree module
  * built against the lab kernel's headers loads in the guest, and, with
- * warn=1, that a kernel warning makes scripts/lab fail the run.
+ * warn=1, that a kernel warning makes tests/lab/lab fail the run.
  */
 #include <linux/bug.h>
 #include <linux/module.h>

@@ -46,9 +46,9 @@
  * the driver may reuse), and the pin is dropped.  A later ibv_dereg_mr of
  * a revoked alias is a no-op that succeeds.  A registration racing with
  * the free of its allocation cannot leave a stale entry behind: the miss
- * path announces the generation (an atomic increment of rec_cnt) and then
+ * path announces the generation (an atomic increment of ga_cnt) and then
  * re-checks the registry under the lock; the free path removes from the
- * registry and then reads rec_cnt with an atomic read-modify-write: the
+ * registry and then reads ga_cnt with an atomic read-modify-write: the
  * two RMWs are ordered, so either the free sees the announcement (and
  * takes the lock, after the miss), or the miss path's RMW reads the
  * free's and its registry re-check sees the removal.
@@ -83,7 +83,7 @@
 #include "evlog.h"
 
 #define RC_ENT_CAP	(1u << 18)
-#define RC_REC_CAP	(1u << 18)
+#define RC_GA_CAP	(1u << 18)
 #define RC_ALIAS_CAP	(1u << 20)
 #define RC_HBITS	18	/* buckets: one per entry slot */
 #define RC_RBITS	14
@@ -119,8 +119,8 @@ struct rc_entry {
 	uint64_t cookie;	/* the pin's, for ops->valid (atomic) */
 	struct ibv_mr *mr;	/* the real registration (lock) */
 	uint64_t ctx;		/* pd->context */
-	uint32_t rnext;		/* record's entry list (lock) */
-	uint32_t rec;		/* record index + 1, 0: detached (lock) */
+	uint32_t rnext;		/* its allocation's entry list (lock) */
+	uint32_t ga;		/* allocation state index + 1, 0: detached (lock) */
 	uint32_t fnext;		/* free list (lock) */
 	uint32_t sib;		/* E_WRAP ring: next entry + 1 (lock) */
 	uint32_t adopted;	/* E_WRAP of a program MR with no alias */
@@ -135,12 +135,13 @@ struct rc_entry {
 	uint32_t upos;		/* its place in rc.used (lock) */
 } __attribute__((aligned(128)));
 
-struct rc_rec {
+/* The cache's state of one live GPU allocation ("ga"): its pin, its entries. */
+struct rc_ga {
 	uint64_t gen;
 	struct gh_pin pin;
 	int pinned;
 	int busy;		/* a miss is working on it: do not free */
-	uint32_t hnext;		/* record hash chain */
+	uint32_t hnext;		/* allocation-state hash chain */
 	uint32_t ents;		/* entry list */
 	uint32_t fnext;
 	uint32_t used;
@@ -168,10 +169,10 @@ static struct {
 	uint32_t n_used;
 	uint32_t ent_free, hand;
 
-	struct rc_rec *rec;
-	uint32_t rec_hi, rec_free, rec_hand;
-	uint32_t *rec_head;	/* record hash heads (lock) */
-	uint32_t *rec_cnt;	/* records per bucket (atomic, fenced) */
+	struct rc_ga *ga;
+	uint32_t ga_hi, ga_free, ga_hand;
+	uint32_t *ga_head;	/* allocation-state hash heads (lock) */
+	uint32_t *ga_cnt;	/* allocation states per bucket (atomic, fenced) */
 
 	struct rc_alias *alias;
 	uint32_t alias_hi;	/* atomic */
@@ -275,12 +276,12 @@ int gh_rcache_init(const struct gh_pin_ops *ops, uint64_t max_size,
 		goto out;
 	rc.ent = map_zero(sizeof(*rc.ent) * RC_ENT_CAP);
 	rc.used = map_zero(sizeof(uint32_t) * RC_ENT_CAP);
-	rc.rec = map_zero(sizeof(*rc.rec) * RC_REC_CAP);
+	rc.ga = map_zero(sizeof(*rc.ga) * RC_GA_CAP);
 	rc.alias = map_zero(sizeof(*rc.alias) * RC_ALIAS_CAP);
-	rc.rec_head = map_zero(sizeof(uint32_t) << RC_RBITS);
-	rc.rec_cnt = map_zero(sizeof(uint32_t) << RC_RBITS);
-	if (!rc.ent || !rc.used || !rc.rec || !rc.alias || !rc.rec_head ||
-	    !rc.rec_cnt) {
+	rc.ga_head = map_zero(sizeof(uint32_t) << RC_RBITS);
+	rc.ga_cnt = map_zero(sizeof(uint32_t) << RC_RBITS);
+	if (!rc.ent || !rc.used || !rc.ga || !rc.alias || !rc.ga_head ||
+	    !rc.ga_cnt) {
 		rc_ = -ENOMEM;
 		goto out;
 	}
@@ -352,7 +353,7 @@ static uint32_t hash_of(const struct rc_entry *e)
 	return hash_ent(e->gen, e->pd, e->access, e->addr, e->len);
 }
 
-static uint32_t hash_rec(uint64_t gen)
+static uint32_t hash_ga(uint64_t gen)
 {
 	return (uint32_t)((gen * 0x9e3779b97f4a7c15ULL) >> (64 - RC_RBITS));
 }
@@ -362,9 +363,9 @@ static uint32_t ent_idx(const struct rc_entry *e)
 	return (uint32_t)(e - rc.ent) + 1;
 }
 
-static struct rc_rec *rec_of(const struct rc_entry *e)
+static struct rc_ga *ga_of(const struct rc_entry *e)
 {
-	return e->rec ? &rc.rec[e->rec - 1] : NULL;
+	return e->ga ? &rc.ga[e->ga - 1] : NULL;
 }
 
 /* ------------------------------------------------------------ event log */
@@ -377,7 +378,7 @@ static struct rc_rec *rec_of(const struct rc_entry *e)
 struct rc_logarg {
 	const char *api;
 	uint64_t addr, len;	/* hit/miss: what the program asked */
-	const struct rc_rec *r;
+	const struct rc_ga *r;
 	const struct gh_range *g;
 	uint64_t gen, mr, pd;
 	unsigned int access;
@@ -423,7 +424,7 @@ static void rc_log(unsigned int ev, uint64_t t0, const struct rc_logarg *a)
 	}
 }
 
-static void ev_pin(unsigned int ev, const struct rc_rec *r, int err,
+static void ev_pin(unsigned int ev, const struct rc_ga *r, int err,
 		   uint64_t t0)
 {
 	struct rc_logarg a = { .r = r, .gen = r->gen, .err = err };
@@ -433,7 +434,7 @@ static void ev_pin(unsigned int ev, const struct rc_rec *r, int err,
 }
 
 static void ev_reg(unsigned int ev, const struct rc_entry *x,
-		   const struct rc_rec *r, int err, uint64_t t0)
+		   const struct rc_ga *r, int err, uint64_t t0)
 {
 	struct rc_logarg a = { .r = r, .gen = x->gen,
 			       .mr = (uint64_t)(uintptr_t)x->mr, .pd = x->pd,
@@ -574,9 +575,9 @@ static struct rc_entry *hash_find_cur(uint64_t gen, uint64_t pd,
 	return NULL;
 }
 
-static void rec_unlink_ent(struct rc_entry *e)
+static void ga_unlink_ent(struct rc_entry *e)
 {
-	struct rc_rec *r = rec_of(e);
+	struct rc_ga *r = ga_of(e);
 	uint32_t *pp, me = ent_idx(e);
 
 	if (!r)
@@ -587,7 +588,7 @@ static void rec_unlink_ent(struct rc_entry *e)
 			break;
 		}
 	}
-	e->rec = 0;
+	e->ga = 0;
 	e->rnext = 0;
 }
 
@@ -646,14 +647,14 @@ static struct rc_entry *ent_take(uint32_t home)
 
 static void ent_reclaim(struct rc_entry *e)
 {
-	rec_unlink_ent(e);
+	ga_unlink_ent(e);
 	ent_unused(e);
 	ST(&e->type, E_FREE);
 	e->mr = NULL;
 	free_push(e);
 }
 
-static struct rc_entry *ent_new(struct rc_rec *r, uint32_t type,
+static struct rc_entry *ent_new(struct rc_ga *r, uint32_t type,
 				struct ibv_pd *pd, unsigned int access,
 				struct ibv_mr *mr, uint64_t addr, uint64_t len)
 {
@@ -680,10 +681,10 @@ static struct rc_entry *ent_new(struct rc_rec *r, uint32_t type,
 	e->handle = mr->handle;
 	e->lkey = mr->lkey;
 	e->rkey = mr->rkey;
-	e->rec = 0;
+	e->ga = 0;
 	e->rnext = 0;
 	if (r) {
-		e->rec = (uint32_t)(r - rc.rec) + 1;
+		e->ga = (uint32_t)(r - rc.ga) + 1;
 		e->rnext = r->ents;
 		r->ents = ent_idx(e);
 	}
@@ -704,7 +705,7 @@ static void hash_insert(struct rc_entry *e)
  * e was just killed by us (refs references left).  Deregister for real;
  * reclaim it, or leave it detached for its last holder (revoked).
  */
-static void rec_free_if_unused(struct rc_rec *r);
+static void ga_free_if_unused(struct rc_ga *r);
 static void ent_finish(struct rc_entry *e, int64_t refs, int revoke);
 
 /* The adopt table slot of mr, or -1. */
@@ -754,7 +755,7 @@ static void ring_finish(struct rc_entry *e, int revoke)
 	e->sib = 0;
 	while (i && i != me) {
 		struct rc_entry *x = &rc.ent[i - 1];
-		struct rc_rec *xr = rec_of(x);
+		struct rc_ga *xr = ga_of(x);
 		int64_t refs;
 
 		i = x->sib;
@@ -763,14 +764,14 @@ static void ring_finish(struct rc_entry *e, int revoke)
 		refs = ent_kill(x);
 		if (refs >= 0)
 			ent_finish(x, refs, revoke);
-		rec_free_if_unused(xr);
+		ga_free_if_unused(xr);
 	}
 }
 
 static void ent_finish(struct rc_entry *e, int64_t refs, int revoke)
 {
 	uint32_t type = LD(&e->type);
-	struct rc_rec *r = rec_of(e);
+	struct rc_ga *r = ga_of(e);
 	uint64_t t0 = gh_evlog_clock();
 	int err = 0;
 
@@ -798,13 +799,13 @@ static void ent_finish(struct rc_entry *e, int64_t refs, int revoke)
 
 			rc_log(GH_EV_REVOKE, t0, &a);
 		}
-		rec_unlink_ent(e);	/* the last holder reclaims it */
+		ga_unlink_ent(e);	/* the last holder reclaims it */
 	} else {
 		ent_reclaim(e);
 	}
 }
 
-static void rec_free_if_unused(struct rc_rec *r)
+static void ga_free_if_unused(struct rc_ga *r)
 {
 	uint32_t *pp, me;
 
@@ -820,27 +821,27 @@ static void rec_free_if_unused(struct rc_rec *r)
 		CTR(unpins, 1);
 		r->pinned = 0;
 	}
-	me = (uint32_t)(r - rc.rec) + 1;
-	for (pp = &rc.rec_head[hash_rec(r->gen)]; *pp; pp = &rc.rec[*pp - 1].hnext) {
+	me = (uint32_t)(r - rc.ga) + 1;
+	for (pp = &rc.ga_head[hash_ga(r->gen)]; *pp; pp = &rc.ga[*pp - 1].hnext) {
 		if (*pp == me) {
 			*pp = r->hnext;
 			break;
 		}
 	}
-	__atomic_sub_fetch(&rc.rec_cnt[hash_rec(r->gen)], 1, __ATOMIC_ACQ_REL);
+	__atomic_sub_fetch(&rc.ga_cnt[hash_ga(r->gen)], 1, __ATOMIC_ACQ_REL);
 	if (gh_rcspan_is_key(r->gen))
 		gh_rcspan_release(r->gen);
 	r->used = 0;
-	r->fnext = rc.rec_free;
-	rc.rec_free = me;
+	r->fnext = rc.ga_free;
+	rc.ga_free = me;
 }
 
-static struct rc_rec *rec_find(uint64_t gen)
+static struct rc_ga *ga_find(uint64_t gen)
 {
-	uint32_t i = rc.rec_head[hash_rec(gen)];
+	uint32_t i = rc.ga_head[hash_ga(gen)];
 
 	while (i) {
-		struct rc_rec *r = &rc.rec[i - 1];
+		struct rc_ga *r = &rc.ga[i - 1];
 
 		if (r->gen == gen)
 			return r;
@@ -850,39 +851,39 @@ static struct rc_rec *rec_find(uint64_t gen)
 }
 
 /*
- * The record of live allocation g, made if needed.  A new one is
- * announced in rec_cnt before the registry is re-checked (see the top).
+ * The state (struct rc_ga) of live allocation g, made if needed.  A new one is
+ * announced in ga_cnt before the registry is re-checked (see the top).
  */
-static int rec_get(const struct gh_range *g, struct rc_rec **r_p)
+static int ga_get(const struct gh_range *g, struct rc_ga **r_p)
 {
-	uint32_t b = hash_rec(g->gen), i;
+	uint32_t b = hash_ga(g->gen), i;
 	struct gh_range cur;
-	struct rc_rec *r = rec_find(g->gen);
+	struct rc_ga *r = ga_find(g->gen);
 
 	if (r) {
 		*r_p = r;
 		return 0;
 	}
 	/* Announce, then re-check (see the top of this file). */
-	__atomic_add_fetch(&rc.rec_cnt[b], 1, __ATOMIC_ACQ_REL);
+	__atomic_add_fetch(&rc.ga_cnt[b], 1, __ATOMIC_ACQ_REL);
 	if (gh_rcspan_is_key(g->gen) ? gh_rcspan_claim(g->gen) :
 	    gh_registry_lookup(g->base, 1, &cur) || cur.gen != g->gen ||
 	    cur.base != g->base) {
-		__atomic_sub_fetch(&rc.rec_cnt[b], 1, __ATOMIC_ACQ_REL);
+		__atomic_sub_fetch(&rc.ga_cnt[b], 1, __ATOMIC_ACQ_REL);
 		return -ESTALE;
 	}
-	if (rc.rec_free) {
-		i = rc.rec_free;
-		rc.rec_free = rc.rec[i - 1].fnext;
-	} else if (rc.rec_hi < RC_REC_CAP) {
-		i = ++rc.rec_hi;
+	if (rc.ga_free) {
+		i = rc.ga_free;
+		rc.ga_free = rc.ga[i - 1].fnext;
+	} else if (rc.ga_hi < RC_GA_CAP) {
+		i = ++rc.ga_hi;
 	} else {
-		__atomic_sub_fetch(&rc.rec_cnt[b], 1, __ATOMIC_ACQ_REL);
+		__atomic_sub_fetch(&rc.ga_cnt[b], 1, __ATOMIC_ACQ_REL);
 		if (gh_rcspan_is_key(g->gen))
 			gh_rcspan_release(g->gen);
 		return -ENOSPC;
 	}
-	r = &rc.rec[i - 1];
+	r = &rc.ga[i - 1];
 	memset(r, 0, sizeof(*r));
 	r->used = 1;
 	r->gen = g->gen;
@@ -893,42 +894,42 @@ static int rec_get(const struct gh_range *g, struct rc_rec **r_p)
 	r->pin.dev = g->dev;
 	r->pin.kind = g->kind;
 	r->pin.fd = -1;
-	r->hnext = rc.rec_head[b];
-	rc.rec_head[b] = i;
+	r->hnext = rc.ga_head[b];
+	rc.ga_head[b] = i;
 	*r_p = r;
 	return 0;
 }
 
 /* Deregister everything made on r (revoking held ones), then drop r. */
-static void rec_kill_all(struct rc_rec *r, int before_free)
+static void ga_kill_all(struct rc_ga *r, int before_free)
 {
 	while (r->ents) {
 		struct rc_entry *e = &rc.ent[r->ents - 1];
 		int64_t refs = ent_kill(e);
 
 		if (refs < 0) {
-			rec_unlink_ent(e);	/* dead: holder reclaims */
+			ga_unlink_ent(e);	/* dead: holder reclaims */
 			continue;
 		}
 		ent_finish(e, refs, before_free);
 	}
-	rec_free_if_unused(r);
+	ga_free_if_unused(r);
 }
 
 /* r's pin was revoked. */
-static void rec_drop(struct rc_rec *r)
+static void ga_drop(struct rc_ga *r)
 {
-	rec_kill_all(r, 0);
+	ga_kill_all(r, 0);
 }
 
-/* Evict one idle cached entry (clock); not from record skip.  1 if done. */
-static int evict_one(const struct rc_rec *skip, int ignore_clock)
+/* Evict one idle cached entry (clock); not from the allocation-state skip.  1 if done. */
+static int evict_one(const struct rc_ga *skip, int ignore_clock)
 {
 	uint32_t hi = rc.n_used;
 
 	for (uint64_t n = 0; hi && n < 2ULL * hi + 1; n++) {
 		struct rc_entry *e;
-		struct rc_rec *r;
+		struct rc_ga *r;
 		uint64_t w;
 
 		if (rc.hand >= rc.n_used)
@@ -936,7 +937,7 @@ static int evict_one(const struct rc_rec *skip, int ignore_clock)
 		e = &rc.ent[rc.used[rc.hand++]];
 		if (LD(&e->type) != E_CACHED)
 			continue;
-		r = rec_of(e);
+		r = ga_of(e);
 		if (r == skip && skip)
 			continue;
 		w = LD_ACQ(&e->word);
@@ -951,7 +952,7 @@ static int evict_one(const struct rc_rec *skip, int ignore_clock)
 		if (!ent_kill_idle(e, w >> W_VER_SHIFT))
 			continue;
 		ent_finish(e, 0, 0);
-		rec_free_if_unused(r);
+		ga_free_if_unused(r);
 		CTR(evictions, 1);
 		return 1;
 	}
@@ -959,34 +960,34 @@ static int evict_one(const struct rc_rec *skip, int ignore_clock)
 }
 
 /*
- * Unpin one record that holds a pin but no registration (exact exposure
+ * Unpin one allocation state that holds a pin but no registration (exact exposure
  * keeps pins after the last MR on them is gone); not skip.  1 if done.
  */
-static int evict_idle_pin(const struct rc_rec *skip)
+static int evict_idle_pin(const struct rc_ga *skip)
 {
-	uint32_t hi = rc.rec_hi;
+	uint32_t hi = rc.ga_hi;
 
 	for (uint32_t n = 0; n < hi; n++) {
-		struct rc_rec *r;
+		struct rc_ga *r;
 
-		if (rc.rec_hand >= hi)
-			rc.rec_hand = 0;
-		r = &rc.rec[rc.rec_hand++];
+		if (rc.ga_hand >= hi)
+			rc.ga_hand = 0;
+		r = &rc.ga[rc.ga_hand++];
 		if (r == skip || !r->used || !r->pinned || r->ents || r->busy)
 			continue;
-		rec_free_if_unused(r);
+		ga_free_if_unused(r);
 		CTR(evictions, 1);
 		return 1;
 	}
 	return 0;
 }
 
-static int evict_any(const struct rc_rec *skip, int ignore_clock)
+static int evict_any(const struct rc_ga *skip, int ignore_clock)
 {
 	return evict_idle_pin(skip) || evict_one(skip, ignore_clock);
 }
 
-static uint64_t pin_bytes_of(const struct rc_rec *r)
+static uint64_t pin_bytes_of(const struct rc_ga *r)
 {
 	uint64_t lo = r->pin.base & ~(GH_PIN_ALIGN - 1);
 	uint64_t hi = (r->pin.base + r->pin.size + GH_PIN_ALIGN - 1) &
@@ -995,7 +996,7 @@ static uint64_t pin_bytes_of(const struct rc_rec *r)
 	return hi - lo;
 }
 
-static int make_room(const struct rc_rec *r)
+static int make_room(const struct rc_ga *r)
 {
 	uint64_t need = r->pinned ? 0 : pin_bytes_of(r);
 
@@ -1008,7 +1009,7 @@ static int make_room(const struct rc_rec *r)
 	return 0;
 }
 
-static int evict_all_idle(const struct rc_rec *skip)
+static int evict_all_idle(const struct rc_ga *skip)
 {
 	int n = 0;
 
@@ -1024,7 +1025,7 @@ static int retryable(int err)
 	       err == -ENFILE;
 }
 
-static int do_pin(struct rc_rec *r)
+static int do_pin(struct rc_ga *r)
 {
 	uint64_t t0 = gh_evlog_clock();
 	int err = rc.ops->pin(&r->pin);
@@ -1043,7 +1044,7 @@ static int do_pin(struct rc_rec *r)
 	return 0;
 }
 
-static int do_reg(struct rc_rec *r, struct ibv_pd *pd, uint64_t addr,
+static int do_reg(struct rc_ga *r, struct ibv_pd *pd, uint64_t addr,
 		  uint64_t len, unsigned int access, struct ibv_mr **mr_p)
 {
 	int err = rc.ops->reg(&r->pin, pd, addr, len, access, mr_p);
@@ -1148,12 +1149,12 @@ static void put_ref(struct rc_entry *e)
 	was = gh_guard_enter();
 	pthread_mutex_lock(&rc.lock);
 	if (ent_kill_idle(e, w >> W_VER_SHIFT)) {
-		struct rc_rec *r = rec_of(e);
+		struct rc_ga *r = ga_of(e);
 
 		ent_finish(e, 0, 0);
 		/* exact: the NIC registration goes, the pin stays cached */
 		if (type != E_EXACT || LD(&rc.stopped))
-			rec_free_if_unused(r);
+			ga_free_if_unused(r);
 	}
 	pthread_mutex_unlock(&rc.lock);
 	gh_guard_leave(was);
@@ -1168,7 +1169,7 @@ int gh_rcache_reg(const struct gh_range *g, struct ibv_pd *pd, uint64_t addr,
 	uint64_t pdk = (uint64_t)(uintptr_t)pd;
 	struct rc_entry *e, *old;
 	struct ibv_mr *mr = NULL, *am;
-	struct rc_rec *r;
+	struct rc_ga *r;
 	unsigned int asked = access;
 	uint64_t ka, kl;	/* E_EXACT key, or 0, 0 */
 	int err, hit = 1, ex;
@@ -1194,14 +1195,14 @@ int gh_rcache_reg(const struct gh_range *g, struct ibv_pd *pd, uint64_t addr,
 	}
 	hit = 0;
 	CTR(misses, 1);
-	err = rec_get(g, &r);
+	err = ga_get(g, &r);
 	if (err)
 		goto unlock;
 	if (r->pinned && rc.ops->valid && !rc.ops->valid(r->pin.cookie)) {
 		/* Revoked behind our back (lookup_ref skipped it): drop, redo. */
-		rec_drop(r);
+		ga_drop(r);
 		CTR(pins_revoked, 1);
-		err = rec_get(g, &r);
+		err = ga_get(g, &r);
 		if (err)
 			goto unlock;
 	}
@@ -1251,7 +1252,7 @@ int gh_rcache_reg(const struct gh_range *g, struct ibv_pd *pd, uint64_t addr,
 	hash_insert(e);
 out:
 	r->busy = 0;
-	rec_free_if_unused(r);
+	ga_free_if_unused(r);
 unlock:
 	pthread_mutex_unlock(&rc.lock);
 	if (err)
@@ -1309,22 +1310,22 @@ static void wrap_undo(struct rc_entry *first)
 	first->sib = 0;
 	while (i && i != me) {
 		struct rc_entry *x = &rc.ent[i - 1];
-		struct rc_rec *xr = rec_of(x);
+		struct rc_ga *xr = ga_of(x);
 
 		i = x->sib;
 		x->sib = 0;
 		ent_kill(x);
 		x->mr = NULL;
 		ent_reclaim(x);
-		rec_free_if_unused(xr);
+		ga_free_if_unused(xr);
 	}
 	{
-		struct rc_rec *fr = rec_of(first);
+		struct rc_ga *fr = ga_of(first);
 
 		ent_kill(first);
 		first->mr = NULL;
 		ent_reclaim(first);
-		rec_free_if_unused(fr);
+		ga_free_if_unused(fr);
 	}
 }
 
@@ -1333,17 +1334,17 @@ static int wrap_one(const struct gh_range *g, void *arg)
 {
 	struct wrap_walk *w = arg;
 	struct rc_entry *e = NULL;
-	struct rc_rec *r;
+	struct rc_ga *r;
 
 	if (!kind_gpu(g))
 		return 0;
 	pthread_mutex_lock(&rc.lock);
-	w->err = rec_get(g, &r);
+	w->err = ga_get(g, &r);
 	if (!w->err) {
 		e = ent_new(r, E_WRAP, w->real->pd, 0, w->real, 0, 0);
 		if (!e) {
 			w->err = -ENOSPC;
-			rec_free_if_unused(r);
+			ga_free_if_unused(r);
 		}
 	}
 	if (e && !w->first) {
@@ -1464,13 +1465,13 @@ int gh_rcache_unadopt(struct ibv_mr *mr)
 		__atomic_sub_fetch(&rc.n_adopted, 1, __ATOMIC_RELAXED);
 		if (ei) {
 			struct rc_entry *e = &rc.ent[ei - 1];
-			struct rc_rec *r = rec_of(e);
+			struct rc_ga *r = ga_of(e);
 			int64_t refs = ent_kill(e);
 
 			e->mr = NULL;	/* still the program's */
 			if (refs >= 0)
 				ent_finish(e, refs, 0);
-			rec_free_if_unused(r);
+			ga_free_if_unused(r);
 		}
 	}
 	pthread_mutex_unlock(&rc.lock);
@@ -1568,7 +1569,7 @@ struct ibv_mr *gh_rcache_wrapped(const struct ibv_mr *mr)
 
 void gh_rcache_invalidate(const struct gh_range *g)
 {
-	struct rc_rec *r;
+	struct rc_ga *r;
 	uint64_t key;
 	int was;
 
@@ -1580,19 +1581,19 @@ void gh_rcache_invalidate(const struct gh_range *g)
 	 * miss path's increment reads our write and its registry re-check
 	 * then sees the removal.
 	 */
-	if (!__atomic_fetch_add(&rc.rec_cnt[hash_rec(g->gen)], 0,
+	if (!__atomic_fetch_add(&rc.ga_cnt[hash_ga(g->gen)], 0,
 				__ATOMIC_ACQ_REL) && !gh_rcspan_pending(g->gen))
 		return;
 	was = gh_guard_enter();
 	pthread_mutex_lock(&rc.lock);
-	r = rec_find(g->gen);
+	r = ga_find(g->gen);
 	if (r)
-		rec_kill_all(r, 1);
+		ga_kill_all(r, 1);
 	/* Spans that include this mapping (src/rcache_span.c). */
 	for (uint32_t c = 0; (key = gh_rcspan_next(g->gen, &c)) != 0;) {
-		r = rec_find(key);
+		r = ga_find(key);
 		if (r)
-			rec_kill_all(r, 1);
+			ga_kill_all(r, 1);
 	}
 	pthread_mutex_unlock(&rc.lock);
 	gh_guard_leave(was);
@@ -1600,16 +1601,16 @@ void gh_rcache_invalidate(const struct gh_range *g)
 
 int gh_rcache_revoke(uint64_t gen, uint64_t cookie)
 {
-	struct rc_rec *r;
+	struct rc_ga *r;
 	int was, done = 0;
 
 	if (!LD_ACQ(&rc.ready))
 		return 0;
 	was = gh_guard_enter();
 	pthread_mutex_lock(&rc.lock);
-	r = rec_find(gen);
+	r = ga_find(gen);
 	if (r && r->pinned && r->pin.cookie == cookie) {
-		rec_drop(r);
+		ga_drop(r);
 		CTR(pins_revoked, 1);
 		done = 1;
 	}
@@ -1633,7 +1634,7 @@ static void drop_matching(uint64_t pd, uint64_t ctx, int held_too)
 	for (uint32_t i = rc.n_used; i-- > 0;) {
 		struct rc_entry *e;
 		uint32_t type;
-		struct rc_rec *r;
+		struct rc_ga *r;
 		int64_t refs;
 
 		if (i >= rc.n_used) {
@@ -1648,7 +1649,7 @@ static void drop_matching(uint64_t pd, uint64_t ctx, int held_too)
 			continue;
 		if (!held_too && type == E_WRAP)
 			continue;
-		r = rec_of(e);
+		r = ga_of(e);
 		if (held_too) {
 			refs = ent_kill(e);
 			if (refs < 0)
@@ -1659,7 +1660,7 @@ static void drop_matching(uint64_t pd, uint64_t ctx, int held_too)
 			refs = 0;
 		}
 		ent_finish(e, refs, 0);
-		rec_free_if_unused(r);
+		ga_free_if_unused(r);
 	}
 	pthread_mutex_unlock(&rc.lock);
 	gh_guard_leave(was);

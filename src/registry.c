@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Registry of live GPU allocations: a radix table over 64 KiB granules.
+ * Internals are named gh_rtab_* ("registry table"): "reg" elsewhere in
+ * the project means a registration.
  *
  * Layout
  *
@@ -45,7 +47,7 @@
  *
  * Concurrency
  *
- * Writers serialize on gh_reg_lock.  Readers take no lock and write
+ * Writers serialize on gh_rtab_lock.  Readers take no lock and write
  * nothing.  Every location a reader may load is written with __atomic
  * stores and read with __atomic loads, so the sanitizers see no race.
  * Memory is type-stable: dirs, leaves, entries and nodes are mmap'ed and
@@ -149,7 +151,7 @@
 #define GH_ST_REL(p, v)	__atomic_store_n((p), (v), __ATOMIC_RELEASE)
 
 /* One live (size != 0) or free (size == 0) allocation: one cache line. */
-struct gh_reg_ent {
+struct gh_rtab_ent {
 	uint64_t seq;		/* odd while being written */
 	uint64_t base;
 	uint64_t size;		/* 0: dead */
@@ -161,11 +163,11 @@ struct gh_reg_ent {
 } __attribute__((aligned(64)));
 
 /* Granule shared by several allocations; items sorted by base. */
-struct gh_reg_node {
+struct gh_rtab_node {
 	uint64_t seq;		/* odd while being written */
 	uint32_t n;
 	uint32_t cls;		/* capacity 1 << cls; fixed when carved */
-	struct gh_reg_node *next_free;	/* writer only */
+	struct gh_rtab_node *next_free;	/* writer only */
 	uint64_t direct;	/* 1: the slot index below is valid */
 	/*
 	 * base[cap], then entry pointer[cap], then (classes of
@@ -184,7 +186,7 @@ struct gh_reg_node {
  * base 0).  Page leaves hold the page's owner or nothing.  One cache line, so that a lookup in a granule
  * with one owner reads the tables and this line only, never the entry.
  */
-struct gh_reg_leaf {
+struct gh_rtab_leaf {
 	uint64_t seq;		/* odd while being written */
 	uint64_t base;
 	uint64_t size;
@@ -201,65 +203,65 @@ struct gh_reg_leaf {
  * the granule's leaf and one page leaf instead of a node and an entry.
  * Created when the granule is first shared and bound to it forever.
  */
-struct gh_reg_fine {
-	struct gh_reg_leaf leaf[GH_REG_FINE_SLOTS];	/* read by lookups */
+struct gh_rtab_fine {
+	struct gh_rtab_leaf leaf[GH_REG_FINE_SLOTS];	/* read by lookups */
 	uint64_t owner[GH_REG_FINE_SLOTS];	/* writer only: gen, or 0 */
 	uint32_t valid;		/* writer only: owner[] is the slot's node's */
 };
 
 /* 64 KiB granules of one 2 MiB region. */
-struct gh_reg_sub {
-	struct gh_reg_leaf leaf[GH_REG_SUB_SLOTS];	/* read by lookups */
+struct gh_rtab_sub {
+	struct gh_rtab_leaf leaf[GH_REG_SUB_SLOTS];	/* read by lookups */
 	uint64_t slot[GH_REG_SUB_SLOTS];	/* writer only: entry or node */
-	struct gh_reg_fine *fine[GH_REG_SUB_SLOTS];	/* writer only */
+	struct gh_rtab_fine *fine[GH_REG_SUB_SLOTS];	/* writer only */
 	uint32_t used;		/* writer only: non-zero slots */
 } __attribute__((aligned(64)));
 
 /* 2 MiB regions of one 4 GiB window. */
-struct gh_reg_mid {
+struct gh_rtab_mid {
 	uint64_t slot[GH_REG_MID_SLOTS];		/* read by lookups */
-	struct gh_reg_sub *sub[GH_REG_MID_SLOTS];	/* writer only */
+	struct gh_rtab_sub *sub[GH_REG_MID_SLOTS];	/* writer only */
 	uint32_t used;		/* writer only: non-zero slots */
 };
 
-struct gh_reg_dir {
+struct gh_rtab_dir {
 	uint64_t slot[GH_REG_DIR_SLOTS];		/* read by lookups */
-	struct gh_reg_mid *mid[GH_REG_DIR_SLOTS];	/* writer only */
+	struct gh_rtab_mid *mid[GH_REG_DIR_SLOTS];	/* writer only */
 };
 
-static pthread_mutex_t gh_reg_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct gh_reg_dir gh_reg_dir0 __attribute__((aligned(4096)));
-static struct gh_reg_dir *gh_reg_dirhi[GH_REG_TOPS];
+static pthread_mutex_t gh_rtab_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct gh_rtab_dir gh_rtab_dir0 __attribute__((aligned(4096)));
+static struct gh_rtab_dir *gh_rtab_dirhi[GH_REG_TOPS];
 
-static struct gh_reg_ent *gh_reg_ent_chunk[GH_REG_MAX_ENT_CHUNKS];
-static uint32_t gh_reg_ent_nchunks;
-static uint32_t gh_reg_ent_bump;	/* carved entries in the last chunk */
-static struct gh_reg_ent *gh_reg_ent_free;
+static struct gh_rtab_ent *gh_rtab_ent_chunk[GH_REG_MAX_ENT_CHUNKS];
+static uint32_t gh_rtab_ent_nchunks;
+static uint32_t gh_rtab_ent_bump;	/* carved entries in the last chunk */
+static struct gh_rtab_ent *gh_rtab_ent_free;
 
-static char *gh_reg_arena;		/* bump allocator for tables, nodes */
-static size_t gh_reg_arena_left;
+static char *gh_rtab_arena;		/* bump allocator for tables, nodes */
+static size_t gh_rtab_arena_left;
 
-static struct gh_reg_node *gh_reg_node_free[GH_REG_NODE_MAX_CLS + 1];
-static uint32_t gh_reg_node_nfree[GH_REG_NODE_MAX_CLS + 1];
+static struct gh_rtab_node *gh_rtab_node_free[GH_REG_NODE_MAX_CLS + 1];
+static uint32_t gh_rtab_node_nfree[GH_REG_NODE_MAX_CLS + 1];
 
-static uint64_t gh_reg_gen_next = 1;
-static uint64_t gh_reg_count;
-static uint64_t gh_reg_bytes;
+static uint64_t gh_rtab_gen_next = 1;
+static uint64_t gh_rtab_count;
+static uint64_t gh_rtab_bytes;
 
 /* ------------------------------------------------------------------ */
 /* Reader side                                                         */
 
-static inline uint64_t *gh_reg_node_base(struct gh_reg_node *n)
+static inline uint64_t *gh_rtab_node_base(struct gh_rtab_node *n)
 {
 	return n->item;
 }
 
-static inline uint64_t *gh_reg_node_ents(struct gh_reg_node *n)
+static inline uint64_t *gh_rtab_node_ents(struct gh_rtab_node *n)
 {
 	return n->item + (1u << n->cls);
 }
 
-static inline uint64_t *gh_reg_node_slots(struct gh_reg_node *n)
+static inline uint64_t *gh_rtab_node_slots(struct gh_rtab_node *n)
 {
 	return n->item + 2 * (1u << n->cls);
 }
@@ -268,7 +270,7 @@ static inline uint64_t *gh_reg_node_slots(struct gh_reg_node *n)
  * Snapshot @e into @r.  Returns true when the snapshot is consistent and
  * the entry live; *seq_p gets the sequence it was read at.
  */
-static inline bool gh_reg_ent_snap(const struct gh_reg_ent *e,
+static inline bool gh_rtab_ent_snap(const struct gh_rtab_ent *e,
 				   struct gh_range *r, uint64_t *seq_p)
 {
 	uint64_t s1, s2, meta;
@@ -294,7 +296,7 @@ static inline bool gh_reg_ent_snap(const struct gh_reg_ent *e,
  * Snapshot leaf @l into @r (size 0: no single owner, see the leaf).  False
  * when a writer was changing it.
  */
-static inline bool gh_reg_leaf_snap(const struct gh_reg_leaf *l,
+static inline bool gh_rtab_leaf_snap(const struct gh_rtab_leaf *l,
 				    struct gh_range *r, uint64_t *seq_p)
 {
 	uint64_t s1, s2, meta;
@@ -316,7 +318,7 @@ static inline bool gh_reg_leaf_snap(const struct gh_reg_leaf *l,
 	return s1 == s2 && !(s1 & 1);
 }
 
-static inline int gh_reg_found(const struct gh_range *r, uint64_t last,
+static inline int gh_rtab_found(const struct gh_range *r, uint64_t last,
 			       struct gh_range *out_p)
 {
 	*out_p = *r;
@@ -325,21 +327,21 @@ static inline int gh_reg_found(const struct gh_range *r, uint64_t last,
 
 int gh_registry_lookup(uint64_t ptr, uint64_t len, struct gh_range *out_p)
 {
-	const struct gh_reg_leaf *leaf;
+	const struct gh_rtab_leaf *leaf;
 	const uint64_t *dslot;
-	struct gh_reg_ent *e;
-	struct gh_reg_node *node;
+	struct gh_rtab_ent *e;
+	struct gh_rtab_node *node;
 	struct gh_range r;
 	uint64_t dv, mv, seq, lseq, nseq, last;
 
 	if (GH_REG_LIKELY(ptr < (1ull << GH_REG_DIR_SHIFT))) {
-		dslot = &gh_reg_dir0.slot[ptr >> GH_REG_WIN_SHIFT];
+		dslot = &gh_rtab_dir0.slot[ptr >> GH_REG_WIN_SHIFT];
 	} else {
-		struct gh_reg_dir *d;
+		struct gh_rtab_dir *d;
 
 		if (ptr >= GH_REG_VA_END)
 			return -ENOENT;
-		d = GH_LD_ACQ(&gh_reg_dirhi[ptr >> GH_REG_DIR_SHIFT]);
+		d = GH_LD_ACQ(&gh_rtab_dirhi[ptr >> GH_REG_DIR_SHIFT]);
 		if (!d)
 			return -ENOENT;
 		dslot = &d->slot[(ptr >> GH_REG_WIN_SHIFT) & 0xffff];
@@ -356,58 +358,58 @@ retry:
 		mv = dv;
 		goto whole;
 	}
-	mv = GH_LD_ACQ(&((const struct gh_reg_mid *)dv)->slot[
+	mv = GH_LD_ACQ(&((const struct gh_rtab_mid *)dv)->slot[
 		(ptr >> GH_REG_REG_SHIFT) & (GH_REG_MID_SLOTS - 1)]);
 	if (!mv)
 		return -ENOENT;
 	if (mv & GH_REG_WHOLE) {
 whole:
 		/* The entry covers the whole window/region if still there. */
-		e = (struct gh_reg_ent *)(mv & ~GH_REG_WHOLE);
-		if (GH_REG_LIKELY(gh_reg_ent_snap(e, &r, &seq)) &&
+		e = (struct gh_rtab_ent *)(mv & ~GH_REG_WHOLE);
+		if (GH_REG_LIKELY(gh_rtab_ent_snap(e, &r, &seq)) &&
 		    GH_REG_LIKELY(ptr - r.base < r.size))
-			return gh_reg_found(&r, last, out_p);
+			return gh_rtab_found(&r, last, out_p);
 		goto retry;
 	}
-	leaf = &((const struct gh_reg_sub *)mv)->leaf[
+	leaf = &((const struct gh_rtab_sub *)mv)->leaf[
 		(ptr >> GH_REG_GRAN_SHIFT) & (GH_REG_SUB_SLOTS - 1)];
-	if (GH_REG_UNLIKELY(!gh_reg_leaf_snap(leaf, &r, &lseq)))
+	if (GH_REG_UNLIKELY(!gh_rtab_leaf_snap(leaf, &r, &lseq)))
 		goto retry;
 	if (GH_REG_LIKELY(r.size)) {
 		/* The granule's only allocation: the answer, or a miss. */
 		if (GH_REG_LIKELY(ptr - r.base < r.size))
-			return gh_reg_found(&r, last, out_p);
+			return gh_rtab_found(&r, last, out_p);
 		return -ENOENT;
 	}
 	if (!r.base)
 		return -ENOENT;
 	if (GH_REG_LIKELY(r.gen)) {
 		/* Page leaves: valid while the granule's leaf holds. */
-		const struct gh_reg_leaf *pl =
-			&((const struct gh_reg_fine *)r.gen)->leaf[
+		const struct gh_rtab_leaf *pl =
+			&((const struct gh_rtab_fine *)r.gen)->leaf[
 				(ptr >> GH_REG_PAGE_SHIFT) &
 				(GH_REG_FINE_SLOTS - 1)];
 
-		if (GH_REG_UNLIKELY(!gh_reg_leaf_snap(pl, &r, &seq)))
+		if (GH_REG_UNLIKELY(!gh_rtab_leaf_snap(pl, &r, &seq)))
 			goto retry;
 		GH_FENCE_ACQ();
 		if (GH_REG_UNLIKELY(GH_LD(&leaf->seq) != lseq))
 			goto retry;
 		if (r.size && ptr - r.base < r.size)
-			return gh_reg_found(&r, last, out_p);
+			return gh_rtab_found(&r, last, out_p);
 		return -ENOENT;
 	}
 	if (r.ctx) {
 		/* The node's slot index: the only entry that can cover ptr. */
-		e = (struct gh_reg_ent *)GH_LD(&((const uint64_t *)r.ctx)[
+		e = (struct gh_rtab_ent *)GH_LD(&((const uint64_t *)r.ctx)[
 			(ptr >> GH_REG_SLOT_SHIFT) & (GH_REG_NODE_SLOTS - 1)]);
-		if (e && GH_REG_UNLIKELY(!gh_reg_ent_snap(e, &r, &seq)))
+		if (e && GH_REG_UNLIKELY(!gh_rtab_ent_snap(e, &r, &seq)))
 			goto retry;
 		GH_FENCE_ACQ();
 		if (GH_REG_UNLIKELY(GH_LD(&leaf->seq) != lseq))
 			goto retry;
 		if (e && ptr - r.base < r.size)
-			return gh_reg_found(&r, last, out_p);
+			return gh_rtab_found(&r, last, out_p);
 		return -ENOENT;
 	}
 
@@ -415,10 +417,10 @@ whole:
 	 * Shared granule without page leaves or slot index (a node published
 	 * so has direct == 0): binary search for the last base <= ptr.
 	 */
-	node = (struct gh_reg_node *)(r.base & ~GH_REG_SLOT_NODE);
+	node = (struct gh_rtab_node *)(r.base & ~GH_REG_SLOT_NODE);
 	nseq = GH_LD_ACQ(&node->seq);
 	{
-		const uint64_t *base = gh_reg_node_base(node);
+		const uint64_t *base = gh_rtab_node_base(node);
 		uint32_t n = GH_LD(&node->n), lo = 0;
 
 		if (GH_REG_UNLIKELY((nseq & 1) || n == 0 ||
@@ -432,14 +434,14 @@ whole:
 			n -= half;
 		}
 		if (n && GH_LD(&base[lo]) <= ptr) {
-			e = (struct gh_reg_ent *)GH_LD(&gh_reg_node_ents(node)[lo]);
+			e = (struct gh_rtab_ent *)GH_LD(&gh_rtab_node_ents(node)[lo]);
 			if (GH_REG_UNLIKELY(!e))
 				goto retry;
-			if (gh_reg_ent_snap(e, &r, &seq) &&
+			if (gh_rtab_ent_snap(e, &r, &seq) &&
 			    ptr - r.base < r.size) {
 				GH_FENCE_ACQ();
 				if (GH_REG_LIKELY(GH_LD(&node->seq) == nseq))
-					return gh_reg_found(&r, last, out_p);
+					return gh_rtab_found(&r, last, out_p);
 				goto retry;
 			}
 		}
@@ -454,7 +456,7 @@ whole:
 /* ------------------------------------------------------------------ */
 /* Writer side: memory                                                 */
 
-static void *gh_reg_map(size_t len)
+static void *gh_rtab_map(size_t len)
 {
 	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -467,9 +469,9 @@ static void *gh_reg_map(size_t len)
  * lookups touch tables and entries at random, and TLB misses would
  * otherwise cost as much as the cache misses.
  */
-static void *gh_reg_map_huge(void)
+static void *gh_rtab_map_huge(void)
 {
-	char *p = gh_reg_map(2 * GH_REG_ARENA), *a;
+	char *p = gh_rtab_map(2 * GH_REG_ARENA), *a;
 
 	if (!p)
 		return NULL;
@@ -484,53 +486,53 @@ static void *gh_reg_map_huge(void)
 }
 
 /* Zeroed, type-stable memory for tables and nodes; never given back. */
-static void *gh_reg_carve(size_t len)
+static void *gh_rtab_carve(size_t len)
 {
 	void *p;
 
 	len = (len + 63) & ~(size_t)63;
 	if (len > GH_REG_ARENA)
 		return NULL;
-	if (len > gh_reg_arena_left) {
-		char *a = gh_reg_map_huge();
+	if (len > gh_rtab_arena_left) {
+		char *a = gh_rtab_map_huge();
 
 		if (!a)
 			return NULL;
-		gh_reg_arena = a;
-		gh_reg_arena_left = GH_REG_ARENA;
+		gh_rtab_arena = a;
+		gh_rtab_arena_left = GH_REG_ARENA;
 	}
-	p = gh_reg_arena;
-	gh_reg_arena += len;
-	gh_reg_arena_left -= len;
+	p = gh_rtab_arena;
+	gh_rtab_arena += len;
+	gh_rtab_arena_left -= len;
 	return p;
 }
 
-static struct gh_reg_dir *gh_reg_dir_peek(uint64_t top)
+static struct gh_rtab_dir *gh_rtab_dir_peek(uint64_t top)
 {
-	return top ? gh_reg_dirhi[top] : &gh_reg_dir0;
+	return top ? gh_rtab_dirhi[top] : &gh_rtab_dir0;
 }
 
-static struct gh_reg_dir *gh_reg_dir_get(uint64_t top)
+static struct gh_rtab_dir *gh_rtab_dir_get(uint64_t top)
 {
-	struct gh_reg_dir *d = gh_reg_dir_peek(top);
+	struct gh_rtab_dir *d = gh_rtab_dir_peek(top);
 
 	if (d)
 		return d;
-	d = gh_reg_map(sizeof(*d));
+	d = gh_rtab_map(sizeof(*d));
 	if (d)
-		GH_ST_REL(&gh_reg_dirhi[top], d);
+		GH_ST_REL(&gh_rtab_dirhi[top], d);
 	return d;
 }
 
 /* Set a mid slot, keeping its used count. */
-static void gh_reg_mid_set(struct gh_reg_mid *m, uint32_t i, uint64_t v)
+static void gh_rtab_mid_set(struct gh_rtab_mid *m, uint32_t i, uint64_t v)
 {
 	m->used += (v != 0) - (m->slot[i] != 0);
 	GH_ST_REL(&m->slot[i], v);
 }
 
 /* Rewrite leaf @l (seqlock write): a copy of @e, else @tag and @aux. */
-static void gh_reg_leaf_set(struct gh_reg_leaf *l, const struct gh_reg_ent *e,
+static void gh_rtab_leaf_set(struct gh_rtab_leaf *l, const struct gh_rtab_ent *e,
 			    uint64_t tag, uint64_t aux)
 {
 	GH_ST(&l->seq, l->seq + 1);
@@ -546,30 +548,30 @@ static void gh_reg_leaf_set(struct gh_reg_leaf *l, const struct gh_reg_ent *e,
 }
 
 /* Set a sub slot to an entry or 0, and its leaf to match. */
-static void gh_reg_sub_set(struct gh_reg_sub *s, uint32_t i, uint64_t v)
+static void gh_rtab_sub_set(struct gh_rtab_sub *s, uint32_t i, uint64_t v)
 {
 	s->used += (v != 0) - (s->slot[i] != 0);
 	s->slot[i] = v;
 	if (s->fine[i])
 		s->fine[i]->valid = 0;	/* rebuilt when a node comes back */
-	gh_reg_leaf_set(&s->leaf[i], (const struct gh_reg_ent *)v, 0, 0);
+	gh_rtab_leaf_set(&s->leaf[i], (const struct gh_rtab_ent *)v, 0, 0);
 }
 
 /*
  * The mid table of the window at @ws, created and published if new.
  * Callers only ask for windows that no entry covers whole.
  */
-static struct gh_reg_mid *gh_reg_mid_get(uint64_t ws)
+static struct gh_rtab_mid *gh_rtab_mid_get(uint64_t ws)
 {
-	struct gh_reg_dir *d = gh_reg_dir_get(ws >> GH_REG_DIR_SHIFT);
+	struct gh_rtab_dir *d = gh_rtab_dir_get(ws >> GH_REG_DIR_SHIFT);
 	uint32_t i = (ws >> GH_REG_WIN_SHIFT) & 0xffff;
-	struct gh_reg_mid *m;
+	struct gh_rtab_mid *m;
 
 	if (!d)
 		return NULL;
 	if (d->mid[i])
 		return d->mid[i];
-	m = gh_reg_carve(sizeof(*m));
+	m = gh_rtab_carve(sizeof(*m));
 	if (!m)
 		return NULL;
 	d->mid[i] = m;
@@ -578,58 +580,58 @@ static struct gh_reg_mid *gh_reg_mid_get(uint64_t ws)
 }
 
 /* Likewise the sub table of the region at @rs. */
-static struct gh_reg_sub *gh_reg_sub_get(uint64_t rs)
+static struct gh_rtab_sub *gh_rtab_sub_get(uint64_t rs)
 {
-	struct gh_reg_mid *m = gh_reg_mid_get(rs & ~(GH_REG_WIN - 1));
+	struct gh_rtab_mid *m = gh_rtab_mid_get(rs & ~(GH_REG_WIN - 1));
 	uint32_t i = (rs >> GH_REG_REG_SHIFT) & (GH_REG_MID_SLOTS - 1);
-	struct gh_reg_sub *s;
+	struct gh_rtab_sub *s;
 
 	if (!m)
 		return NULL;
 	if (m->sub[i])
 		return m->sub[i];
-	s = gh_reg_carve(sizeof(*s));
+	s = gh_rtab_carve(sizeof(*s));
 	if (!s)
 		return NULL;
 	m->sub[i] = s;
-	gh_reg_mid_set(m, i, (uint64_t)s);
+	gh_rtab_mid_set(m, i, (uint64_t)s);
 	return s;
 }
 
-static struct gh_reg_ent *gh_reg_ent_alloc(void)
+static struct gh_rtab_ent *gh_rtab_ent_alloc(void)
 {
-	struct gh_reg_ent *e = gh_reg_ent_free, *chunk;
+	struct gh_rtab_ent *e = gh_rtab_ent_free, *chunk;
 
 	if (e) {
-		gh_reg_ent_free = (struct gh_reg_ent *)e->ctx;
+		gh_rtab_ent_free = (struct gh_rtab_ent *)e->ctx;
 		return e;
 	}
-	if (gh_reg_ent_nchunks == 0 || gh_reg_ent_bump == GH_REG_ENT_PER_CHUNK) {
-		if (gh_reg_ent_nchunks == GH_REG_MAX_ENT_CHUNKS)
+	if (gh_rtab_ent_nchunks == 0 || gh_rtab_ent_bump == GH_REG_ENT_PER_CHUNK) {
+		if (gh_rtab_ent_nchunks == GH_REG_MAX_ENT_CHUNKS)
 			return NULL;
-		chunk = gh_reg_map_huge();
+		chunk = gh_rtab_map_huge();
 		if (!chunk)
 			return NULL;
-		gh_reg_ent_chunk[gh_reg_ent_nchunks++] = chunk;
-		gh_reg_ent_bump = 0;
+		gh_rtab_ent_chunk[gh_rtab_ent_nchunks++] = chunk;
+		gh_rtab_ent_bump = 0;
 	}
-	return &gh_reg_ent_chunk[gh_reg_ent_nchunks - 1][gh_reg_ent_bump++];
+	return &gh_rtab_ent_chunk[gh_rtab_ent_nchunks - 1][gh_rtab_ent_bump++];
 }
 
 /* Entry @e is dead: back to the free list. */
-static void gh_reg_ent_release(struct gh_reg_ent *e)
+static void gh_rtab_ent_release(struct gh_rtab_ent *e)
 {
-	GH_ST(&e->ctx, (uint64_t)gh_reg_ent_free);
-	gh_reg_ent_free = e;
+	GH_ST(&e->ctx, (uint64_t)gh_rtab_ent_free);
+	gh_rtab_ent_free = e;
 }
 
-static size_t gh_reg_node_bytes(uint32_t cls)
+static size_t gh_rtab_node_bytes(uint32_t cls)
 {
-	return sizeof(struct gh_reg_node) + 16ull * (1ull << cls) +
+	return sizeof(struct gh_rtab_node) + 16ull * (1ull << cls) +
 	       (cls >= GH_REG_NODE_IDX_CLS ? 8ull * GH_REG_NODE_SLOTS : 0);
 }
 
-static uint32_t gh_reg_node_cls_for(uint32_t n)
+static uint32_t gh_rtab_node_cls_for(uint32_t n)
 {
 	uint32_t cls = GH_REG_NODE_MIN_CLS;
 
@@ -639,87 +641,87 @@ static uint32_t gh_reg_node_cls_for(uint32_t n)
 }
 
 /* Make sure class @cls has at least @want free nodes. */
-static int gh_reg_node_reserve(uint32_t cls, uint32_t want)
+static int gh_rtab_node_reserve(uint32_t cls, uint32_t want)
 {
-	while (gh_reg_node_nfree[cls] < want) {
-		struct gh_reg_node *n = gh_reg_carve(gh_reg_node_bytes(cls));
+	while (gh_rtab_node_nfree[cls] < want) {
+		struct gh_rtab_node *n = gh_rtab_carve(gh_rtab_node_bytes(cls));
 
 		if (!n)
 			return -ENOMEM;
 		n->cls = cls;
-		n->next_free = gh_reg_node_free[cls];
-		gh_reg_node_free[cls] = n;
-		gh_reg_node_nfree[cls]++;
+		n->next_free = gh_rtab_node_free[cls];
+		gh_rtab_node_free[cls] = n;
+		gh_rtab_node_nfree[cls]++;
 	}
 	return 0;
 }
 
-static struct gh_reg_node *gh_reg_node_pop(uint32_t cls)
+static struct gh_rtab_node *gh_rtab_node_pop(uint32_t cls)
 {
-	struct gh_reg_node *n = gh_reg_node_free[cls];
+	struct gh_rtab_node *n = gh_rtab_node_free[cls];
 
-	gh_reg_node_free[cls] = n->next_free;
-	gh_reg_node_nfree[cls]--;
+	gh_rtab_node_free[cls] = n->next_free;
+	gh_rtab_node_nfree[cls]--;
 	return n;
 }
 
-static void gh_reg_node_push(struct gh_reg_node *n)
+static void gh_rtab_node_push(struct gh_rtab_node *n)
 {
-	n->next_free = gh_reg_node_free[n->cls];
-	gh_reg_node_free[n->cls] = n;
-	gh_reg_node_nfree[n->cls]++;
+	n->next_free = gh_rtab_node_free[n->cls];
+	gh_rtab_node_free[n->cls] = n;
+	gh_rtab_node_nfree[n->cls]++;
 }
 
-static void gh_reg_node_write_begin(struct gh_reg_node *n)
+static void gh_rtab_node_write_begin(struct gh_rtab_node *n)
 {
 	GH_ST(&n->seq, n->seq + 1);
 	GH_FENCE_REL();
 }
 
-static void gh_reg_node_set(struct gh_reg_node *n, uint32_t i,
-			    struct gh_reg_ent *e)
+static void gh_rtab_node_set(struct gh_rtab_node *n, uint32_t i,
+			    struct gh_rtab_ent *e)
 {
-	GH_ST(&gh_reg_node_base(n)[i], e->base);
-	GH_ST(&gh_reg_node_ents(n)[i], (uint64_t)e);
+	GH_ST(&gh_rtab_node_base(n)[i], e->base);
+	GH_ST(&gh_rtab_node_ents(n)[i], (uint64_t)e);
 }
 
-static struct gh_reg_ent *gh_reg_node_ent(struct gh_reg_node *n, uint32_t i)
+static struct gh_rtab_ent *gh_rtab_node_ent(struct gh_rtab_node *n, uint32_t i)
 {
-	return (struct gh_reg_ent *)gh_reg_node_ents(n)[i];
+	return (struct gh_rtab_ent *)gh_rtab_node_ents(n)[i];
 }
 
 /* ------------------------------------------------------------------ */
 /* Writer side: slots                                                  */
 
-static inline uint64_t gh_reg_ent_end(const struct gh_reg_ent *e)
+static inline uint64_t gh_rtab_ent_end(const struct gh_rtab_ent *e)
 {
 	return e->base + e->size;
 }
 
-static inline uint64_t gh_reg_max(uint64_t a, uint64_t b)
+static inline uint64_t gh_rtab_max(uint64_t a, uint64_t b)
 {
 	return a > b ? a : b;
 }
 
-static inline uint64_t gh_reg_min(uint64_t a, uint64_t b)
+static inline uint64_t gh_rtab_min(uint64_t a, uint64_t b)
 {
 	return a < b ? a : b;
 }
 
 /* The slots of granule @gs that entry @e touches: [*lo_p, *hi_p]. */
-static void gh_reg_ent_slots(const struct gh_reg_ent *e, uint64_t gs,
+static void gh_rtab_ent_slots(const struct gh_rtab_ent *e, uint64_t gs,
 			     uint32_t *lo_p, uint32_t *hi_p)
 {
-	*lo_p = (gh_reg_max(e->base, gs) - gs) >> GH_REG_SLOT_SHIFT;
-	*hi_p = (gh_reg_min(gh_reg_ent_end(e), gs + GH_REG_GRAN) - 1 - gs) >>
+	*lo_p = (gh_rtab_max(e->base, gs) - gs) >> GH_REG_SLOT_SHIFT;
+	*hi_p = (gh_rtab_min(gh_rtab_ent_end(e), gs + GH_REG_GRAN) - 1 - gs) >>
 		GH_REG_SLOT_SHIFT;
 }
 
 /* Build the slot index of node @n (items 0..count-1) of granule @gs. */
-static void gh_reg_node_index(struct gh_reg_node *n, uint32_t count,
+static void gh_rtab_node_index(struct gh_rtab_node *n, uint32_t count,
 			      uint64_t gs)
 {
-	uint64_t *slot = gh_reg_node_slots(n);
+	uint64_t *slot = gh_rtab_node_slots(n);
 	int64_t prev_hi = -1;
 	uint32_t i, k;
 
@@ -728,13 +730,13 @@ static void gh_reg_node_index(struct gh_reg_node *n, uint32_t count,
 	for (i = 0; i < count; i++) {
 		uint32_t lo, hi;
 
-		gh_reg_ent_slots(gh_reg_node_ent(n, i), gs, &lo, &hi);
+		gh_rtab_ent_slots(gh_rtab_node_ent(n, i), gs, &lo, &hi);
 		if ((int64_t)lo <= prev_hi) {
 			GH_ST(&n->direct, 0);	/* a slot shared: search */
 			return;
 		}
 		for (k = lo; k <= hi; k++)
-			GH_ST(&slot[k], (uint64_t)gh_reg_node_ent(n, i));
+			GH_ST(&slot[k], (uint64_t)gh_rtab_node_ent(n, i));
 		prev_hi = hi;
 	}
 	GH_ST(&n->direct, 1);
@@ -745,21 +747,21 @@ static void gh_reg_node_index(struct gh_reg_node *n, uint32_t count,
  * @add or @del (one of them): a copy and a few slots instead of a pass
  * over every item.  False when it must be built from scratch.
  */
-static bool gh_reg_node_index_from(struct gh_reg_node *n,
-				   struct gh_reg_node *old, uint64_t gs,
-				   struct gh_reg_ent *add,
-				   struct gh_reg_ent *del)
+static bool gh_rtab_node_index_from(struct gh_rtab_node *n,
+				   struct gh_rtab_node *old, uint64_t gs,
+				   struct gh_rtab_ent *add,
+				   struct gh_rtab_ent *del)
 {
-	uint64_t *slot = gh_reg_node_slots(n);
+	uint64_t *slot = gh_rtab_node_slots(n);
 	const uint64_t *os;
 	uint32_t k, lo, hi;
 
 	if (!old || old->cls < GH_REG_NODE_IDX_CLS || !old->direct)
 		return false;
-	os = gh_reg_node_slots(old);
+	os = gh_rtab_node_slots(old);
 	for (k = 0; k < GH_REG_NODE_SLOTS; k++)
 		GH_ST(&slot[k], os[k]);
-	gh_reg_ent_slots(add ? add : del, gs, &lo, &hi);
+	gh_rtab_ent_slots(add ? add : del, gs, &lo, &hi);
 	for (k = lo; k <= hi; k++) {
 		if (add && slot[k]) {
 			GH_ST(&n->direct, 0);	/* a slot shared: search */
@@ -772,38 +774,38 @@ static bool gh_reg_node_index_from(struct gh_reg_node *n,
 }
 
 /* @index: build the slot index (lookups use page leaves otherwise). */
-static void gh_reg_node_write_end(struct gh_reg_node *n, uint32_t count,
-				  uint64_t gs, struct gh_reg_node *old,
-				  struct gh_reg_ent *add,
-				  struct gh_reg_ent *del, bool index)
+static void gh_rtab_node_write_end(struct gh_rtab_node *n, uint32_t count,
+				  uint64_t gs, struct gh_rtab_node *old,
+				  struct gh_rtab_ent *add,
+				  struct gh_rtab_ent *del, bool index)
 {
 	GH_ST(&n->n, count);
 	if (!index)
 		GH_ST(&n->direct, 0);
 	else if (n->cls >= GH_REG_NODE_IDX_CLS &&
-		 !gh_reg_node_index_from(n, old, gs, add, del))
-		gh_reg_node_index(n, count, gs);
+		 !gh_rtab_node_index_from(n, old, gs, add, del))
+		gh_rtab_node_index(n, count, gs);
 	GH_ST_REL(&n->seq, n->seq + 1);
 }
 
 /* The pages of granule @gs that entry @e touches: [*lo_p, *hi_p]. */
-static void gh_reg_ent_pages(const struct gh_reg_ent *e, uint64_t gs,
+static void gh_rtab_ent_pages(const struct gh_rtab_ent *e, uint64_t gs,
 			     uint32_t *lo_p, uint32_t *hi_p)
 {
-	*lo_p = (gh_reg_max(e->base, gs) - gs) >> GH_REG_PAGE_SHIFT;
-	*hi_p = (gh_reg_min(gh_reg_ent_end(e), gs + GH_REG_GRAN) - 1 - gs) >>
+	*lo_p = (gh_rtab_max(e->base, gs) - gs) >> GH_REG_PAGE_SHIFT;
+	*hi_p = (gh_rtab_min(gh_rtab_ent_end(e), gs + GH_REG_GRAN) - 1 - gs) >>
 		GH_REG_PAGE_SHIFT;
 }
 
-static void gh_reg_fine_set(struct gh_reg_fine *f, uint32_t k,
-			    const struct gh_reg_ent *e)
+static void gh_rtab_fine_set(struct gh_rtab_fine *f, uint32_t k,
+			    const struct gh_rtab_ent *e)
 {
 	uint64_t gen = e ? e->gen : 0;
 
 	if (f->owner[k] == gen)
 		return;
 	f->owner[k] = gen;
-	gh_reg_leaf_set(&f->leaf[k], e, 0, 0);
+	gh_rtab_leaf_set(&f->leaf[k], e, 0, 0);
 }
 
 /*
@@ -813,27 +815,27 @@ static void gh_reg_fine_set(struct gh_reg_fine *f, uint32_t k,
  * false if one has (leaves left as they are, to be rebuilt once valid).
  * Only the pages of @add or @del change when the leaves were valid.
  */
-static bool gh_reg_fine_update(struct gh_reg_fine *f, struct gh_reg_node *n,
+static bool gh_rtab_fine_update(struct gh_rtab_fine *f, struct gh_rtab_node *n,
 			       uint32_t count, uint64_t gs,
-			       const struct gh_reg_ent *add,
-			       const struct gh_reg_ent *del)
+			       const struct gh_rtab_ent *add,
+			       const struct gh_rtab_ent *del)
 {
-	const struct gh_reg_ent *own[GH_REG_FINE_SLOTS] = { 0 };
+	const struct gh_rtab_ent *own[GH_REG_FINE_SLOTS] = { 0 };
 	uint32_t i, k, lo, hi;
 
 	if (f->valid) {
-		gh_reg_ent_pages(add ? add : del, gs, &lo, &hi);
+		gh_rtab_ent_pages(add ? add : del, gs, &lo, &hi);
 		for (k = lo; k <= hi && add; k++)
 			if (f->owner[k])
 				goto invalid;
 		for (k = lo; k <= hi; k++)
-			gh_reg_fine_set(f, k, add);
+			gh_rtab_fine_set(f, k, add);
 		return true;
 	}
 	for (i = 0; i < count; i++) {
-		const struct gh_reg_ent *e = gh_reg_node_ent(n, i);
+		const struct gh_rtab_ent *e = gh_rtab_node_ent(n, i);
 
-		gh_reg_ent_pages(e, gs, &lo, &hi);
+		gh_rtab_ent_pages(e, gs, &lo, &hi);
 		for (k = lo; k <= hi; k++) {
 			if (own[k])
 				goto invalid;
@@ -841,7 +843,7 @@ static bool gh_reg_fine_update(struct gh_reg_fine *f, struct gh_reg_node *n,
 		}
 	}
 	for (k = 0; k < GH_REG_FINE_SLOTS; k++)
-		gh_reg_fine_set(f, k, own[k]);
+		gh_rtab_fine_set(f, k, own[k]);
 	f->valid = 1;
 	return true;
 invalid:
@@ -854,11 +856,11 @@ invalid:
  * granule's leaf also names the node's slot index when that is valid, so
  * that a lookup there skips the node's header.
  */
-static void gh_reg_sub_set_node(struct gh_reg_sub *s, uint32_t g,
-				struct gh_reg_node *n, bool fine)
+static void gh_rtab_sub_set_node(struct gh_rtab_sub *s, uint32_t g,
+				struct gh_rtab_node *n, bool fine)
 {
 	uint64_t v = (uint64_t)n | GH_REG_SLOT_NODE;
-	struct gh_reg_leaf *l = &s->leaf[g];
+	struct gh_rtab_leaf *l = &s->leaf[g];
 
 	s->used += s->slot[g] == 0;
 	s->slot[g] = v;
@@ -868,113 +870,113 @@ static void gh_reg_sub_set_node(struct gh_reg_sub *s, uint32_t g,
 	GH_ST(&l->size, 0);
 	GH_ST(&l->gen, fine ? (uint64_t)s->fine[g] : 0);
 	GH_ST(&l->ctx, !fine && n->direct ?
-		       (uint64_t)gh_reg_node_slots(n) : 0);
+		       (uint64_t)gh_rtab_node_slots(n) : 0);
 	GH_ST_REL(&l->seq, l->seq + 1);
 }
 
 /* Entries in sub slot @sv. */
-static uint32_t gh_reg_slot_count(uint64_t sv)
+static uint32_t gh_rtab_slot_count(uint64_t sv)
 {
 	if (!sv)
 		return 0;
 	if (!(sv & GH_REG_SLOT_NODE))
 		return 1;
-	return ((struct gh_reg_node *)(sv & ~GH_REG_SLOT_NODE))->n;
+	return ((struct gh_rtab_node *)(sv & ~GH_REG_SLOT_NODE))->n;
 }
 
 /* Add @e to a shared granule slot; its node class was reserved. */
-static void gh_reg_slot_add(struct gh_reg_sub *sub, uint32_t g, uint64_t gs,
-			    struct gh_reg_ent *e)
+static void gh_rtab_slot_add(struct gh_rtab_sub *sub, uint32_t g, uint64_t gs,
+			    struct gh_rtab_ent *e)
 {
 	uint64_t sv = sub->slot[g];
-	struct gh_reg_node *old = NULL, *n;
+	struct gh_rtab_node *old = NULL, *n;
 	uint32_t cnt = 0, i, k = 0;
 	bool fine;
 
 	if (!sv) {
-		gh_reg_sub_set(sub, g, (uint64_t)e);
+		gh_rtab_sub_set(sub, g, (uint64_t)e);
 		return;
 	}
 	if (sv & GH_REG_SLOT_NODE) {
-		old = (struct gh_reg_node *)(sv & ~GH_REG_SLOT_NODE);
+		old = (struct gh_rtab_node *)(sv & ~GH_REG_SLOT_NODE);
 		cnt = old->n;
 	} else {
 		cnt = 1;
 	}
-	n = gh_reg_node_pop(gh_reg_node_cls_for(cnt + 1));
-	gh_reg_node_write_begin(n);
+	n = gh_rtab_node_pop(gh_rtab_node_cls_for(cnt + 1));
+	gh_rtab_node_write_begin(n);
 	if (old) {
 		for (i = 0; i < cnt; i++) {
-			struct gh_reg_ent *o = gh_reg_node_ent(old, i);
+			struct gh_rtab_ent *o = gh_rtab_node_ent(old, i);
 
 			if (k == i && o->base > e->base)
-				gh_reg_node_set(n, k++, e);
-			gh_reg_node_set(n, k++, o);
+				gh_rtab_node_set(n, k++, e);
+			gh_rtab_node_set(n, k++, o);
 		}
 		if (k == cnt)
-			gh_reg_node_set(n, k++, e);
+			gh_rtab_node_set(n, k++, e);
 	} else {
-		struct gh_reg_ent *o = (struct gh_reg_ent *)sv;
+		struct gh_rtab_ent *o = (struct gh_rtab_ent *)sv;
 
-		gh_reg_node_set(n, o->base < e->base ? 1 : 0, e);
-		gh_reg_node_set(n, o->base < e->base ? 0 : 1, o);
+		gh_rtab_node_set(n, o->base < e->base ? 1 : 0, e);
+		gh_rtab_node_set(n, o->base < e->base ? 0 : 1, o);
 		k = 2;
 	}
-	fine = gh_reg_fine_update(sub->fine[g], n, k, gs, e, NULL);
-	gh_reg_node_write_end(n, k, gs, old, e, NULL, !fine);
-	gh_reg_sub_set_node(sub, g, n, fine);
+	fine = gh_rtab_fine_update(sub->fine[g], n, k, gs, e, NULL);
+	gh_rtab_node_write_end(n, k, gs, old, e, NULL, !fine);
+	gh_rtab_sub_set_node(sub, g, n, fine);
 	if (old)
-		gh_reg_node_push(old);
+		gh_rtab_node_push(old);
 }
 
 /* Remove @e from granule slot @g; never allocates (see the top). */
-static void gh_reg_slot_del(struct gh_reg_sub *sub, uint32_t g, uint64_t gs,
-			    struct gh_reg_ent *e)
+static void gh_rtab_slot_del(struct gh_rtab_sub *sub, uint32_t g, uint64_t gs,
+			    struct gh_rtab_ent *e)
 {
 	uint64_t sv = sub->slot[g];
-	struct gh_reg_node *old, *n;
+	struct gh_rtab_node *old, *n;
 	uint32_t cnt, i, k = 0, cls;
 	bool fine;
 
 	if (sv == (uint64_t)e) {
-		gh_reg_sub_set(sub, g, 0);
+		gh_rtab_sub_set(sub, g, 0);
 		return;
 	}
 	if (!(sv & GH_REG_SLOT_NODE))
 		__builtin_trap();	/* registry corrupted */
-	old = (struct gh_reg_node *)(sv & ~GH_REG_SLOT_NODE);
+	old = (struct gh_rtab_node *)(sv & ~GH_REG_SLOT_NODE);
 	cnt = old->n;
 	if (cnt == 2) {
-		struct gh_reg_ent *o = gh_reg_node_ent(old, 0);
+		struct gh_rtab_ent *o = gh_rtab_node_ent(old, 0);
 
 		if (o == e)
-			o = gh_reg_node_ent(old, 1);
-		gh_reg_sub_set(sub, g, (uint64_t)o);
-		gh_reg_node_push(old);
+			o = gh_rtab_node_ent(old, 1);
+		gh_rtab_sub_set(sub, g, (uint64_t)o);
+		gh_rtab_node_push(old);
 		return;
 	}
 	/* Shrink when a smaller class has a spare node, else same class. */
-	cls = gh_reg_node_cls_for(cnt - 1);
-	if (cls == old->cls || gh_reg_node_nfree[cls] < 2)
+	cls = gh_rtab_node_cls_for(cnt - 1);
+	if (cls == old->cls || gh_rtab_node_nfree[cls] < 2)
 		cls = old->cls;
-	n = gh_reg_node_pop(cls);
-	gh_reg_node_write_begin(n);
+	n = gh_rtab_node_pop(cls);
+	gh_rtab_node_write_begin(n);
 	for (i = 0; i < cnt; i++) {
-		struct gh_reg_ent *o = gh_reg_node_ent(old, i);
+		struct gh_rtab_ent *o = gh_rtab_node_ent(old, i);
 
 		if (o != e)
-			gh_reg_node_set(n, k++, o);
+			gh_rtab_node_set(n, k++, o);
 	}
-	fine = gh_reg_fine_update(sub->fine[g], n, k, gs, NULL, e);
-	gh_reg_node_write_end(n, k, gs, old, NULL, e, !fine);
-	gh_reg_sub_set_node(sub, g, n, fine);
-	gh_reg_node_push(old);
+	fine = gh_rtab_fine_update(sub->fine[g], n, k, gs, NULL, e);
+	gh_rtab_node_write_end(n, k, gs, old, NULL, e, !fine);
+	gh_rtab_sub_set_node(sub, g, n, fine);
+	gh_rtab_node_push(old);
 }
 
 /* Index of the last item based at or below @a, or n->n when none is. */
-static uint32_t gh_reg_node_floor(struct gh_reg_node *n, uint64_t a)
+static uint32_t gh_rtab_node_floor(struct gh_rtab_node *n, uint64_t a)
 {
-	const uint64_t *base = gh_reg_node_base(n);
+	const uint64_t *base = gh_rtab_node_base(n);
 	uint32_t lo = 0, cnt = n->n;
 
 	while (cnt > 1) {
@@ -988,34 +990,34 @@ static uint32_t gh_reg_node_floor(struct gh_reg_node *n, uint64_t a)
 }
 
 /* The first entry of sub slot @sv overlapping [a, b), or NULL. */
-static struct gh_reg_ent *gh_reg_slot_overlap(uint64_t sv, uint64_t a,
+static struct gh_rtab_ent *gh_rtab_slot_overlap(uint64_t sv, uint64_t a,
 					      uint64_t b)
 {
-	struct gh_reg_node *n;
-	struct gh_reg_ent *e;
+	struct gh_rtab_node *n;
+	struct gh_rtab_ent *e;
 	uint32_t i;
 
 	if (!(sv & GH_REG_SLOT_NODE)) {
-		e = (struct gh_reg_ent *)sv;
-		return e->base < b && gh_reg_ent_end(e) > a ? e : NULL;
+		e = (struct gh_rtab_ent *)sv;
+		return e->base < b && gh_rtab_ent_end(e) > a ? e : NULL;
 	}
 	/*
 	 * Items are sorted and disjoint: the first overlap is the last item
 	 * based at or below a, else the one after it.
 	 */
-	n = (struct gh_reg_node *)(sv & ~GH_REG_SLOT_NODE);
-	i = gh_reg_node_floor(n, a);
+	n = (struct gh_rtab_node *)(sv & ~GH_REG_SLOT_NODE);
+	i = gh_rtab_node_floor(n, a);
 	if (i < n->n) {
-		e = gh_reg_node_ent(n, i);
-		if (e->base < b && gh_reg_ent_end(e) > a)
+		e = gh_rtab_node_ent(n, i);
+		if (e->base < b && gh_rtab_ent_end(e) > a)
 			return e;
 		i++;
 	} else {
 		i = 0;
 	}
 	if (i < n->n) {
-		e = gh_reg_node_ent(n, i);
-		if (e->base < b && gh_reg_ent_end(e) > a)
+		e = gh_rtab_node_ent(n, i);
+		if (e->base < b && gh_rtab_ent_end(e) > a)
 			return e;
 	}
 	return NULL;
@@ -1026,14 +1028,14 @@ static struct gh_reg_ent *gh_reg_slot_overlap(uint64_t sv, uint64_t a,
  * (b <= 2^57).  Skips absent dirs and empty tables, so huge intervals
  * are cheap.
  */
-static struct gh_reg_ent *gh_reg_first_overlap(uint64_t a, uint64_t b)
+static struct gh_rtab_ent *gh_rtab_first_overlap(uint64_t a, uint64_t b)
 {
 	uint64_t ws = a & ~(GH_REG_WIN - 1);
 
 	for (; ws < b; ws += GH_REG_WIN) {
-		struct gh_reg_dir *d = gh_reg_dir_peek(ws >> GH_REG_DIR_SHIFT);
+		struct gh_rtab_dir *d = gh_rtab_dir_peek(ws >> GH_REG_DIR_SHIFT);
 		uint64_t dv, lo, hi, rs;
-		struct gh_reg_mid *m;
+		struct gh_rtab_mid *m;
 
 		if (!d) {
 			/* Next top index; the loop adds one window. */
@@ -1045,36 +1047,36 @@ static struct gh_reg_ent *gh_reg_first_overlap(uint64_t a, uint64_t b)
 		if (!dv)
 			continue;
 		if (dv & GH_REG_WHOLE)
-			return (struct gh_reg_ent *)(dv & ~GH_REG_WHOLE);
-		m = (struct gh_reg_mid *)dv;
+			return (struct gh_rtab_ent *)(dv & ~GH_REG_WHOLE);
+		m = (struct gh_rtab_mid *)dv;
 		if (!m->used)
 			continue;
-		lo = gh_reg_max(a, ws);
-		hi = gh_reg_min(b, ws + GH_REG_WIN);
+		lo = gh_rtab_max(a, ws);
+		hi = gh_rtab_min(b, ws + GH_REG_WIN);
 		for (rs = lo & ~(GH_REG_REG - 1); rs < hi; rs += GH_REG_REG) {
 			uint64_t mv = m->slot[(rs >> GH_REG_REG_SHIFT) &
 					      (GH_REG_MID_SLOTS - 1)];
 			uint64_t rlo, rhi, gs;
-			struct gh_reg_sub *s;
+			struct gh_rtab_sub *s;
 
 			if (!mv)
 				continue;
 			if (mv & GH_REG_WHOLE)
-				return (struct gh_reg_ent *)(mv & ~GH_REG_WHOLE);
-			s = (struct gh_reg_sub *)mv;
+				return (struct gh_rtab_ent *)(mv & ~GH_REG_WHOLE);
+			s = (struct gh_rtab_sub *)mv;
 			if (!s->used)
 				continue;
-			rlo = gh_reg_max(lo, rs);
-			rhi = gh_reg_min(hi, rs + GH_REG_REG);
+			rlo = gh_rtab_max(lo, rs);
+			rhi = gh_rtab_min(hi, rs + GH_REG_REG);
 			for (gs = rlo & ~(GH_REG_GRAN - 1); gs < rhi;
 			     gs += GH_REG_GRAN) {
 				uint64_t sv = s->slot[(gs >> GH_REG_GRAN_SHIFT) &
 						      (GH_REG_SUB_SLOTS - 1)];
-				struct gh_reg_ent *e;
+				struct gh_rtab_ent *e;
 
 				if (!sv)
 					continue;
-				e = gh_reg_slot_overlap(sv, rlo, rhi);
+				e = gh_rtab_slot_overlap(sv, rlo, rhi);
 				if (e)
 					return e;
 			}
@@ -1084,31 +1086,31 @@ static struct gh_reg_ent *gh_reg_first_overlap(uint64_t a, uint64_t b)
 }
 
 /* The live entry whose base is exactly @base, or NULL. */
-static struct gh_reg_ent *gh_reg_find_base(uint64_t base)
+static struct gh_rtab_ent *gh_rtab_find_base(uint64_t base)
 {
-	struct gh_reg_ent *e;
+	struct gh_rtab_ent *e;
 
 	if (base >= GH_REG_VA_END)
 		return NULL;
-	e = gh_reg_first_overlap(base, base + 1);
+	e = gh_rtab_first_overlap(base, base + 1);
 	return e && e->base == base ? e : NULL;
 }
 
 /*
  * Publish (@add) or unpublish @e in every slot it covers.  Everything it
- * needs when adding was created beforehand by gh_reg_prepare().
+ * needs when adding was created beforehand by gh_rtab_prepare().
  */
-static void gh_reg_publish(struct gh_reg_ent *e, bool add)
+static void gh_rtab_publish(struct gh_rtab_ent *e, bool add)
 {
-	uint64_t base = e->base, end = gh_reg_ent_end(e);
+	uint64_t base = e->base, end = gh_rtab_ent_end(e);
 	uint64_t ws = base & ~(GH_REG_WIN - 1);
 
 	for (; ws < end; ws += GH_REG_WIN) {
-		struct gh_reg_dir *d = gh_reg_dir_peek(ws >> GH_REG_DIR_SHIFT);
+		struct gh_rtab_dir *d = gh_rtab_dir_peek(ws >> GH_REG_DIR_SHIFT);
 		uint32_t di = (ws >> GH_REG_WIN_SHIFT) & 0xffff;
-		uint64_t lo = gh_reg_max(base, ws);
-		uint64_t hi = gh_reg_min(end, ws + GH_REG_WIN);
-		struct gh_reg_mid *m = d->mid[di];
+		uint64_t lo = gh_rtab_max(base, ws);
+		uint64_t hi = gh_rtab_min(end, ws + GH_REG_WIN);
+		struct gh_rtab_mid *m = d->mid[di];
 		uint64_t rs;
 
 		if (lo == ws && hi == ws + GH_REG_WIN) {
@@ -1119,13 +1121,13 @@ static void gh_reg_publish(struct gh_reg_ent *e, bool add)
 		for (rs = lo & ~(GH_REG_REG - 1); rs < hi; rs += GH_REG_REG) {
 			uint32_t mi = (rs >> GH_REG_REG_SHIFT) &
 				      (GH_REG_MID_SLOTS - 1);
-			uint64_t rlo = gh_reg_max(lo, rs);
-			uint64_t rhi = gh_reg_min(hi, rs + GH_REG_REG);
-			struct gh_reg_sub *s = m->sub[mi];
+			uint64_t rlo = gh_rtab_max(lo, rs);
+			uint64_t rhi = gh_rtab_min(hi, rs + GH_REG_REG);
+			struct gh_rtab_sub *s = m->sub[mi];
 			uint64_t gs;
 
 			if (rlo == rs && rhi == rs + GH_REG_REG) {
-				gh_reg_mid_set(m, mi, add ?
+				gh_rtab_mid_set(m, mi, add ?
 					       (uint64_t)e | GH_REG_WHOLE :
 					       (uint64_t)s);
 				continue;
@@ -1136,42 +1138,42 @@ static void gh_reg_publish(struct gh_reg_ent *e, bool add)
 					      (GH_REG_SUB_SLOTS - 1);
 
 				if (base <= gs && end - gs >= GH_REG_GRAN)
-					gh_reg_sub_set(s, si, add ? (uint64_t)e : 0);
+					gh_rtab_sub_set(s, si, add ? (uint64_t)e : 0);
 				else if (add)
-					gh_reg_slot_add(s, si, gs, e);
+					gh_rtab_slot_add(s, si, gs, e);
 				else
-					gh_reg_slot_del(s, si, gs, e);
+					gh_rtab_slot_del(s, si, gs, e);
 			}
 		}
 	}
 }
 
 /* Reserve node capacity for granule @gs, shared by [base, end). */
-static int gh_reg_reserve_gran(uint64_t gs, uint32_t need[])
+static int gh_rtab_reserve_gran(uint64_t gs, uint32_t need[])
 {
-	struct gh_reg_sub *s = gh_reg_sub_get(gs & ~(GH_REG_REG - 1));
+	struct gh_rtab_sub *s = gh_rtab_sub_get(gs & ~(GH_REG_REG - 1));
 	uint32_t cnt, cls, g;
 
 	if (!s)
 		return -ENOMEM;
 	g = (gs >> GH_REG_GRAN_SHIFT) & (GH_REG_SUB_SLOTS - 1);
-	cnt = gh_reg_slot_count(s->slot[g]);
+	cnt = gh_rtab_slot_count(s->slot[g]);
 	if (!cnt)
 		return 0;
 	if (!s->fine[g]) {
 		/* About to be shared: its page leaves (zeroed, owner none). */
-		s->fine[g] = gh_reg_carve(sizeof(*s->fine[g]));
+		s->fine[g] = gh_rtab_carve(sizeof(*s->fine[g]));
 		if (!s->fine[g])
 			return -ENOMEM;
 	}
 	/* Keep one spare for later removals from this class. */
-	cls = gh_reg_node_cls_for(cnt + 1);
+	cls = gh_rtab_node_cls_for(cnt + 1);
 	need[cls]++;
-	return gh_reg_node_reserve(cls, need[cls] + 1);
+	return gh_rtab_node_reserve(cls, need[cls] + 1);
 }
 
 /* Create every table and node that publishing [base, end) needs. */
-static int gh_reg_prepare(uint64_t base, uint64_t end)
+static int gh_rtab_prepare(uint64_t base, uint64_t end)
 {
 	uint32_t need[GH_REG_NODE_MAX_CLS + 1] = { 0 };
 	uint64_t g0 = base & ~(GH_REG_GRAN - 1);
@@ -1180,30 +1182,30 @@ static int gh_reg_prepare(uint64_t base, uint64_t end)
 	int rc;
 
 	for (; ws < end; ws += GH_REG_WIN) {
-		uint64_t lo = gh_reg_max(base, ws);
-		uint64_t hi = gh_reg_min(end, ws + GH_REG_WIN);
+		uint64_t lo = gh_rtab_max(base, ws);
+		uint64_t hi = gh_rtab_min(end, ws + GH_REG_WIN);
 		uint64_t rs;
 
 		if (lo == ws && hi == ws + GH_REG_WIN) {
-			if (!gh_reg_dir_get(ws >> GH_REG_DIR_SHIFT))
+			if (!gh_rtab_dir_get(ws >> GH_REG_DIR_SHIFT))
 				return -ENOMEM;
 			continue;
 		}
-		if (!gh_reg_mid_get(ws))
+		if (!gh_rtab_mid_get(ws))
 			return -ENOMEM;
 		for (rs = lo & ~(GH_REG_REG - 1); rs < hi; rs += GH_REG_REG)
-			if ((gh_reg_max(lo, rs) != rs ||
-			     gh_reg_min(hi, rs + GH_REG_REG) != rs + GH_REG_REG) &&
-			    !gh_reg_sub_get(rs))
+			if ((gh_rtab_max(lo, rs) != rs ||
+			     gh_rtab_min(hi, rs + GH_REG_REG) != rs + GH_REG_REG) &&
+			    !gh_rtab_sub_get(rs))
 				return -ENOMEM;
 	}
 	if (!(base <= g0 && end - g0 >= GH_REG_GRAN)) {
-		rc = gh_reg_reserve_gran(g0, need);
+		rc = gh_rtab_reserve_gran(g0, need);
 		if (rc)
 			return rc;
 	}
 	if (g1 != g0 && !(base <= g1 && end - g1 >= GH_REG_GRAN)) {
-		rc = gh_reg_reserve_gran(g1, need);
+		rc = gh_rtab_reserve_gran(g1, need);
 		if (rc)
 			return rc;
 	}
@@ -1211,22 +1213,22 @@ static int gh_reg_prepare(uint64_t base, uint64_t end)
 }
 
 /* Unpublish @e, kill it and free it. */
-static void gh_reg_unlink(struct gh_reg_ent *e)
+static void gh_rtab_unlink(struct gh_rtab_ent *e)
 {
 	uint64_t size = e->size;
 
-	gh_reg_publish(e, false);
+	gh_rtab_publish(e, false);
 	/* Kill: readers holding a stale pointer now see a dead entry. */
 	GH_ST(&e->seq, e->seq + 1);
 	GH_FENCE_REL();
 	GH_ST(&e->size, 0);
 	GH_ST_REL(&e->seq, e->seq + 1);
-	gh_reg_ent_release(e);
-	GH_ST(&gh_reg_count, gh_reg_count - 1);
-	GH_ST(&gh_reg_bytes, gh_reg_bytes - size);
+	gh_rtab_ent_release(e);
+	GH_ST(&gh_rtab_count, gh_rtab_count - 1);
+	GH_ST(&gh_rtab_bytes, gh_rtab_bytes - size);
 }
 
-static void gh_reg_ent_get(const struct gh_reg_ent *e, struct gh_range *r)
+static void gh_rtab_ent_get(const struct gh_rtab_ent *e, struct gh_range *r)
 {
 	r->base = e->base;
 	r->size = e->size;
@@ -1247,28 +1249,28 @@ int gh_registry_init(void)
 	return 0;	/* everything is static or created on demand */
 }
 
-static int gh_reg_insert_locked(const struct gh_range *r, uint64_t *gen_p)
+static int gh_rtab_insert_locked(const struct gh_range *r, uint64_t *gen_p)
 {
 	uint64_t base = r->base, end = r->base + r->size;
-	struct gh_reg_ent *e;
+	struct gh_rtab_ent *e;
 	int rc;
 
 	if (r->size == 0 || end < base || end > GH_REG_VA_END)
 		return -EINVAL;
-	if (gh_reg_first_overlap(base, end))
+	if (gh_rtab_first_overlap(base, end))
 		return -EEXIST;
 	/* Allocate everything first so that nothing fails once published. */
-	rc = gh_reg_prepare(base, end);
+	rc = gh_rtab_prepare(base, end);
 	if (rc)
 		return rc;
-	e = gh_reg_ent_alloc();
+	e = gh_rtab_ent_alloc();
 	if (!e)
 		return -ENOMEM;
 
 	GH_ST(&e->seq, e->seq + 1);
 	GH_FENCE_REL();
 	GH_ST(&e->base, base);
-	GH_ST(&e->gen, gh_reg_gen_next);
+	GH_ST(&e->gen, gh_rtab_gen_next);
 	GH_ST(&e->ctx, r->ctx);
 	GH_ST(&e->pool, r->pool);
 	GH_ST(&e->meta, (uint64_t)(uint32_t)r->dev |
@@ -1277,12 +1279,12 @@ static int gh_reg_insert_locked(const struct gh_range *r, uint64_t *gen_p)
 	GH_ST(&e->size, r->size);
 	GH_ST_REL(&e->seq, e->seq + 1);
 
-	gh_reg_publish(e, true);
-	GH_ST(&gh_reg_count, gh_reg_count + 1);
-	GH_ST(&gh_reg_bytes, gh_reg_bytes + r->size);
+	gh_rtab_publish(e, true);
+	GH_ST(&gh_rtab_count, gh_rtab_count + 1);
+	GH_ST(&gh_rtab_bytes, gh_rtab_bytes + r->size);
 	if (gen_p)
-		*gen_p = gh_reg_gen_next;
-	gh_reg_gen_next++;
+		*gen_p = gh_rtab_gen_next;
+	gh_rtab_gen_next++;
 	return 0;
 }
 
@@ -1290,24 +1292,24 @@ int gh_registry_insert(const struct gh_range *r, uint64_t *gen_p)
 {
 	int rc;
 
-	pthread_mutex_lock(&gh_reg_lock);
-	rc = gh_reg_insert_locked(r, gen_p);
-	pthread_mutex_unlock(&gh_reg_lock);
+	pthread_mutex_lock(&gh_rtab_lock);
+	rc = gh_rtab_insert_locked(r, gen_p);
+	pthread_mutex_unlock(&gh_rtab_lock);
 	return rc;
 }
 
 int gh_registry_remove(uint64_t base, struct gh_range *out_p)
 {
-	struct gh_reg_ent *e;
+	struct gh_rtab_ent *e;
 	struct gh_range r;
 
-	pthread_mutex_lock(&gh_reg_lock);
-	e = gh_reg_find_base(base);
+	pthread_mutex_lock(&gh_rtab_lock);
+	e = gh_rtab_find_base(base);
 	if (e) {
-		gh_reg_ent_get(e, &r);
-		gh_reg_unlink(e);
+		gh_rtab_ent_get(e, &r);
+		gh_rtab_unlink(e);
 	}
-	pthread_mutex_unlock(&gh_reg_lock);
+	pthread_mutex_unlock(&gh_rtab_lock);
 	if (!e)
 		return -ENOENT;
 	if (out_p)
@@ -1316,17 +1318,17 @@ int gh_registry_remove(uint64_t base, struct gh_range *out_p)
 }
 
 /* Visit live entries in pool order; @fn may unlink the one it is given. */
-static size_t gh_reg_scan(bool (*fn)(struct gh_reg_ent *e, void *arg),
+static size_t gh_rtab_scan(bool (*fn)(struct gh_rtab_ent *e, void *arg),
 			  void *arg)
 {
 	size_t n = 0;
 
-	for (uint32_t c = 0; c < gh_reg_ent_nchunks; c++) {
-		uint32_t lim = c + 1 == gh_reg_ent_nchunks ?
-			       gh_reg_ent_bump : GH_REG_ENT_PER_CHUNK;
+	for (uint32_t c = 0; c < gh_rtab_ent_nchunks; c++) {
+		uint32_t lim = c + 1 == gh_rtab_ent_nchunks ?
+			       gh_rtab_ent_bump : GH_REG_ENT_PER_CHUNK;
 
 		for (uint32_t i = 0; i < lim; i++) {
-			struct gh_reg_ent *e = &gh_reg_ent_chunk[c][i];
+			struct gh_rtab_ent *e = &gh_rtab_ent_chunk[c][i];
 
 			if (e->size && fn(e, arg))
 				n++;
@@ -1335,36 +1337,36 @@ static size_t gh_reg_scan(bool (*fn)(struct gh_reg_ent *e, void *arg),
 	return n;
 }
 
-struct gh_reg_rm_if {
+struct gh_rtab_rm_if {
 	gh_range_match_fn match;
 	void *match_arg;
 	gh_range_fn on_remove;
 	void *cb_arg;
 };
 
-static bool gh_reg_rm_if_one(struct gh_reg_ent *e, void *arg)
+static bool gh_rtab_rm_if_one(struct gh_rtab_ent *e, void *arg)
 {
-	struct gh_reg_rm_if *a = arg;
+	struct gh_rtab_rm_if *a = arg;
 	struct gh_range r;
 
-	gh_reg_ent_get(e, &r);
+	gh_rtab_ent_get(e, &r);
 	if (a->match && !a->match(&r, a->match_arg))
 		return false;
 	if (a->on_remove)
 		a->on_remove(&r, a->cb_arg);
-	gh_reg_unlink(e);
+	gh_rtab_unlink(e);
 	return true;
 }
 
 size_t gh_registry_remove_if(gh_range_match_fn match, void *match_arg,
 			     gh_range_fn on_remove, void *cb_arg)
 {
-	struct gh_reg_rm_if a = { match, match_arg, on_remove, cb_arg };
+	struct gh_rtab_rm_if a = { match, match_arg, on_remove, cb_arg };
 	size_t n;
 
-	pthread_mutex_lock(&gh_reg_lock);
-	n = gh_reg_scan(gh_reg_rm_if_one, &a);
-	pthread_mutex_unlock(&gh_reg_lock);
+	pthread_mutex_lock(&gh_rtab_lock);
+	n = gh_rtab_scan(gh_rtab_rm_if_one, &a);
+	pthread_mutex_unlock(&gh_rtab_lock);
 	return n;
 }
 
@@ -1385,23 +1387,23 @@ size_t gh_registry_remove_overlap(uint64_t start, uint64_t len,
 				  gh_range_fn on_remove, void *cb_arg)
 {
 	uint64_t end = clip_end(start, len);
-	struct gh_reg_ent *e;
+	struct gh_rtab_ent *e;
 	struct gh_range r;
 	size_t n = 0;
 
-	pthread_mutex_lock(&gh_reg_lock);
-	while (start < end && (e = gh_reg_first_overlap(start, end))) {
-		uint64_t e_end = gh_reg_ent_end(e);
+	pthread_mutex_lock(&gh_rtab_lock);
+	while (start < end && (e = gh_rtab_first_overlap(start, end))) {
+		uint64_t e_end = gh_rtab_ent_end(e);
 
-		gh_reg_ent_get(e, &r);
+		gh_rtab_ent_get(e, &r);
 		if (on_remove)
 			on_remove(&r, cb_arg);
-		gh_reg_unlink(e);
+		gh_rtab_unlink(e);
 		n++;
 		if (e_end > start)
 			start = e_end;	/* the next overlap starts at or after */
 	}
-	pthread_mutex_unlock(&gh_reg_lock);
+	pthread_mutex_unlock(&gh_rtab_lock);
 	return n;
 }
 
@@ -1409,81 +1411,81 @@ size_t gh_registry_overlaps(uint64_t start, uint64_t len,
 			    gh_range_match_fn fn, void *arg)
 {
 	uint64_t end = clip_end(start, len);
-	struct gh_reg_ent *e;
+	struct gh_rtab_ent *e;
 	struct gh_range r;
 	size_t n = 0;
 
-	pthread_mutex_lock(&gh_reg_lock);
-	while (start < end && (e = gh_reg_first_overlap(start, end))) {
-		gh_reg_ent_get(e, &r);
+	pthread_mutex_lock(&gh_rtab_lock);
+	while (start < end && (e = gh_rtab_first_overlap(start, end))) {
+		gh_rtab_ent_get(e, &r);
 		n++;
 		if (fn(&r, arg))
 			break;
-		start = gh_reg_ent_end(e);
+		start = gh_rtab_ent_end(e);
 	}
-	pthread_mutex_unlock(&gh_reg_lock);
+	pthread_mutex_unlock(&gh_rtab_lock);
 	return n;
 }
 
-struct gh_reg_each {
+struct gh_rtab_each {
 	gh_range_fn fn;
 	void *arg;
 };
 
-static bool gh_reg_each_one(struct gh_reg_ent *e, void *arg)
+static bool gh_rtab_each_one(struct gh_rtab_ent *e, void *arg)
 {
-	struct gh_reg_each *a = arg;
+	struct gh_rtab_each *a = arg;
 	struct gh_range r;
 
-	gh_reg_ent_get(e, &r);
+	gh_rtab_ent_get(e, &r);
 	a->fn(&r, a->arg);
 	return true;
 }
 
 void gh_registry_foreach(gh_range_fn fn, void *arg)
 {
-	struct gh_reg_each a = { fn, arg };
+	struct gh_rtab_each a = { fn, arg };
 
-	pthread_mutex_lock(&gh_reg_lock);
-	gh_reg_scan(gh_reg_each_one, &a);
-	pthread_mutex_unlock(&gh_reg_lock);
+	pthread_mutex_lock(&gh_rtab_lock);
+	gh_rtab_scan(gh_rtab_each_one, &a);
+	pthread_mutex_unlock(&gh_rtab_lock);
 }
 
 uint64_t gh_registry_count(void)
 {
-	return GH_LD(&gh_reg_count);
+	return GH_LD(&gh_rtab_count);
 }
 
 uint64_t gh_registry_bytes(void)
 {
-	return GH_LD(&gh_reg_bytes);
+	return GH_LD(&gh_rtab_bytes);
 }
 
 void gh_registry_atfork_prepare(void)
 {
-	pthread_mutex_lock(&gh_reg_lock);
+	pthread_mutex_lock(&gh_rtab_lock);
 }
 
 void gh_registry_atfork_parent(void)
 {
-	pthread_mutex_unlock(&gh_reg_lock);
+	pthread_mutex_unlock(&gh_rtab_lock);
 }
 
 void gh_registry_atfork_child(void)
 {
 	/* Only the forking thread exists, and it holds the lock. */
-	pthread_mutex_unlock(&gh_reg_lock);
+	pthread_mutex_unlock(&gh_rtab_lock);
 }
 
-static bool gh_reg_reset_one(struct gh_reg_ent *e, void *arg)
+static bool gh_rtab_reset_one(struct gh_rtab_ent *e, void *arg)
 {
-	gh_reg_unlink(e);
+	gh_rtab_unlink(e);
 	return true;
 }
 
 void gh_registry_reset(void)
 {
-	pthread_mutex_lock(&gh_reg_lock);
-	gh_reg_scan(gh_reg_reset_one, NULL);
-	pthread_mutex_unlock(&gh_reg_lock);
+	pthread_mutex_lock(&gh_rtab_lock);
+	gh_rtab_scan(gh_rtab_reset_one, NULL);
+	pthread_mutex_unlock(&gh_rtab_lock);
 }

@@ -101,6 +101,7 @@ static struct {
 	int is_fork_child;	/* write a "fork" record after "start" */
 	int after_exec;		/* a former image of ours died writing */
 	pid_t parent;		/* pid that forked us / is forking */
+	pid_t self;		/* our pid (a vfork child's differs) */
 	int32_t first_tid;	/* thread of the first event: start record */
 	uint64_t out_recs;	/* event lines in the output buffer */
 	char path[PATH_MAX];	/* template, absolute, "%p"/"%h" unexpanded */
@@ -117,6 +118,9 @@ static __thread struct gh_ring *gh_ev_tl_ring
 	__attribute__((tls_model("initial-exec")));
 /* This thread's fork prepare took gh_ev.lock (the child inherits it). */
 static __thread int gh_ev_fork_held
+	__attribute__((tls_model("initial-exec")));
+/* This thread's exec prepare took gh_ev.lock (until the image is gone). */
+static __thread int gh_ev_exec_held
 	__attribute__((tls_model("initial-exec")));
 
 static const char *const gh_kind_names[GDRHOOK_KIND_COUNT_] = {
@@ -204,6 +208,7 @@ int gh_evlog_configure(const char *path, uint64_t ring_bytes)
 	gh_ev.dead = 0;
 	__atomic_store_n(&gh_ev.written, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&gh_ev.dropped, 0, __ATOMIC_RELAXED);
+	gh_ev.self = getpid();
 	gh_ev.start_t = gh_now_ns();
 	gh_ev.start_wall = gh_wall_ns();
 	gh_buf_init(&gh_ev.out, gh_ev_outbuf, sizeof(gh_ev_outbuf));
@@ -429,7 +434,7 @@ static int gh_ev_wait_room(struct gh_ring *g, uint64_t h)
 
 		if (h - __atomic_load_n(&g->tail, __ATOMIC_ACQUIRE) <= g->mask)
 			return 0;
-		if (gh_ev_fork_held ||
+		if (gh_ev_fork_held || gh_ev_exec_held ||
 		    __atomic_load_n(&gh_ev.state, __ATOMIC_ACQUIRE) !=
 			    GH_EV_RUN ||
 		    __atomic_load_n(&gh_ev.dead, __ATOMIC_RELAXED))
@@ -855,6 +860,45 @@ void gh_evlog_flush(void)
 	errno = saved;
 }
 
+/*
+ * Before exec: drain every ring and keep gh_ev.lock until the image is
+ * replaced, so that the writer is never cut off mid-line; what threads
+ * record after the drain stays in the spool for the next image.  The
+ * wait is bounded (a signal handler may exec while its thread holds the
+ * lock): past it, the spool alone keeps the records.
+ */
+int gh_evlog_exec_prepare(void)
+{
+	struct timespec until;
+	int saved = errno;
+
+	/* a vfork child shares our memory: the lock is the parent's */
+	if (!gh_ev_touched() || gh_ev_exec_held || getpid() != gh_ev.self)
+		return 0;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += GH_EV_STALL_MS / 1000 + 1;
+	if (pthread_mutex_timedlock(&gh_ev.lock, &until)) {
+		errno = saved;
+		return 0;
+	}
+	gh_ev_exec_held = 1;
+	gh_ev_open_locked();
+	gh_ev_drain_locked();
+	errno = saved;
+	return 1;
+}
+
+void gh_evlog_exec_failed(void)
+{
+	int saved = errno;
+
+	if (!gh_ev_exec_held)
+		return;
+	gh_ev_exec_held = 0;
+	pthread_mutex_unlock(&gh_ev.lock);
+	errno = saved;
+}
+
 void gh_evlog_shutdown(uint64_t live, uint64_t live_bytes)
 {
 	uint32_t s = __atomic_load_n(&gh_ev.state, __ATOMIC_ACQUIRE);
@@ -977,6 +1021,7 @@ void gh_evlog_atfork_child(void)
 	gh_buf_reset(&gh_ev.out);
 	gh_ev.out_recs = 0;
 	gh_ev.is_fork_child = 1;
+	gh_ev.self = getpid();
 	gh_ev.start_t = gh_now_ns();
 	gh_ev.start_wall = gh_wall_ns();
 	__atomic_store_n(&gh_ev.stop, 0, __ATOMIC_RELAXED);

@@ -151,47 +151,17 @@ class Result:
         `out` as a tuple."""
         ev = r["ev"]
         api = r.get("api") or ev
+        if ev in ("alloc", "free", "restore"):
+            self.account_mem(ev, api, r.get("ptr"), r.get("size"),
+                             r.get("dev"), r.get("gen"), r.get("kind"),
+                             r.get("rc", 0), r.get("dur_ns"),
+                             r.get("tracked"), r.get("implicit"), r["tid"],
+                             key, seq, out)
+            return
         dur = r.get("dur_ns")
         rc = r.get("rc", 0)
         pi = self.proc.index
-        if ev == "alloc":
-            st = self.stat(api, "alloc")
-            st.calls += 1
-            if dur is not None:
-                st.time(dur)
-            dev = r.get("dev", -1)
-            if rc != 0:
-                st.failed += 1
-                out((key, seq, pi, OP_MARK, None, None, 0, dev, "failed"))
-                return
-            size = r.get("size", 0)
-            st.bytes += size
-            out((key, seq, pi, OP_ALLOC, r.get("gen"), r.get("ptr"), size,
-                 dev, (api, r["tid"], r.get("kind", "?"))))
-        elif ev == "free":
-            if r.get("implicit", False):
-                st = self.stat(api, "implicit free")
-                self.implicit_frees += 1
-            else:
-                st = self.stat(api, "free")
-                if dur is not None:
-                    st.time(dur)
-            st.calls += 1
-            if rc != 0:
-                st.failed += 1
-                return      # still live; a restore record follows
-            if r.get("tracked", True) is False:
-                st.untracked += 1
-                self.untracked_frees += 1
-                return
-            st.bytes += r.get("size", 0)
-            out((key, seq, pi, OP_FREE, r.get("gen"), r.get("ptr"), 0, 0,
-                 None))
-        elif ev == "restore":
-            self.restores += 1
-            out((key, seq, pi, OP_RESTORE, r.get("gen"), r.get("ptr"),
-                 r.get("size"), r.get("dev"), (api, r["tid"], r.get("kind"))))
-        elif ev in CTX_EVENTS or ev in POOL_EVENTS:
+        if ev in CTX_EVENTS or ev in POOL_EVENTS:
             st = self.stat(api, "ctx" if ev in CTX_EVENTS else "pool")
             st.calls += 1
             if rc != 0:
@@ -219,6 +189,51 @@ class Result:
         elif ev == "fork":
             out((key, seq, pi, OP_FORK, None, None, 0, 0, None))
         # start, exit: nothing to count
+
+    def account_mem(self, ev, api, ptr, size, dev, gen, kind, rc, dur,
+                    tracked, implicit, tid, key, seq, out):
+        """account() of an alloc, free or restore record; a field the
+        record lacks is None."""
+        pi = self.proc.index
+        if ev == "alloc":
+            st = self.stat(api, "alloc")
+            st.calls += 1
+            if dur is not None:
+                st.time(dur)
+            if dev is None:
+                dev = -1
+            if rc != 0:
+                st.failed += 1
+                out((key, seq, pi, OP_MARK, None, None, 0, dev, "failed"))
+                return
+            if size is None:
+                size = 0
+            st.bytes += size
+            out((key, seq, pi, OP_ALLOC, gen, ptr, size, dev,
+                 (api, tid, "?" if kind is None else kind)))
+        elif ev == "free":
+            if implicit:
+                st = self.stat(api, "implicit free")
+                self.implicit_frees += 1
+            else:
+                st = self.stat(api, "free")
+                if dur is not None:
+                    st.time(dur)
+            st.calls += 1
+            if rc != 0:
+                st.failed += 1
+                return      # still live; a restore record follows
+            if tracked is False:
+                st.untracked += 1
+                self.untracked_frees += 1
+                return
+            if size is not None:
+                st.bytes += size
+            out((key, seq, pi, OP_FREE, gen, ptr, 0, 0, None))
+        else:
+            self.restores += 1
+            out((key, seq, pi, OP_RESTORE, gen, ptr, size, dev,
+                 (api, tid, kind)))
 
     def cache_event(self, r, ev, api, dur, rc, key, seq, out):
         self.cache_seen = True
@@ -427,10 +442,16 @@ def analyse(names, pids=None, quiet=False, obs=None, buffer=200000):
     at_end = schema.EFFECT_AT_END
     special = ("start", "exit", "fork", "recovered")
     want_records = obs is not None and getattr(obs, "record", None)
+    fasts = {v: reader.fast_mem(v) for v in tables}
+    mem_ends = {v: {ev: tab.get(ev, {}).get("time") == "end"
+                    for ev in ("alloc", "free", "restore")}
+                for v, tab in tables.items()}
     try:
         for fidx, name in enumerate(names):
             version = 1
             tab = tables[version]
+            fast = fasts[version]
+            mem_end = mem_ends[version]
             cur = table.cur.setdefault(fidx, {})
             for lineno, raw, nl in reader.lines(name):
                 seq = (fidx << bits) | lineno
@@ -442,6 +463,39 @@ def analyse(names, pids=None, quiet=False, obs=None, buffer=200000):
                     diag.at(seq, "line longer than %d bytes; ignored"
                             % reader.MAX_LINE)
                     continue
+                f = fast(raw)
+                if f is not None:
+                    # An allocation record in the library's layout: the
+                    # steps below for a mem record, without the dict.
+                    ev, t, pid, tid = f[0], f[1], f[2], f[3]
+                    dur = f[12]
+                    if mem_end[ev]:         # times(), with no t_start
+                        key = t
+                        t = t - dur if t > dur else 0
+                        if ev not in at_end:
+                            key = t
+                    else:
+                        key = t + dur if ev in at_end else t
+                    p = cur.get(pid)
+                    if p is None:
+                        p = table.place(fidx, {"pid": pid, "ev": ev}, seq)
+                    rs.records += 1
+                    p.nrec += 1
+                    p.tids.add(tid)
+                    if t < p.t_first:
+                        p.t_first = t
+                    if key > p.t_last:
+                        p.t_last = key
+                    res = p.res
+                    if res is None:
+                        res = p.res = Result(p, obs)
+                    res.account_mem(ev, f[4] or ev, f[5], f[6], f[7], f[8],
+                                    f[9], f[11], dur, f[13], f[14], tid,
+                                    key, seq, out)
+                    if want_records:
+                        want_records(p, reader.mem_record(f, t), tab[ev],
+                                     raw.decode("ascii"))
+                    continue
                 text = raw.decode("utf-8", "replace").strip()
                 if not text:
                     continue
@@ -451,14 +505,16 @@ def analyse(names, pids=None, quiet=False, obs=None, buffer=200000):
                     rs.bad_lines += 1
                     if not nl:
                         rs.truncated_last = True
-                        diag.at(seq, "truncated last line (the writer was "
-                                "interrupted?); ignored")
+                        diag.at(seq, "truncated last line (the writer "
+                                "was interrupted?); ignored")
                     else:
                         diag.at(seq, "not valid JSON; line ignored")
                     continue
                 if type(obj) is dict and obj.get("ev") == "start":
                     version = start_version(obj, seq, diag, rs, version)
                     tab = tables[version]
+                    fast = fasts[version]
+                    mem_end = mem_ends[version]
                 try:
                     r = norm(obj, version, seq)
                 except BadRecord as e:
@@ -467,6 +523,8 @@ def analyse(names, pids=None, quiet=False, obs=None, buffer=200000):
                     continue
                 if r is None:
                     continue
+                if r is not obj:
+                    text = None
                 ev = r["ev"]
                 e = tab[ev]
                 if e["time"] == "start":
@@ -495,7 +553,9 @@ def analyse(names, pids=None, quiet=False, obs=None, buffer=200000):
                 if want_records:
                     # The line itself is the record's JSON when it passed
                     # the fast path (plain ints, strings and booleans).
-                    want_records(p, r, e, text if r is obj else None)
+                    if type(text) is bytes:
+                        text = text.decode("ascii")
+                    want_records(p, r, e, text)
         table.link()
         procs = table.list
         if pids is not None:

@@ -15,6 +15,7 @@ import json.scanner
 import marshal
 import math
 import os
+import re
 import sys
 import tempfile
 
@@ -350,6 +351,84 @@ def decoder():
             raise ValueError("extra data")
         return obj
     return decode
+
+
+# The layout the library writes for allocation records (the `mem` family,
+# hooks/events.table), fields in table order, plain ASCII strings, no
+# spaces.  A line of exactly this shape is read by one regular expression
+# instead of json + Normaliser, to the same dict those would make; any
+# other line (other events, escapes, odd numbers) takes the general path.
+_U = rb"(0|[1-9][0-9]*)"
+_I = rb"(-?(?:0|[1-9][0-9]*))"
+_S = rb'"([\x20\x21\x23-\x5b\x5d-\x7e]*)"'
+_X = rb'"(0x[0-9a-fA-F]{1,32})"'
+_MEM = re.compile(
+    rb'\{"t":' + _U + rb',"pid":' + _I + rb',"tid":' + _I +
+    rb',"ev":"(alloc|free|restore)","api":' + _S + rb',"ptr":' + _X +
+    rb',"size":' + _U + rb',"dev":' + _I + rb',"gen":' + _U +
+    rb',"kind":' + _S + rb',"ctx":' + _X + rb',"rc":' + _I +
+    rb',"dur_ns":' + _U + rb'(,"tracked":false)?(,"implicit":true)?\}')
+_MEM_FIELDS = ("api", "ptr", "size", "dev", "gen", "kind", "ctx", "rc",
+               "dur_ns")
+
+
+def fast_mem(version):
+    """raw line -> (ev, t, pid, tid, api, ptr, size, dev, gen, kind, ctx,
+    rc, dur_ns, tracked, implicit) for a `mem` record of this format
+    version in the library's layout (tracked, implicit: None when the
+    flag is absent), or None: read that line the general way."""
+    tab = schema.SCHEMAS[version]
+    ok = {}
+    for ev in ("alloc", "free", "restore"):
+        f = tab.get(ev, {}).get("fields", {})
+        if any(f.get(k) != ty for k, ty in zip(_MEM_FIELDS, (
+                "s", "x", "u", "i", "u", "s", "x", "i", "u"))):
+            continue
+        for tr in (None, b',"tracked":false'):
+            for im in (None, b',"implicit":true'):
+                if (tr is None or f.get("tracked") == "b") and \
+                        (im is None or f.get("implicit") == "b"):
+                    ok[(ev.encode(), tr, im)] = ev
+    match = _MEM.fullmatch
+    names = {}
+
+    def parse(raw):
+        m = match(raw)
+        if m is None:
+            return None
+        (t, pid, tid, ev, api, ptr, size, dev, gen, kind, ctx, rc, dur,
+         tr, im) = m.groups()
+        ev = ok.get((ev, tr, im))
+        if ev is None:
+            return None
+        a = names.get(api)
+        if a is None:
+            a = api.decode("ascii")
+            if len(names) < 4096:       # a hostile log: no end of names
+                names[api] = a
+        k = names.get(kind)
+        if k is None:
+            k = kind.decode("ascii")
+            if len(names) < 4096:
+                names[kind] = k
+        return (ev, int(t), int(pid), int(tid), a, int(ptr, 16), int(size),
+                int(dev), int(gen), k, int(ctx, 16), int(rc), int(dur),
+                False if tr is not None else None,
+                True if im is not None else None)
+    return parse
+
+
+def mem_record(f, t):
+    """The record dict of a fast_mem() tuple, `t` its start time (as
+    times() leaves it): what json + Normaliser would have made."""
+    r = {"t": t, "pid": f[2], "tid": f[3], "ev": f[0], "api": f[4],
+         "ptr": f[5], "size": f[6], "dev": f[7], "gen": f[8], "kind": f[9],
+         "ctx": f[10], "rc": f[11], "dur_ns": f[12]}
+    if f[13] is not None:
+        r["tracked"] = False
+    if f[14] is not None:
+        r["implicit"] = True
+    return r
 
 
 def times(r, e):

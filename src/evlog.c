@@ -957,11 +957,17 @@ void gh_evlog_shutdown(uint64_t live, uint64_t live_bytes)
 	errno = saved;
 }
 
+/*
+ * The handlers may be registered twice (a program linked with the core
+ * archive that registers its own, beside init.c's): the second prepare
+ * finds the lock ours and does nothing; the first parent/child handler
+ * lets go, the second finds nothing held.
+ */
 void gh_evlog_atfork_prepare(void)
 {
 	int saved = errno;
 
-	if (!gh_evlog_enabled())
+	if (!gh_evlog_enabled() || gh_ev_fork_held)
 		return;
 	pthread_mutex_lock(&gh_ev.lock);
 	gh_ev_fork_held = 1;

@@ -2,8 +2,8 @@
 """Reading logs: lines, records checked against the schema, process
 images, and an external sort that gives records back in time order.
 
-Nothing here holds a whole log: lines are read one at a time (each capped
-at MAX_LINE bytes) and the sort keeps at most `buffer` small tuples in
+Nothing here holds a whole log: lines are read a block at a time (each
+capped at MAX_LINE bytes) and the sort keeps at most `buffer` small tuples in
 memory, spilling sorted runs to a temporary file beyond that.
 """
 
@@ -138,33 +138,62 @@ def open_log(path):
         raise Fatal("cannot read %s: %s" % (path, e.strerror or e)) from None
 
 
-def lines(path):
-    """Yield (lineno, raw bytes without the newline, ended_by_newline);
-    a line longer than MAX_LINE comes back as None (it is skipped)."""
+BLOCK_BYTES = 1 << 20
+
+
+def blocks(path):
+    """Yield (first line number, data, items): data is a run of whole
+    lines, each ended by a newline (items None), or data is None and
+    items a list of (lineno, raw bytes without the newline,
+    ended_by_newline) for a line longer than MAX_LINE (raw None: it is
+    skipped) or the unterminated last line.  Memory: one block and one
+    line at most."""
     f = open_log(path)
     try:
-        readline = f.readline
+        read = f.read
         n = 0
+        rest = b""
+        skipping = False        # inside a line longer than MAX_LINE
         while True:
-            raw = readline(MAX_LINE)
-            if not raw:
+            buf = read(BLOCK_BYTES)
+            if not buf:
                 break
+            if skipping:
+                i = buf.find(b"\n")
+                if i < 0:
+                    continue
+                buf = buf[i + 1:]
+                skipping = False
+                yield n, None, [(n, None, True)]
+            data = rest + buf if rest else buf
+            cut = data.rfind(b"\n") + 1
+            rest = data[cut:]
+            if cut:
+                yield n + 1, data[:cut], None
+                n += data.count(b"\n", 0, cut)
+            if len(rest) >= MAX_LINE:
+                n += 1
+                rest = b""
+                skipping = True
+        if skipping:
+            yield n, None, [(n, None, False)]
+        elif rest:
             n += 1
-            if raw[-1:] == b"\n":
-                yield n, raw[:-1], True
-            elif len(raw) < MAX_LINE:
-                yield n, raw, False
-            else:
-                while True:
-                    more = readline(MAX_LINE)
-                    if not more or more[-1:] == b"\n":
-                        break
-                yield n, None, bool(more)
+            yield n, None, [(n, rest, False)]
     except (OSError, EOFError, gzip.BadGzipFile, ValueError) as e:
         raise Fatal("cannot read %s: %s" % (path, e)) from None
     finally:
         if f is not sys.stdin.buffer:
             f.close()
+
+
+def split_block(n0, data):
+    """(lineno, raw, True) for each line of a blocks() data block; a line
+    longer than MAX_LINE comes back as None, as from blocks()."""
+    parts = data.split(b"\n")
+    parts.pop()                 # after the last newline: nothing
+    return [(n0 + i, None if len(raw) >= MAX_LINE else raw, True)
+            for i, raw in enumerate(parts)]
 
 
 # ---------------------------------------------------------------------------
@@ -368,15 +397,16 @@ _MEM = re.compile(
     rb',"size":' + _U + rb',"dev":' + _I + rb',"gen":' + _U +
     rb',"kind":' + _S + rb',"ctx":' + _X + rb',"rc":' + _I +
     rb',"dur_ns":' + _U + rb'(,"tracked":false)?(,"implicit":true)?\}')
+# The same, for every line of a block at once (^...$ per line).
+_MEM_LINES = re.compile(b"^" + _MEM.pattern + b"$", re.M)
 _MEM_FIELDS = ("api", "ptr", "size", "dev", "gen", "kind", "ctx", "rc",
                "dur_ns")
 
 
-def fast_mem(version):
-    """raw line -> (ev, t, pid, tid, api, ptr, size, dev, gen, kind, ctx,
-    rc, dur_ns, tracked, implicit) for a `mem` record of this format
-    version in the library's layout (tracked, implicit: None when the
-    flag is absent), or None: read that line the general way."""
+def fast_mem_events(version):
+    """{(ev, tracked flag, implicit flag): event name} for the `mem`
+    records _MEM may read in this format version (as bytes from the
+    line; an absent flag is b"", as findall gives it)."""
     tab = schema.SCHEMAS[version]
     ok = {}
     for ev in ("alloc", "free", "restore"):
@@ -384,11 +414,21 @@ def fast_mem(version):
         if any(f.get(k) != ty for k, ty in zip(_MEM_FIELDS, (
                 "s", "x", "u", "i", "u", "s", "x", "i", "u"))):
             continue
-        for tr in (None, b',"tracked":false'):
-            for im in (None, b',"implicit":true'):
-                if (tr is None or f.get("tracked") == "b") and \
-                        (im is None or f.get("implicit") == "b"):
+        for tr in (b"", b',"tracked":false'):
+            for im in (b"", b',"implicit":true'):
+                if (not tr or f.get("tracked") == "b") and \
+                        (not im or f.get("implicit") == "b"):
                     ok[(ev.encode(), tr, im)] = ev
+    return ok
+
+
+def fast_mem(version):
+    """raw line -> (ev, t, pid, tid, api, ptr, size, dev, gen, kind, ctx,
+    rc, dur_ns, tracked, implicit) for a `mem` record of this format
+    version in the library's layout (tracked, implicit: None when the
+    flag is absent), or None: read that line the general way."""
+    ok = fast_mem_events(version)
+    ok = {(e, tr or None, im or None): ev for (e, tr, im), ev in ok.items()}
     match = _MEM.fullmatch
     names = {}
 

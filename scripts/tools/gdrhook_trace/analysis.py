@@ -468,6 +468,7 @@ class BlockReader:
 
     def __init__(self, tables, bits):
         self.bits = bits
+        self.tables = tables
         self.names = {}
         self.evs = {}           # version -> {(ev, tracked, implicit): ...}
         for v, tab in tables.items():
@@ -486,7 +487,9 @@ class BlockReader:
                 names[b] = b.decode("ascii")
         return map(names.__getitem__, col)
 
-    def __call__(self, data, n0, fidx, version, cur, rs, out):
+    def __call__(self, data, n0, fidx, version, cur, rs, out, rec=None):
+        """rec: the observer's record(), given each record as the line
+        loop would."""
         rows = reader._MEM_LINES.findall(data)
         n = len(rows)
         if not n or n != data.count(b"\n"):
@@ -509,6 +512,11 @@ class BlockReader:
         tids = list(map(int, cols[2]))
         t_first, t_last = p.t_first, p.t_last
         stats = {}
+        if rec is not None:
+            tab = self.tables[version]
+            texts = data.decode("ascii").split("\n")
+            ctxs = list(map(int, cols[10], [16] * n))
+            line = 0
         for (ev, end, at_end, tracked, implicit), t, tid, api, ptr, size, \
                 dev, gen, kind, rc, dur in zip(
                     kinds, map(int, cols[0]), tids, self._str(cols[4]),
@@ -529,6 +537,17 @@ class BlockReader:
                 t_first = t
             if key > t_last:
                 t_last = key
+            if rec is not None:     # the record reader.mem_record() makes
+                r = {"t": t, "pid": p.pid, "tid": tid, "ev": ev, "api": api,
+                     "ptr": ptr, "size": size, "dev": dev, "gen": gen,
+                     "kind": kind, "ctx": ctxs[line], "rc": rc,
+                     "dur_ns": dur}
+                if tracked:
+                    r["tracked"] = False
+                if implicit:
+                    r["implicit"] = True
+                rec(p, r, tab[ev], texts[line])
+                line += 1
             api = api or ev
             # Result.account_mem(), every field present
             if ev == "alloc":
@@ -617,8 +636,8 @@ def analyse(names, pids=None, quiet=False, obs=None, buffer=200000):
                 if data is not None:
                     if len(sbuf) >= sorter.limit:
                         sorter.spill()
-                    if not want_records and by_block(
-                            data, n0, fidx, version, cur, rs, out):
+                    if by_block(data, n0, fidx, version, cur, rs, out,
+                                want_records or None):
                         continue
                     items = reader.split_block(n0, data)
                 for lineno, raw, nl in items:

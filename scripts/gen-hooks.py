@@ -64,7 +64,10 @@ def parse(paths):
                 r.params = [] if params == "void" else \
                     [p.strip() for p in params.split(",")]
                 r.args = []
-                for p in r.params:
+                for i, p in enumerate(r.params):
+                    if p == "..." and i == len(r.params) - 1 and i > 0 \
+                            and action == "manual":
+                        continue    # variadic (execl): hand-written only
                     m = re.search(r"([A-Za-z_]\w*)\s*$", p)
                     if not m:
                         die(path, lineno, "bad parameter " + p)

@@ -17,13 +17,12 @@
  * Consumer:  h = head (acquire); format slots tail..h; write them;
  *            only then tail = h (release).
  *
- * Crash safety: the rings live in a file-backed shared mapping (the
- * "spool", a file in /dev/shm named after the uid and pid) that the page
- * cache keeps when the process dies by abort(), _exit(), a fatal signal
- * or exec.  A clean exit drains and removes it.  The next process that
- * configures a log (or the next image after exec: same pid) finds spools
- * of dead processes, appends what their rings still hold to the log named
- * in the spool, adds a "recovered" record and removes the spool.
+ * Crash safety: the rings live in the spool (evspool.c), a file-backed
+ * shared mapping the page cache keeps when the process dies.  A clean
+ * exit drains and removes it.  The next process that configures a log
+ * (or the next image after exec: same pid) appends what a dead process's
+ * rings still hold to the log named in its spool, after a "recovered"
+ * record (gh_ev_recover below).
  *
  * The writer thread sleeps on a futex word for at most GH_EV_PERIOD_MS;
  * a producer whose ring reaches a quarter full bumps the word and wakes
@@ -31,7 +30,6 @@
  * off; a sink that cannot be opened or stops accepting is abandoned with
  * one message, and every event it did not take is counted as dropped.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -53,6 +51,7 @@
 #include "gdrhook.h"
 #include "clock.h"
 #include "evlog.h"
+#include "evspool.h"
 #include "fmt.h"
 #include "log.h"
 
@@ -64,45 +63,11 @@
 #define GH_EV_OUTBUF		(256u << 10)
 #define GH_EV_LINE_MAX		4096	/* longest line we ever format */
 #define GH_EV_STR_MAX		256	/* input bytes of one string field */
-#define GH_SPOOL_DIR		"/dev/shm"
-#define GH_SPOOL_PREFIX		"gdrhook-spool."
-#define GH_SPOOL_MAGIC		0x314c4f4f50534847ull	/* "GHSPOOL1" */
-#define GH_SPOOL_MAX_RINGS	1024u
 
 /* two escaped strings (6 bytes per input byte at worst) + the rest */
 _Static_assert(2 * (6 * GH_EV_STR_MAX + 2) + 512 <= GH_EV_LINE_MAX,
 	       "an event line may not fit GH_EV_LINE_MAX");
 _Static_assert(6 * PATH_MAX + 512 <= GH_EV_OUTBUF, "start line too long");
-
-enum gh_ring_state { GH_RING_FREE, GH_RING_OWNED, GH_RING_ORPHANED };
-
-struct gh_ring {
-	struct gh_ring *next;		/* global list, immutable once pushed */
-	uint32_t state;			/* enum gh_ring_state, atomic */
-	uint32_t mask;			/* capacity - 1 */
-	uint32_t wake_at;		/* fill level that wakes the writer */
-	uint32_t in_spool;		/* 1: part of the spool file */
-	size_t map_len;
-	uint64_t head __attribute__((aligned(64)));	/* producer */
-	uint64_t tail __attribute__((aligned(64)));	/* consumer */
-	struct gh_evrec rec[] __attribute__((aligned(64)));
-};
-
-/* The spool's first page(s): what a recoverer needs to know. */
-struct gh_spool_hdr {
-	uint64_t magic;
-	uint32_t version;		/* GH_EV_FORMAT_VERSION */
-	uint32_t slot_size;
-	uint32_t ring_recs;
-	uint32_t nrings;		/* atomic: rings handed out */
-	uint64_t ring_stride;		/* bytes per ring in the file */
-	uint64_t data_off;		/* offset of ring 0 */
-	int32_t pid;
-	int32_t pad_;
-	uint64_t start_t;		/* the dead process's "start" t */
-	uint64_t start_wall;
-	char log[PATH_MAX];		/* expanded log path */
-};
 
 /* gh_ev.state: what the hook path sees with one load. */
 enum gh_ev_state {
@@ -136,20 +101,15 @@ static struct {
 	int is_fork_child;	/* write a "fork" record after "start" */
 	int after_exec;		/* a former image of ours died writing */
 	pid_t parent;		/* pid that forked us / is forking */
+	pid_t self;		/* our pid (a vfork child's differs) */
 	int32_t first_tid;	/* thread of the first event: start record */
 	uint64_t out_recs;	/* event lines in the output buffer */
 	char path[PATH_MAX];	/* template, absolute, "%p"/"%h" unexpanded */
 	char opened[PATH_MAX];	/* expanded path */
 	struct gh_buf out;
-
-	/* spool */
-	int spool_fd;		/* -1: none (anonymous rings) */
-	struct gh_spool_hdr *spool;
-	char spool_path[64];
 } gh_ev = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.fd = -1,
-	.spool_fd = -1,
 };
 
 static char gh_ev_outbuf[GH_EV_OUTBUF];
@@ -158,6 +118,9 @@ static __thread struct gh_ring *gh_ev_tl_ring
 	__attribute__((tls_model("initial-exec")));
 /* This thread's fork prepare took gh_ev.lock (the child inherits it). */
 static __thread int gh_ev_fork_held
+	__attribute__((tls_model("initial-exec")));
+/* This thread's exec prepare took gh_ev.lock (until the image is gone). */
+static __thread int gh_ev_exec_held
 	__attribute__((tls_model("initial-exec")));
 
 static const char *const gh_kind_names[GDRHOOK_KIND_COUNT_] = {
@@ -186,7 +149,7 @@ void gh_ev_put_kind(struct gh_buf *b, unsigned int kind)
 /* configuration                                                     */
 
 static void gh_ev_thread_exit(void *arg);
-static void gh_spool_recover_all(void);
+static void gh_ev_recover(const struct gh_spool_dead *d);
 
 int gh_evlog_configure(const char *path, uint64_t ring_bytes)
 {
@@ -245,11 +208,14 @@ int gh_evlog_configure(const char *path, uint64_t ring_bytes)
 	gh_ev.dead = 0;
 	__atomic_store_n(&gh_ev.written, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&gh_ev.dropped, 0, __ATOMIC_RELAXED);
+	gh_ev.self = getpid();
 	gh_ev.start_t = gh_now_ns();
 	gh_ev.start_wall = gh_wall_ns();
 	gh_buf_init(&gh_ev.out, gh_ev_outbuf, sizeof(gh_ev_outbuf));
 	gh_ev.out_recs = 0;
-	gh_spool_recover_all();
+	pthread_mutex_lock(&gh_ev.lock);
+	gh_spool_recover_all(gh_ev_recover);
+	pthread_mutex_unlock(&gh_ev.lock);
 	__atomic_store_n(&gh_ev.state, GH_EV_IDLE, __ATOMIC_RELEASE);
 	return 0;
 }
@@ -315,96 +281,6 @@ static int gh_ev_expand(const char *tmpl, pid_t pid, char *dst, size_t cap)
 }
 
 /* ---------------------------------------------------------------- */
-/* spool: rings in a file the page cache keeps when we die          */
-
-static size_t gh_pagesize(void)
-{
-	return (size_t)sysconf(_SC_PAGESIZE);
-}
-
-static size_t gh_ring_bytes(uint32_t recs)
-{
-	size_t pg = gh_pagesize();
-	size_t len = sizeof(struct gh_ring) +
-		     (size_t)recs * sizeof(struct gh_evrec);
-
-	return (len + pg - 1) & ~(pg - 1);
-}
-
-static void gh_spool_name(char *dst, size_t cap, pid_t pid)
-{
-	struct gh_buf b;
-
-	gh_buf_init(&b, dst, cap);
-	gh_buf_lit(&b, GH_SPOOL_DIR "/" GH_SPOOL_PREFIX);
-	gh_buf_u64(&b, (uint64_t)getuid());
-	gh_buf_putc(&b, '.');
-	gh_buf_i64(&b, pid);
-	gh_buf_cstr(&b);
-}
-
-/* Map this process's spool (first event; stderr logs have none). */
-static void gh_spool_open(void)
-{
-	size_t hdr_len, stride, pg = gh_pagesize();
-	struct gh_spool_hdr *h;
-	int fd, saved = errno;
-
-	if (gh_ev.is_stderr || gh_ev.spool_fd >= 0)
-		return;
-	gh_spool_name(gh_ev.spool_path, sizeof(gh_ev.spool_path), getpid());
-	/* a spool of our pid is a former image's: recovered at configure */
-	fd = open(gh_ev.spool_path,
-		  O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0)
-		goto out;
-	hdr_len = (sizeof(*h) + pg - 1) & ~(pg - 1);
-	stride = gh_ring_bytes(gh_ev.ring_recs);
-	if (ftruncate(fd, (off_t)(hdr_len + stride * GH_SPOOL_MAX_RINGS))) {
-		close(fd);
-		unlink(gh_ev.spool_path);
-		goto out;
-	}
-	h = mmap(NULL, hdr_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (h == MAP_FAILED) {
-		close(fd);
-		unlink(gh_ev.spool_path);
-		goto out;
-	}
-	h->version = GH_EV_FORMAT_VERSION;
-	h->slot_size = sizeof(struct gh_evrec);
-	h->ring_recs = gh_ev.ring_recs;
-	h->ring_stride = stride;
-	h->data_off = hdr_len;
-	h->pid = getpid();
-	h->start_t = gh_ev.start_t;
-	h->start_wall = gh_ev.start_wall;
-	if (gh_ev_expand(gh_ev.path, getpid(), h->log, sizeof(h->log))) {
-		munmap(h, hdr_len);
-		close(fd);
-		unlink(gh_ev.spool_path);
-		goto out;
-	}
-	__atomic_store_n(&h->magic, GH_SPOOL_MAGIC, __ATOMIC_RELEASE);
-	gh_ev.spool_fd = fd;
-	/* rings are taken (gh_ring_get) by threads that may see it now */
-	__atomic_store_n(&gh_ev.spool, h, __ATOMIC_RELEASE);
-out:
-	errno = saved;
-}
-
-/* Drop our spool (clean exit: everything in it was written). */
-static void gh_spool_remove(void)
-{
-	if (gh_ev.spool_fd < 0)
-		return;
-	unlink(gh_ev.spool_path);
-	close(gh_ev.spool_fd);
-	gh_ev.spool_fd = -1;
-	__atomic_store_n(&gh_ev.spool, NULL, __ATOMIC_RELEASE);
-}
-
-/* ---------------------------------------------------------------- */
 /* rings                                                             */
 
 static void gh_ev_wake(void)
@@ -419,7 +295,6 @@ static void gh_ev_wake(void)
 /* Take a free ring or map a new one.  Slow path: once per thread. */
 static struct gh_ring *gh_ring_get(void)
 {
-	struct gh_spool_hdr *sp;
 	struct gh_ring *g, *head;
 	uint32_t recs = gh_ev.ring_recs;
 	size_t len = gh_ring_bytes(recs);
@@ -441,20 +316,8 @@ static struct gh_ring *gh_ring_get(void)
 			goto got;
 	}
 
-	g = MAP_FAILED;
-	sp = __atomic_load_n(&gh_ev.spool, __ATOMIC_ACQUIRE);
-	if (sp) {
-		uint32_t i = __atomic_fetch_add(&sp->nrings, 1,
-						__ATOMIC_ACQ_REL);
-
-		if (i < GH_SPOOL_MAX_RINGS) {
-			g = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED,
-				 gh_ev.spool_fd,
-				 (off_t)(sp->data_off +
-					 (uint64_t)i * sp->ring_stride));
-			in_spool = g != MAP_FAILED;
-		}
-	}
+	g = gh_spool_map_ring(len);
+	in_spool = g != MAP_FAILED;
 	if (g == MAP_FAILED)
 		g = mmap(NULL, len, PROT_READ | PROT_WRITE,
 			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -527,6 +390,7 @@ static void *gh_ev_writer_main(void *arg)
 /* First event of the process: map the spool, start the writer (once). */
 static void gh_ev_start(void)
 {
+	char log[PATH_MAX];
 	uint32_t want = GH_EV_IDLE;
 	sigset_t all, old;
 	int saved = errno, rc;
@@ -537,7 +401,11 @@ static void gh_ev_start(void)
 		return;
 	__atomic_store_n(&gh_ev.stop, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&gh_ev.first_tid, gh_gettid(), __ATOMIC_RELAXED);
-	gh_spool_open();
+	/* stderr has no file to recover into */
+	if (!gh_ev.is_stderr &&
+	    !gh_ev_expand(gh_ev.path, getpid(), log, sizeof(log)))
+		gh_spool_open(log, gh_ev.ring_recs, gh_ev.start_t,
+			      gh_ev.start_wall);
 	/* the writer inherits a full signal mask (SIGPIPE included) */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -566,7 +434,7 @@ static int gh_ev_wait_room(struct gh_ring *g, uint64_t h)
 
 		if (h - __atomic_load_n(&g->tail, __ATOMIC_ACQUIRE) <= g->mask)
 			return 0;
-		if (gh_ev_fork_held ||
+		if (gh_ev_fork_held || gh_ev_exec_held ||
 		    __atomic_load_n(&gh_ev.state, __ATOMIC_ACQUIRE) !=
 			    GH_EV_RUN ||
 		    __atomic_load_n(&gh_ev.dead, __ATOMIC_RELAXED))
@@ -831,8 +699,7 @@ static void gh_ev_open_locked(void)
 	GH_KEY(b, "exe");
 	gh_buf_json_str(b, exe, sizeof(exe));
 	GH_KV_U(b, "wall_ns", gh_ev.start_wall);
-	GH_KV_BOOL(b, "crash_safe",
-		   __atomic_load_n(&gh_ev.spool, __ATOMIC_ACQUIRE) != NULL);
+	GH_KV_BOOL(b, "crash_safe", gh_spool_active());
 	GH_KEY(b, "mode");
 	if (gh_ev.block)
 		gh_buf_lit(b, "\"block\"");
@@ -908,78 +775,26 @@ static void gh_ev_drain_locked(void)
 /* ---------------------------------------------------------------- */
 /* recovery of dead processes' spools                                */
 
-/* Is pid gone (or a zombie)?  Our own pid: a former image (exec). */
-static int gh_pid_dead(pid_t pid)
-{
-	char path[64], buf[256], *p;
-	struct gh_buf b;
-	ssize_t n;
-	int fd;
-
-	if (pid == getpid())
-		return 1;
-	if (kill(pid, 0) == 0 || errno == EPERM) {
-		gh_buf_init(&b, path, sizeof(path));
-		gh_buf_lit(&b, "/proc/");
-		gh_buf_i64(&b, pid);
-		gh_buf_lit(&b, "/stat");
-		gh_buf_cstr(&b);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			return 0;
-		n = read(fd, buf, sizeof(buf) - 1);
-		close(fd);
-		if (n <= 0)
-			return 0;
-		buf[n] = '\0';
-		p = strrchr(buf, ')');
-		return p && p[1] == ' ' && p[2] == 'Z';
-	}
-	return errno == ESRCH;
-}
-
 /*
- * Append what a dead process's rings still hold to its log, then a
+ * Append what a dead process's rings still hold to its log, after a
  * "recovered" record.  Under gh_ev.lock with gh_ev.fd unused (-1 or -2):
  * borrows the output buffer and fd slot.
  */
-static void gh_spool_recover(const char *spool)
+static void gh_ev_recover(const struct gh_spool_dead *d)
 {
-	struct gh_spool_hdr *h;
-	struct stat st;
 	uint64_t n = 0;
-	int sfd, lfd, saved_fd = gh_ev.fd, saved_dead = gh_ev.dead;
+	int lfd, saved_fd = gh_ev.fd, saved_dead = gh_ev.dead;
 	uint64_t saved_written = gh_evlog_written();
 	uint64_t saved_dropped = gh_evlog_dropped();
-	size_t hdr_len = (sizeof(*h) + gh_pagesize() - 1) &
-			 ~(gh_pagesize() - 1);
 	struct gh_buf *b;
 
-	sfd = open(spool, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (sfd < 0)
-		return;
-	if (fstat(sfd, &st) || st.st_uid != getuid() ||
-	    (uint64_t)st.st_size < hdr_len)
-		goto out_close;
-	h = mmap(NULL, hdr_len, PROT_READ, MAP_SHARED, sfd, 0);
-	if (h == MAP_FAILED)
-		goto out_close;
-	if (h->magic != GH_SPOOL_MAGIC || h->version != GH_EV_FORMAT_VERSION ||
-	    h->slot_size != sizeof(struct gh_evrec) || !h->ring_recs ||
-	    (h->ring_recs & (h->ring_recs - 1)) ||
-	    h->ring_stride != gh_ring_bytes(h->ring_recs) ||
-	    h->data_off != hdr_len || !memchr(h->log, 0, sizeof(h->log))) {
-		gh_info("event log: %s is not a spool of this version: removed",
-			spool);
-		goto out_unmap;
-	}
-	if (h->pid == getpid())
+	if (d->pid == getpid())
 		gh_ev.after_exec = 1;	/* our former image: it may have torn */
-	lfd = gh_ev_open_sink(h->log, 1);
+	lfd = gh_ev_open_sink(d->log, 1);
 	if (lfd < 0) {
 		gh_warn("event log: cannot recover %s into %s (errno %d)",
-			spool, h->log, -lfd);
-		goto out_unmap;
+			d->spool, d->log, -lfd);
+		return;
 	}
 	gh_ev.fd = lfd;
 	gh_ev.dead = 0;
@@ -987,38 +802,24 @@ static void gh_spool_recover(const char *spool)
 	gh_ev.out_recs = 0;
 	/* two passes: the "recovered" record goes first, with the count */
 	for (int pass = 0; pass < 2 && gh_ev.fd >= 0; pass++) {
-		for (uint32_t i = 0; i < h->nrings && i < GH_SPOOL_MAX_RINGS;
-		     i++) {
-			off_t off = (off_t)(h->data_off +
-					    (uint64_t)i * h->ring_stride);
-			struct gh_ring *g;
+		for (uint32_t i = 0; i < d->nrings; i++) {
+			struct gh_ring *g = gh_spool_dead_ring(d, i);
 
-			if ((uint64_t)off + h->ring_stride >
-			    (uint64_t)st.st_size)
-				break;
-			/* private: our tail updates stay ours */
-			g = mmap(NULL, h->ring_stride, PROT_READ | PROT_WRITE,
-				 MAP_PRIVATE, sfd, off);
-			if (g == MAP_FAILED)
+			if (!g)
 				continue;
-			if (g->state != GH_RING_FREE &&
-			    g->mask == h->ring_recs - 1 &&
-			    g->head >= g->tail &&
-			    g->head - g->tail <= g->mask + 1) {
-				if (pass == 0)
-					n += g->head - g->tail;
-				else
-					gh_ev_drain_ring(g, h->pid);
-			}
-			munmap(g, h->ring_stride);
+			if (pass == 0)
+				n += g->head - g->tail;
+			else
+				gh_ev_drain_ring(g, d->pid);
+			gh_spool_unmap_ring(d, g);
 		}
 		if (pass)
 			break;
 		b = gh_ev_meta_line();
 		gh_buf_lit(b, "{\"ev\":\"recovered\",\"t\":");
-		gh_buf_u64(b, h->start_t);
-		GH_KV_I(b, "pid", h->pid);
-		GH_KV_U(b, "wall_ns", h->start_wall);
+		gh_buf_u64(b, d->start_t);
+		GH_KV_I(b, "pid", d->pid);
+		GH_KV_U(b, "wall_ns", d->start_wall);
 		GH_KV_U(b, "events", n);
 		GH_KV_I(b, "by", getpid());
 		gh_buf_lit(b, "}\n");
@@ -1032,64 +833,7 @@ static void gh_spool_recover(const char *spool)
 	__atomic_store_n(&gh_ev.written, saved_written, __ATOMIC_RELAXED);
 	__atomic_store_n(&gh_ev.dropped, saved_dropped, __ATOMIC_RELAXED);
 	gh_info("event log: recovered %llu events of dead process %d into %s",
-		(unsigned long long)n, (int)h->pid, h->log);
-out_unmap:
-	munmap(h, hdr_len);
-out_close:
-	close(sfd);
-}
-
-/*
- * Spools of our uid whose process is gone: claim each by renaming it
- * (so two recoverers never write the same records), recover, remove.
- * Runs at configure, not on a hook path.
- */
-static void gh_spool_recover_all(void)
-{
-	char prefix[64], from[320], to[352];
-	struct gh_buf b;
-	struct dirent *d;
-	size_t plen;
-	DIR *dir;
-	int saved = errno;
-
-	gh_buf_init(&b, prefix, sizeof(prefix));
-	gh_buf_lit(&b, GH_SPOOL_PREFIX);
-	gh_buf_u64(&b, (uint64_t)getuid());
-	gh_buf_putc(&b, '.');
-	gh_buf_cstr(&b);
-	plen = strlen(prefix);
-	dir = opendir(GH_SPOOL_DIR);
-	if (!dir)
-		goto out;
-	pthread_mutex_lock(&gh_ev.lock);
-	while ((d = readdir(dir))) {
-		char *end;
-		long pid;
-
-		if (strncmp(d->d_name, prefix, plen))
-			continue;
-		pid = strtol(d->d_name + plen, &end, 10);
-		if (*end || pid <= 0 || !gh_pid_dead((pid_t)pid))
-			continue;
-		gh_buf_init(&b, from, sizeof(from));
-		gh_buf_lit(&b, GH_SPOOL_DIR "/");
-		gh_buf_puts(&b, d->d_name);
-		gh_buf_cstr(&b);
-		gh_buf_init(&b, to, sizeof(to));
-		gh_buf_puts(&b, from);
-		gh_buf_lit(&b, ".claimed-by.");
-		gh_buf_i64(&b, getpid());
-		gh_buf_cstr(&b);
-		if (rename(from, to))
-			continue;	/* another recoverer was first */
-		gh_spool_recover(to);
-		unlink(to);
-	}
-	pthread_mutex_unlock(&gh_ev.lock);
-	closedir(dir);
-out:
-	errno = saved;
+		(unsigned long long)n, (int)d->pid, d->log);
 }
 
 /* ---------------------------------------------------------------- */
@@ -1112,6 +856,45 @@ void gh_evlog_flush(void)
 	pthread_mutex_lock(&gh_ev.lock);
 	gh_ev_open_locked();
 	gh_ev_drain_locked();
+	pthread_mutex_unlock(&gh_ev.lock);
+	errno = saved;
+}
+
+/*
+ * Before exec: drain every ring and keep gh_ev.lock until the image is
+ * replaced, so that the writer is never cut off mid-line; what threads
+ * record after the drain stays in the spool for the next image.  The
+ * wait is bounded (a signal handler may exec while its thread holds the
+ * lock): past it, the spool alone keeps the records.
+ */
+int gh_evlog_exec_prepare(void)
+{
+	struct timespec until;
+	int saved = errno;
+
+	/* a vfork child shares our memory: the lock is the parent's */
+	if (!gh_ev_touched() || gh_ev_exec_held || getpid() != gh_ev.self)
+		return 0;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += GH_EV_STALL_MS / 1000 + 1;
+	if (pthread_mutex_timedlock(&gh_ev.lock, &until)) {
+		errno = saved;
+		return 0;
+	}
+	gh_ev_exec_held = 1;
+	gh_ev_open_locked();
+	gh_ev_drain_locked();
+	errno = saved;
+	return 1;
+}
+
+void gh_evlog_exec_failed(void)
+{
+	int saved = errno;
+
+	if (!gh_ev_exec_held)
+		return;
+	gh_ev_exec_held = 0;
 	pthread_mutex_unlock(&gh_ev.lock);
 	errno = saved;
 }
@@ -1174,11 +957,17 @@ void gh_evlog_shutdown(uint64_t live, uint64_t live_bytes)
 	errno = saved;
 }
 
+/*
+ * The handlers may be registered twice (a program linked with the core
+ * archive that registers its own, beside init.c's): the second prepare
+ * finds the lock ours and does nothing; the first parent/child handler
+ * lets go, the second finds nothing held.
+ */
 void gh_evlog_atfork_prepare(void)
 {
 	int saved = errno;
 
-	if (!gh_evlog_enabled())
+	if (!gh_evlog_enabled() || gh_ev_fork_held)
 		return;
 	pthread_mutex_lock(&gh_ev.lock);
 	gh_ev_fork_held = 1;
@@ -1230,13 +1019,7 @@ void gh_evlog_atfork_child(void)
 	__atomic_store_n(&gh_ev.rings, keep, __ATOMIC_RELEASE);
 	if (gh_ev.key_ok)
 		pthread_setspecific(gh_ev.key, gh_ev_tl_ring);
-	if (gh_ev.spool) {
-		munmap(gh_ev.spool, (size_t)gh_ev.spool->data_off);
-		gh_ev.spool = NULL;
-	}
-	if (gh_ev.spool_fd >= 0)
-		close(gh_ev.spool_fd);
-	gh_ev.spool_fd = -1;
+	gh_spool_atfork_child();
 	if (gh_ev.fd >= 0 && !gh_ev.is_stderr)
 		close(gh_ev.fd);
 	gh_ev.fd = -1;
@@ -1244,6 +1027,7 @@ void gh_evlog_atfork_child(void)
 	gh_buf_reset(&gh_ev.out);
 	gh_ev.out_recs = 0;
 	gh_ev.is_fork_child = 1;
+	gh_ev.self = getpid();
 	gh_ev.start_t = gh_now_ns();
 	gh_ev.start_wall = gh_wall_ns();
 	__atomic_store_n(&gh_ev.stop, 0, __ATOMIC_RELAXED);

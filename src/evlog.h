@@ -4,7 +4,7 @@
  *
  * Hook threads copy gh_evrec records into preallocated per-thread rings
  * (no I/O, no locks, no malloc on that path); one writer thread formats
- * and writes them.  Everything is flushed at exit and before fork.
+ * and writes them.  Everything is flushed at exit and before fork and exec.
  */
 #ifndef GH_EVLOG_H
 #define GH_EVLOG_H
@@ -61,6 +61,14 @@ uint64_t gh_evlog_dropped(void);
 /* A memory kind's name as a JSON string (the generated formatter's). */
 struct gh_buf;
 void gh_ev_put_kind(struct gh_buf *b, unsigned int kind);
+
+/*
+ * exec*: prepare drains every ring and holds the log until the image is
+ * replaced (returns 1 when it did); if the exec fails, exec_failed lets
+ * go.  Both preserve errno; neither allocates.
+ */
+int gh_evlog_exec_prepare(void);
+void gh_evlog_exec_failed(void);
 
 /* fork: prepare drains and quiesces; child restarts with fresh state. */
 void gh_evlog_atfork_prepare(void);

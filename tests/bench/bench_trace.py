@@ -3,7 +3,7 @@
 """Time and memory of gdrhook-trace on a large synthetic log.
 
 Usage: tests/bench/bench_trace.py [--events N] [--threads T] [--keep DIR]
-                                  [--compare OTHER-TOOL]
+                                  [--log-version V] [--compare OTHER-TOOL]
 
 Writes a log of N events (default 1e6) the way the library writes one:
 T threads allocating and freeing, each thread's records flushed in chunks,
@@ -38,7 +38,7 @@ print(n)
 """
 
 
-def write_log(path, events, threads, seed=11):
+def write_log(path, events, threads, seed=11, version=1):
     rng = random.Random(seed)
     pid = 5000
     t = 7_000_000_000_000
@@ -50,7 +50,7 @@ def write_log(path, events, threads, seed=11):
         def put(s):
             f.write(s)
             f.write("\n")
-        put(json.dumps({"ev": "start", "v": 1, "t": t, "pid": pid,
+        put(json.dumps({"ev": "start", "v": version, "t": t, "pid": pid,
                         "tid": pid, "exe": "/usr/bin/bench",
                         "wall_ns": 1_795_000_000_000_000_000},
                        separators=(",", ":")))
@@ -117,6 +117,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--events", type=int, default=1000000)
     ap.add_argument("--threads", type=int, default=16)
+    ap.add_argument("--log-version", type=int, default=2, metavar="V",
+                    help="format version the log announces (default 2, "
+                    "what the library writes; the records' layout is the "
+                    "same)")
     ap.add_argument("--keep", metavar="DIR",
                     help="write the log here and keep it")
     ap.add_argument("--compare", metavar="TOOL",
@@ -130,7 +134,8 @@ def main():
     os.makedirs(tmp, exist_ok=True)
     try:
         log = os.path.join(tmp, "bench.jsonl")
-        n = write_log(log, args.events, args.threads)
+        n = write_log(log, args.events, args.threads,
+                      version=args.log_version)
         print("log: %d events, %d threads, %.1f MiB; %d CPUs, load %.2f"
               % (n, args.threads, os.path.getsize(log) / 2 ** 20,
                  os.cpu_count(), os.getloadavg()[0]))

@@ -151,47 +151,17 @@ class Result:
         `out` as a tuple."""
         ev = r["ev"]
         api = r.get("api") or ev
+        if ev in ("alloc", "free", "restore"):
+            self.account_mem(ev, api, r.get("ptr"), r.get("size"),
+                             r.get("dev"), r.get("gen"), r.get("kind"),
+                             r.get("rc", 0), r.get("dur_ns"),
+                             r.get("tracked"), r.get("implicit"), r["tid"],
+                             key, seq, out)
+            return
         dur = r.get("dur_ns")
         rc = r.get("rc", 0)
         pi = self.proc.index
-        if ev == "alloc":
-            st = self.stat(api, "alloc")
-            st.calls += 1
-            if dur is not None:
-                st.time(dur)
-            dev = r.get("dev", -1)
-            if rc != 0:
-                st.failed += 1
-                out((key, seq, pi, OP_MARK, None, None, 0, dev, "failed"))
-                return
-            size = r.get("size", 0)
-            st.bytes += size
-            out((key, seq, pi, OP_ALLOC, r.get("gen"), r.get("ptr"), size,
-                 dev, (api, r["tid"], r.get("kind", "?"))))
-        elif ev == "free":
-            if r.get("implicit", False):
-                st = self.stat(api, "implicit free")
-                self.implicit_frees += 1
-            else:
-                st = self.stat(api, "free")
-                if dur is not None:
-                    st.time(dur)
-            st.calls += 1
-            if rc != 0:
-                st.failed += 1
-                return      # still live; a restore record follows
-            if r.get("tracked", True) is False:
-                st.untracked += 1
-                self.untracked_frees += 1
-                return
-            st.bytes += r.get("size", 0)
-            out((key, seq, pi, OP_FREE, r.get("gen"), r.get("ptr"), 0, 0,
-                 None))
-        elif ev == "restore":
-            self.restores += 1
-            out((key, seq, pi, OP_RESTORE, r.get("gen"), r.get("ptr"),
-                 r.get("size"), r.get("dev"), (api, r["tid"], r.get("kind"))))
-        elif ev in CTX_EVENTS or ev in POOL_EVENTS:
+        if ev in CTX_EVENTS or ev in POOL_EVENTS:
             st = self.stat(api, "ctx" if ev in CTX_EVENTS else "pool")
             st.calls += 1
             if rc != 0:
@@ -219,6 +189,51 @@ class Result:
         elif ev == "fork":
             out((key, seq, pi, OP_FORK, None, None, 0, 0, None))
         # start, exit: nothing to count
+
+    def account_mem(self, ev, api, ptr, size, dev, gen, kind, rc, dur,
+                    tracked, implicit, tid, key, seq, out):
+        """account() of an alloc, free or restore record; a field the
+        record lacks is None."""
+        pi = self.proc.index
+        if ev == "alloc":
+            st = self.stat(api, "alloc")
+            st.calls += 1
+            if dur is not None:
+                st.time(dur)
+            if dev is None:
+                dev = -1
+            if rc != 0:
+                st.failed += 1
+                out((key, seq, pi, OP_MARK, None, None, 0, dev, "failed"))
+                return
+            if size is None:
+                size = 0
+            st.bytes += size
+            out((key, seq, pi, OP_ALLOC, gen, ptr, size, dev,
+                 (api, tid, "?" if kind is None else kind)))
+        elif ev == "free":
+            if implicit:
+                st = self.stat(api, "implicit free")
+                self.implicit_frees += 1
+            else:
+                st = self.stat(api, "free")
+                if dur is not None:
+                    st.time(dur)
+            st.calls += 1
+            if rc != 0:
+                st.failed += 1
+                return      # still live; a restore record follows
+            if tracked is False:
+                st.untracked += 1
+                self.untracked_frees += 1
+                return
+            if size is not None:
+                st.bytes += size
+            out((key, seq, pi, OP_FREE, gen, ptr, 0, 0, None))
+        else:
+            self.restores += 1
+            out((key, seq, pi, OP_RESTORE, gen, ptr, size, dev,
+                 (api, tid, kind)))
 
     def cache_event(self, r, ev, api, dur, rc, key, seq, out):
         self.cache_seen = True
@@ -315,19 +330,52 @@ class Result:
     def replay(self, item, results):
         t, seq, _, op, gen, ptr, size, dev, extra = item
         obs = self.obs
+        # Allocations and frees are most of a log: add_live() and
+        # drop_live() written out here.
         if op == OP_ALLOC:
             api, tid, kind = extra
-            self.add_live(self.new_key(gen), Alloc(
-                ptr, size, dev, gen, api, tid, kind, t, seq), t)
+            key = gen if gen is not None else self.new_key(gen)
+            live = self.live
+            if key in live:
+                self.drop_live(key, t)
+            live[key] = Alloc(ptr, size, dev, gen, api, tid, kind, t, seq)
+            if ptr is not None:
+                self.by_ptr[ptr] = key
+            s = self.live_s.get(dev)
+            if s is None:
+                s = self._series(self.live_s, "live", dev, t)
+            v = s.value + size
+            s.value = v
+            s.t_last = t
+            if v > s.peak:
+                s.peak = v
+                s.peak_t = t
             if obs is not None:
+                obs.counter(self, s, t, v)
                 obs.marker(self, t, dev, "alloc")
         elif op == OP_FREE:
-            key = self.find_live(gen, ptr)
+            live = self.live
+            key = gen if gen is not None and gen in live else \
+                self.find_live(gen, ptr)
             if key is None:
                 self.unknown_frees += 1
                 return
-            a = self.drop_live(key, t)
+            a = live.pop(key)
+            if a.ptr is not None and self.by_ptr.get(a.ptr) == key:
+                del self.by_ptr[a.ptr]
+            s = self.live_s.get(a.dev)
+            if s is None:
+                s = self._series(self.live_s, "live", a.dev, t)
+            v = s.value - a.size
+            if v < 0:
+                v = 0
+            s.value = v
+            s.t_last = t
+            if v > s.peak:
+                s.peak = v
+                s.peak_t = t
             if obs is not None:
+                obs.counter(self, s, t, v)
                 obs.marker(self, t, a.dev, "free")
             # Pins die with their allocation (the library unpins first).
             if a.gen is not None and self.pins:
@@ -411,6 +459,151 @@ class Run:
         self.results = results
 
 
+class BlockReader:
+    """A block of allocation records in the library's layout, all of one
+    process image that already has records, counted column by column:
+    what the line loop of analyse() and Result.account_mem() do for each
+    of them, with the per-line work done by the regular expression and
+    map() in C.  Any other block is left to the line loop (False)."""
+
+    def __init__(self, tables, bits):
+        self.bits = bits
+        self.tables = tables
+        self.names = {}
+        self.evs = {}           # version -> {(ev, tracked, implicit): ...}
+        for v, tab in tables.items():
+            ok = reader.fast_mem_events(v)
+            self.evs[v] = {
+                k: (ev, tab[ev]["time"] == "end",
+                    ev in schema.EFFECT_AT_END, bool(k[1]), bool(k[2]))
+                for k, ev in ok.items()}
+
+    def _str(self, col):
+        names = self.names
+        if len(names) > 4096:
+            names.clear()
+        for b in set(col):
+            if b not in names:
+                names[b] = b.decode("ascii")
+        return map(names.__getitem__, col)
+
+    def __call__(self, data, n0, fidx, version, cur, rs, out, rec=None):
+        """rec: the observer's record(), given each record as the line
+        loop would."""
+        rows = reader._MEM_LINES.findall(data)
+        n = len(rows)
+        if not n or n != data.count(b"\n"):
+            return False
+        cols = list(zip(*rows))
+        pids = set(cols[1])
+        if len(pids) != 1:
+            return False
+        p = cur.get(int(cols[1][0]))
+        if p is None or p.res is None:
+            return False
+        evs = self.evs[version]
+        try:
+            kinds = [evs[k] for k in zip(cols[3], cols[13], cols[14])]
+        except KeyError:
+            return False        # a flag this version does not have
+        res = p.res
+        pi = p.index
+        seq = (fidx << self.bits) | n0
+        tids = list(map(int, cols[2]))
+        t_first, t_last = p.t_first, p.t_last
+        stats = {}
+        if rec is not None:
+            tab = self.tables[version]
+            texts = data.decode("ascii").split("\n")
+            ctxs = list(map(int, cols[10], [16] * n))
+            line = 0
+        for (ev, end, at_end, tracked, implicit), t, tid, api, ptr, size, \
+                dev, gen, kind, rc, dur in zip(
+                    kinds, map(int, cols[0]), tids, self._str(cols[4]),
+                    map(int, cols[5], [16] * n), map(int, cols[6]),
+                    map(int, cols[7]), map(int, cols[8]),
+                    self._str(cols[9]), map(int, cols[11]),
+                    map(int, cols[12])):
+            if end:                 # times(), with no t_start
+                key = t
+                t = t - dur if t > dur else 0
+                if not at_end:
+                    key = t
+            elif at_end:
+                key = t + dur
+            else:
+                key = t
+            if t < t_first:
+                t_first = t
+            if key > t_last:
+                t_last = key
+            if rec is not None:     # the record reader.mem_record() makes
+                r = {"t": t, "pid": p.pid, "tid": tid, "ev": ev, "api": api,
+                     "ptr": ptr, "size": size, "dev": dev, "gen": gen,
+                     "kind": kind, "ctx": ctxs[line], "rc": rc,
+                     "dur_ns": dur}
+                if tracked:
+                    r["tracked"] = False
+                if implicit:
+                    r["implicit"] = True
+                rec(p, r, tab[ev], texts[line])
+                line += 1
+            api = api or ev
+            # Result.account_mem(), every field present
+            if ev == "alloc":
+                st = stats.get((api, 0))
+                if st is None:
+                    st = stats[(api, 0)] = res.stat(api, "alloc")
+                st.calls += 1
+                st.dur_n += 1
+                st.dur_sum += dur
+                if dur > st.dur_max:
+                    st.dur_max = dur
+                if rc != 0:
+                    st.failed += 1
+                    out((key, seq, pi, OP_MARK, None, None, 0, dev,
+                         "failed"))
+                else:
+                    st.bytes += size
+                    out((key, seq, pi, OP_ALLOC, gen, ptr, size, dev,
+                         (api, tid, kind)))
+            elif ev == "free":
+                if implicit:
+                    st = stats.get((api, 2))
+                    if st is None:
+                        st = stats[(api, 2)] = res.stat(api,
+                                                        "implicit free")
+                    res.implicit_frees += 1
+                else:
+                    st = stats.get((api, 1))
+                    if st is None:
+                        st = stats[(api, 1)] = res.stat(api, "free")
+                    st.dur_n += 1
+                    st.dur_sum += dur
+                    if dur > st.dur_max:
+                        st.dur_max = dur
+                st.calls += 1
+                if rc != 0:
+                    st.failed += 1
+                elif tracked:       # the flag: "tracked":false
+                    st.untracked += 1
+                    res.untracked_frees += 1
+                else:
+                    st.bytes += size
+                    out((key, seq, pi, OP_FREE, gen, ptr, 0, 0, None))
+            else:
+                res.restores += 1
+                out((key, seq, pi, OP_RESTORE, gen, ptr, size, dev,
+                     (api, tid, kind)))
+            seq += 1
+        p.t_first, p.t_last = t_first, t_last
+        p.nrec += n
+        p.tids.update(tids)
+        rs.lines += n
+        rs.records += n
+        return True
+
+
 def analyse(names, pids=None, quiet=False, obs=None, buffer=200000):
     """Read every log in `names`, replay it; return a Run whose results
     are the selected, non-empty process images in order of appearance."""
@@ -427,75 +620,129 @@ def analyse(names, pids=None, quiet=False, obs=None, buffer=200000):
     at_end = schema.EFFECT_AT_END
     special = ("start", "exit", "fork", "recovered")
     want_records = obs is not None and getattr(obs, "record", None)
+    by_block = BlockReader(tables, bits)
+    fasts = {v: reader.fast_mem(v) for v in tables}
+    mem_ends = {v: {ev: tab.get(ev, {}).get("time") == "end"
+                    for ev in ("alloc", "free", "restore")}
+                for v, tab in tables.items()}
     try:
         for fidx, name in enumerate(names):
             version = 1
             tab = tables[version]
+            fast = fasts[version]
+            mem_end = mem_ends[version]
             cur = table.cur.setdefault(fidx, {})
-            for lineno, raw, nl in reader.lines(name):
-                seq = (fidx << bits) | lineno
-                if not lineno & 1023 and len(sbuf) >= sorter.limit:
-                    sorter.spill()
-                rs.lines += 1
-                if raw is None:
-                    rs.bad_lines += 1
-                    diag.at(seq, "line longer than %d bytes; ignored"
-                            % reader.MAX_LINE)
-                    continue
-                text = raw.decode("utf-8", "replace").strip()
-                if not text:
-                    continue
-                try:
-                    obj = decode(text)
-                except ValueError:
-                    rs.bad_lines += 1
-                    if not nl:
-                        rs.truncated_last = True
-                        diag.at(seq, "truncated last line (the writer was "
-                                "interrupted?); ignored")
+            for n0, data, items in reader.blocks(name):
+                if data is not None:
+                    if len(sbuf) >= sorter.limit:
+                        sorter.spill()
+                    if by_block(data, n0, fidx, version, cur, rs, out,
+                                want_records or None):
+                        continue
+                    items = reader.split_block(n0, data)
+                for lineno, raw, nl in items:
+                    seq = (fidx << bits) | lineno
+                    if not lineno & 1023 and len(sbuf) >= sorter.limit:
+                        sorter.spill()
+                    rs.lines += 1
+                    if raw is None:
+                        rs.bad_lines += 1
+                        diag.at(seq, "line longer than %d bytes; ignored"
+                                % reader.MAX_LINE)
+                        continue
+                    f = fast(raw)
+                    if f is not None:
+                        # An allocation record in the library's layout: the
+                        # steps below for a mem record, without the dict.
+                        ev, t, pid, tid = f[0], f[1], f[2], f[3]
+                        dur = f[12]
+                        if mem_end[ev]:         # times(), with no t_start
+                            key = t
+                            t = t - dur if t > dur else 0
+                            if ev not in at_end:
+                                key = t
+                        else:
+                            key = t + dur if ev in at_end else t
+                        p = cur.get(pid)
+                        if p is None:
+                            p = table.place(fidx, {"pid": pid, "ev": ev}, seq)
+                        rs.records += 1
+                        p.nrec += 1
+                        p.tids.add(tid)
+                        if t < p.t_first:
+                            p.t_first = t
+                        if key > p.t_last:
+                            p.t_last = key
+                        res = p.res
+                        if res is None:
+                            res = p.res = Result(p, obs)
+                        res.account_mem(ev, f[4] or ev, f[5], f[6], f[7], f[8],
+                                        f[9], f[11], dur, f[13], f[14], tid,
+                                        key, seq, out)
+                        if want_records:
+                            want_records(p, reader.mem_record(f, t), tab[ev],
+                                         raw.decode("ascii"))
+                        continue
+                    text = raw.decode("utf-8", "replace").strip()
+                    if not text:
+                        continue
+                    try:
+                        obj = decode(text)
+                    except ValueError:
+                        rs.bad_lines += 1
+                        if not nl:
+                            rs.truncated_last = True
+                            diag.at(seq, "truncated last line (the writer "
+                                    "was interrupted?); ignored")
+                        else:
+                            diag.at(seq, "not valid JSON; line ignored")
+                        continue
+                    if type(obj) is dict and obj.get("ev") == "start":
+                        version = start_version(obj, seq, diag, rs, version)
+                        tab = tables[version]
+                        fast = fasts[version]
+                        mem_end = mem_ends[version]
+                    try:
+                        r = norm(obj, version, seq)
+                    except BadRecord as e:
+                        rs.bad_lines += 1
+                        diag.at(seq, str(e))
+                        continue
+                    if r is None:
+                        continue
+                    if r is not obj:
+                        text = None
+                    ev = r["ev"]
+                    e = tab[ev]
+                    if e["time"] == "start":
+                        t = r["t"]
+                        key = t + (r.get("dur_ns") or 0) if ev in at_end else t
                     else:
-                        diag.at(seq, "not valid JSON; line ignored")
-                    continue
-                if type(obj) is dict and obj.get("ev") == "start":
-                    version = start_version(obj, seq, diag, rs, version)
-                    tab = tables[version]
-                try:
-                    r = norm(obj, version, seq)
-                except BadRecord as e:
-                    rs.bad_lines += 1
-                    diag.at(seq, str(e))
-                    continue
-                if r is None:
-                    continue
-                ev = r["ev"]
-                e = tab[ev]
-                if e["time"] == "start":
-                    t = r["t"]
-                    key = t + (r.get("dur_ns") or 0) if ev in at_end else t
-                else:
-                    t, key = reader.times(r, e)
-                if ev in special:
-                    r["_seq"] = seq
-                    p = table.place(fidx, r, seq)
-                else:
-                    p = cur.get(r["pid"])
-                    if p is None:
+                        t, key = reader.times(r, e)
+                    if ev in special:
+                        r["_seq"] = seq
                         p = table.place(fidx, r, seq)
-                rs.records += 1
-                p.nrec += 1
-                p.tids.add(r["tid"])
-                if t < p.t_first:
-                    p.t_first = t
-                if key > p.t_last:
-                    p.t_last = key
-                res = p.res
-                if res is None:
-                    res = p.res = Result(p, obs)
-                res.account(r, key, seq, out)
-                if want_records:
-                    # The line itself is the record's JSON when it passed
-                    # the fast path (plain ints, strings and booleans).
-                    want_records(p, r, e, text if r is obj else None)
+                    else:
+                        p = cur.get(r["pid"])
+                        if p is None:
+                            p = table.place(fidx, r, seq)
+                    rs.records += 1
+                    p.nrec += 1
+                    p.tids.add(r["tid"])
+                    if t < p.t_first:
+                        p.t_first = t
+                    if key > p.t_last:
+                        p.t_last = key
+                    res = p.res
+                    if res is None:
+                        res = p.res = Result(p, obs)
+                    res.account(r, key, seq, out)
+                    if want_records:
+                        # The line itself is the record's JSON when it passed
+                        # the fast path (plain ints, strings and booleans).
+                        if type(text) is bytes:
+                            text = text.decode("ascii")
+                        want_records(p, r, e, text)
         table.link()
         procs = table.list
         if pids is not None:

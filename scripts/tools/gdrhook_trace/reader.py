@@ -2,8 +2,8 @@
 """Reading logs: lines, records checked against the schema, process
 images, and an external sort that gives records back in time order.
 
-Nothing here holds a whole log: lines are read one at a time (each capped
-at MAX_LINE bytes) and the sort keeps at most `buffer` small tuples in
+Nothing here holds a whole log: lines are read a block at a time (each
+capped at MAX_LINE bytes) and the sort keeps at most `buffer` small tuples in
 memory, spilling sorted runs to a temporary file beyond that.
 """
 
@@ -15,6 +15,7 @@ import json.scanner
 import marshal
 import math
 import os
+import re
 import sys
 import tempfile
 
@@ -137,33 +138,62 @@ def open_log(path):
         raise Fatal("cannot read %s: %s" % (path, e.strerror or e)) from None
 
 
-def lines(path):
-    """Yield (lineno, raw bytes without the newline, ended_by_newline);
-    a line longer than MAX_LINE comes back as None (it is skipped)."""
+BLOCK_BYTES = 1 << 20
+
+
+def blocks(path):
+    """Yield (first line number, data, items): data is a run of whole
+    lines, each ended by a newline (items None), or data is None and
+    items a list of (lineno, raw bytes without the newline,
+    ended_by_newline) for a line longer than MAX_LINE (raw None: it is
+    skipped) or the unterminated last line.  Memory: one block and one
+    line at most."""
     f = open_log(path)
     try:
-        readline = f.readline
+        read = f.read
         n = 0
+        rest = b""
+        skipping = False        # inside a line longer than MAX_LINE
         while True:
-            raw = readline(MAX_LINE)
-            if not raw:
+            buf = read(BLOCK_BYTES)
+            if not buf:
                 break
+            if skipping:
+                i = buf.find(b"\n")
+                if i < 0:
+                    continue
+                buf = buf[i + 1:]
+                skipping = False
+                yield n, None, [(n, None, True)]
+            data = rest + buf if rest else buf
+            cut = data.rfind(b"\n") + 1
+            rest = data[cut:]
+            if cut:
+                yield n + 1, data[:cut], None
+                n += data.count(b"\n", 0, cut)
+            if len(rest) >= MAX_LINE:
+                n += 1
+                rest = b""
+                skipping = True
+        if skipping:
+            yield n, None, [(n, None, False)]
+        elif rest:
             n += 1
-            if raw[-1:] == b"\n":
-                yield n, raw[:-1], True
-            elif len(raw) < MAX_LINE:
-                yield n, raw, False
-            else:
-                while True:
-                    more = readline(MAX_LINE)
-                    if not more or more[-1:] == b"\n":
-                        break
-                yield n, None, bool(more)
+            yield n, None, [(n, rest, False)]
     except (OSError, EOFError, gzip.BadGzipFile, ValueError) as e:
         raise Fatal("cannot read %s: %s" % (path, e)) from None
     finally:
         if f is not sys.stdin.buffer:
             f.close()
+
+
+def split_block(n0, data):
+    """(lineno, raw, True) for each line of a blocks() data block; a line
+    longer than MAX_LINE comes back as None, as from blocks()."""
+    parts = data.split(b"\n")
+    parts.pop()                 # after the last newline: nothing
+    return [(n0 + i, None if len(raw) >= MAX_LINE else raw, True)
+            for i, raw in enumerate(parts)]
 
 
 # ---------------------------------------------------------------------------
@@ -350,6 +380,95 @@ def decoder():
             raise ValueError("extra data")
         return obj
     return decode
+
+
+# The layout the library writes for allocation records (the `mem` family,
+# hooks/events.table), fields in table order, plain ASCII strings, no
+# spaces.  A line of exactly this shape is read by one regular expression
+# instead of json + Normaliser, to the same dict those would make; any
+# other line (other events, escapes, odd numbers) takes the general path.
+_U = rb"(0|[1-9][0-9]*)"
+_I = rb"(-?(?:0|[1-9][0-9]*))"
+_S = rb'"([\x20\x21\x23-\x5b\x5d-\x7e]*)"'
+_X = rb'"(0x[0-9a-fA-F]{1,32})"'
+_MEM = re.compile(
+    rb'\{"t":' + _U + rb',"pid":' + _I + rb',"tid":' + _I +
+    rb',"ev":"(alloc|free|restore)","api":' + _S + rb',"ptr":' + _X +
+    rb',"size":' + _U + rb',"dev":' + _I + rb',"gen":' + _U +
+    rb',"kind":' + _S + rb',"ctx":' + _X + rb',"rc":' + _I +
+    rb',"dur_ns":' + _U + rb'(,"tracked":false)?(,"implicit":true)?\}')
+# The same, for every line of a block at once (^...$ per line).
+_MEM_LINES = re.compile(b"^" + _MEM.pattern + b"$", re.M)
+_MEM_FIELDS = ("api", "ptr", "size", "dev", "gen", "kind", "ctx", "rc",
+               "dur_ns")
+
+
+def fast_mem_events(version):
+    """{(ev, tracked flag, implicit flag): event name} for the `mem`
+    records _MEM may read in this format version (as bytes from the
+    line; an absent flag is b"", as findall gives it)."""
+    tab = schema.SCHEMAS[version]
+    ok = {}
+    for ev in ("alloc", "free", "restore"):
+        f = tab.get(ev, {}).get("fields", {})
+        if any(f.get(k) != ty for k, ty in zip(_MEM_FIELDS, (
+                "s", "x", "u", "i", "u", "s", "x", "i", "u"))):
+            continue
+        for tr in (b"", b',"tracked":false'):
+            for im in (b"", b',"implicit":true'):
+                if (not tr or f.get("tracked") == "b") and \
+                        (not im or f.get("implicit") == "b"):
+                    ok[(ev.encode(), tr, im)] = ev
+    return ok
+
+
+def fast_mem(version):
+    """raw line -> (ev, t, pid, tid, api, ptr, size, dev, gen, kind, ctx,
+    rc, dur_ns, tracked, implicit) for a `mem` record of this format
+    version in the library's layout (tracked, implicit: None when the
+    flag is absent), or None: read that line the general way."""
+    ok = fast_mem_events(version)
+    ok = {(e, tr or None, im or None): ev for (e, tr, im), ev in ok.items()}
+    match = _MEM.fullmatch
+    names = {}
+
+    def parse(raw):
+        m = match(raw)
+        if m is None:
+            return None
+        (t, pid, tid, ev, api, ptr, size, dev, gen, kind, ctx, rc, dur,
+         tr, im) = m.groups()
+        ev = ok.get((ev, tr, im))
+        if ev is None:
+            return None
+        a = names.get(api)
+        if a is None:
+            a = api.decode("ascii")
+            if len(names) < 4096:       # a hostile log: no end of names
+                names[api] = a
+        k = names.get(kind)
+        if k is None:
+            k = kind.decode("ascii")
+            if len(names) < 4096:
+                names[kind] = k
+        return (ev, int(t), int(pid), int(tid), a, int(ptr, 16), int(size),
+                int(dev), int(gen), k, int(ctx, 16), int(rc), int(dur),
+                False if tr is not None else None,
+                True if im is not None else None)
+    return parse
+
+
+def mem_record(f, t):
+    """The record dict of a fast_mem() tuple, `t` its start time (as
+    times() leaves it): what json + Normaliser would have made."""
+    r = {"t": t, "pid": f[2], "tid": f[3], "ev": f[0], "api": f[4],
+         "ptr": f[5], "size": f[6], "dev": f[7], "gen": f[8], "kind": f[9],
+         "ctx": f[10], "rc": f[11], "dur_ns": f[12]}
+    if f[13] is not None:
+        r["tracked"] = False
+    if f[14] is not None:
+        r["implicit"] = True
+    return r
 
 
 def times(r, e):

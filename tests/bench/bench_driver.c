@@ -249,6 +249,34 @@ static void summarize(const char *key, double *v, size_t n)
 	       key, pct(v, n, 99) / 1e3);
 }
 
+/* n timed cuMemAlloc + cuMemFree pairs of size bytes (after warm untimed). */
+static void time_cu_pairs(const char *key, unsigned long long size, long n,
+			  long warm, double *ta, double *tf, double *tp)
+{
+	char k[64];
+
+	for (long i = -warm; i < n; i++) {
+		CUdeviceptr p;
+		uint64_t t0 = now_ns(), t1, t2;
+
+		CK(cuMemAlloc(&p, size));
+		t1 = now_ns();
+		CK(cuMemFree(p));
+		t2 = now_ns();
+		if (i >= 0) {
+			ta[i] = (double)(t1 - t0);
+			tf[i] = (double)(t2 - t1);
+			tp[i] = (double)(t2 - t0);
+		}
+	}
+	snprintf(k, sizeof(k), "%s.pair", key);
+	summarize(k, tp, (size_t)n);
+	snprintf(k, sizeof(k), "%s.alloc", key);
+	summarize(k, ta, (size_t)n);
+	snprintf(k, sizeof(k), "%s.free", key);
+	summarize(k, tf, (size_t)n);
+}
+
 static int mode_alloc(void)
 {
 	long n = env_long("GH_BENCH_N", 2000);
@@ -268,23 +296,7 @@ static int mode_alloc(void)
 	printf("R alloc.n %ld\nR alloc.size %llu\n", n, MiB);
 
 	/* Driver API. */
-	for (long i = -warm; i < n; i++) {
-		CUdeviceptr p;
-		uint64_t t0 = now_ns(), t1, t2;
-
-		CK(cuMemAlloc(&p, MiB));
-		t1 = now_ns();
-		CK(cuMemFree(p));
-		t2 = now_ns();
-		if (i >= 0) {
-			ta[i] = (double)(t1 - t0);
-			tf[i] = (double)(t2 - t1);
-			tp[i] = (double)(t2 - t0);
-		}
-	}
-	summarize("alloc.cu.pair", tp, (size_t)n);
-	summarize("alloc.cu.alloc", ta, (size_t)n);
-	summarize("alloc.cu.free", tf, (size_t)n);
+	time_cu_pairs("alloc.cu", MiB, n, warm, ta, tf, tp);
 
 	/* Runtime API. */
 	for (long i = -warm; i < n; i++) {
@@ -344,23 +356,7 @@ static int mode_churn(void)
 		CK(cuMemAlloc(&keep[i], SMALL));
 	printf("R churn.n %ld\nR churn.live %ld\nR churn.size %llu\n", n, live,
 	       SMALL);
-	for (long i = -warm; i < n; i++) {
-		CUdeviceptr p;
-		uint64_t t0 = now_ns(), t1, t2;
-
-		CK(cuMemAlloc(&p, SMALL));
-		t1 = now_ns();
-		CK(cuMemFree(p));
-		t2 = now_ns();
-		if (i >= 0) {
-			ta[i] = (double)(t1 - t0);
-			tf[i] = (double)(t2 - t1);
-			tp[i] = (double)(t2 - t0);
-		}
-	}
-	summarize("churn.cu.pair", tp, (size_t)n);
-	summarize("churn.cu.alloc", ta, (size_t)n);
-	summarize("churn.cu.free", tf, (size_t)n);
+	time_cu_pairs("churn.cu", SMALL, n, warm, ta, tf, tp);
 	report_gh_stats("gh");
 	for (long i = 0; i < live; i++)
 		CK(cuMemFree(keep[i]));

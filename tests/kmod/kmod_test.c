@@ -1810,6 +1810,7 @@ static const struct {
 	{ "dmabuf_quota", t_dmabuf_quota },
 	{ "dmabuf_exit", t_dmabuf_exit },
 	{ "dmabuf_race", t_dmabuf_race },
+	{ "dmabuf_udmabuf", t_dmabuf_udmabuf },
 	{ "peer_reg", t_peer_reg },
 	{ "peer_not_mine", t_peer_not_mine },
 	{ "peer_invalidate", t_peer_invalidate },

@@ -4,6 +4,7 @@
  * fake_dmabuf.ko, a real exporter of kernel pages that can call
  * move_notify. Included by kmod_test.c (its helpers, one case table).
  */
+#include <linux/udmabuf.h>
 #include "fake_dmabuf/fake_dmabuf.h"
 
 #define FDB_PARAM "/sys/module/fake_dmabuf/parameters/"
@@ -322,6 +323,64 @@ struct dmabuf_race_arg {
 	volatile int stop;
 	long moves;
 };
+
+/*
+ * A real exporter: udmabuf turns memfd pages into a dma-buf (kernels with
+ * CONFIG_UDMABUF: the lab's debug kernel). The consumer reads the pinned
+ * pages and sees what the process wrote through the memfd, twice.
+ */
+static void t_dmabuf_udmabuf(void)
+{
+	const uint64_t sz = 1 << 20;
+	int fd, ufd = open("/dev/udmabuf", O_RDWR | O_CLOEXEC), mfd, buf, r;
+	struct udmabuf_create c = { .flags = UDMABUF_FLAGS_CLOEXEC,
+				    .size = sz };
+	struct gdrpin_pin_dmabuf_args a;
+	uint64_t sum, i;
+	uint32_t *w, st;
+
+	if (ufd < 0 && errno == ENOENT) {
+		printf("no /dev/udmabuf (kernel without CONFIG_UDMABUF)\n");
+		exit(77);
+	}
+	CHECK(ufd >= 0, "open /dev/udmabuf");
+	fd = open_dev();
+	mfd = memfd_create("gdrpin-udmabuf", MFD_ALLOW_SEALING | MFD_CLOEXEC);
+	CHECK(mfd >= 0, "memfd_create");
+	CHECK_OK(ftruncate(mfd, (off_t)sz));
+	w = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+	CHECK(w != MAP_FAILED, "mmap memfd");
+	for (i = 0; i < sz / 4; i++)
+		w[i] = 7000 + (uint32_t)i;
+	CHECK_OK(fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK));
+	c.memfd = (uint32_t)mfd;
+	buf = ioctl(ufd, UDMABUF_CREATE, &c);
+	CHECK(buf >= 0, "UDMABUF_CREATE");
+
+	CHECK_OK(do_pin_dmabuf(fd, buf, FDB_VA, &a));
+	CHECK(a.mode == GDRPIN_MODE_DMABUF && a.pinned_len == sz,
+	      "out: mode %u len %llu", a.mode, (unsigned long long)a.pinned_len);
+	close(buf);	/* the pin holds the dma-buf */
+	CHECK(get_stats(fd).fd_pinned_bytes == sz, "fd bytes");
+	CHECK(consumer_read(getpid(), (void *)(FDB_VA + 4096), 8192, &sum) == 0,
+	      "consumer read");
+	CHECK(sum == fnv1a((char *)w + 4096, 8192),
+	      "consumer read the memfd's bytes");
+	/* the same pages, not a copy: a write through the memfd shows */
+	for (i = 0; i < sz / 4; i++)
+		w[i] ^= 0x5a5a5a5a;
+	r = consumer_read(getpid(), (void *)(FDB_VA + sz - 8192), 8192, &sum);
+	CHECK(r == 0, "consumer read 2: %d", r);
+	CHECK(sum == fnv1a((char *)w + sz - 8192, 8192),
+	      "consumer read the rewritten bytes");
+	CHECK_OK(do_unpin(fd, a.handle, &st));
+	CHECK(st == GDRPIN_SLOT_ACTIVE, "unpin state");
+	munmap(w, sz);
+	close(mfd);
+	close(ufd);
+	close(fd);
+	check_idle();
+}
 
 static void *dmabuf_race_mover(void *p)
 {

@@ -161,12 +161,24 @@ static int cons_check_dma(struct cons_state *st)
 
 	if (st->dmap) {
 		const struct sg_table *sgt = gdrpin_dmabuf_map_sgt(st->dmap);
+		struct gdrpin_range_info info;
 		struct scatterlist *sg;
+		u64 total = 0;
 
-		for_each_sgtable_dma_sg(sgt, sg, i)
-			if (sg_dma_address(sg) != sg_phys(sg))
+		/*
+		 * An importer sees DMA addresses only (CONFIG_DMABUF_DEBUG
+		 * scrambles the pages behind them): with no IOMMU in the lab
+		 * each must be RAM, and together they cover the pin.
+		 */
+		for_each_sgtable_dma_sg(sgt, sg, i) {
+			if (!pfn_valid(PHYS_PFN(sg_dma_address(sg))) ||
+			    !pfn_valid(PHYS_PFN(sg_dma_address(sg) +
+						sg_dma_len(sg) - 1)))
 				return -EPROTO;
-		return 0;
+			total += sg_dma_len(sg);
+		}
+		gdrpin_range_info(st->r, &info);
+		return total >= info.len ? 0 : -EPROTO;
 	}
 	m = gdrpin_dma_map_mapping(st->map);
 	pt = gdrpin_range_page_table(st->r);

@@ -62,6 +62,8 @@
 #define GDRPIN_CAP_PROVIDER	(1ULL << 5)	/* an nv-p2p provider is loaded */
 #define GDRPIN_CAP_FORCE_BAR1	(1ULL << 6)
 #define GDRPIN_CAP_DMABUF	(1ULL << 7)	/* PIN_DMABUF: pins a dma-buf fd */
+/* A dynamic exporter's dma-buf is followed (move_notify revokes), not pinned. */
+#define GDRPIN_CAP_DMABUF_MOVE	(1ULL << 8)
 
 /* Pin modes. */
 #define GDRPIN_MODE_PERSISTENT	1	/* nvidia_p2p_get_pages_persistent */

@@ -310,6 +310,8 @@ static long gdrpin_ioc_version(struct gdrpin_ctx *ctx, void __user *uarg)
 	a.abi_minor = GDRPIN_ABI_MINOR;
 	a.caps = GDRPIN_CAP_POLL | GDRPIN_CAP_EVENTFD | GDRPIN_CAP_STATUS_PAGE |
 		 gdrpin_provider_caps() | GDRPIN_CAP_DMABUF;
+	if (IS_ENABLED(CONFIG_DMABUF_MOVE_NOTIFY))
+		a.caps |= GDRPIN_CAP_DMABUF_MOVE;
 	a.status_header_size = sizeof(struct gdrpin_status_header);
 	a.status_slot_size = sizeof(struct gdrpin_status_slot);
 	a.status_nslots = ctx->nslots;

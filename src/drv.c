@@ -20,6 +20,7 @@ enum drv_fn {
 	DRV_RETAIN_ALLOCATION_HANDLE,
 	DRV_RELEASE,
 	DRV_CAPTURE_INFO,
+	DRV_NODE_TYPE,
 	DRV_COUNT
 };
 
@@ -33,6 +34,7 @@ static const char *const drv_names[DRV_COUNT] = {
 	"cuMemRetainAllocationHandle",
 	"cuMemRelease",
 	"cuStreamGetCaptureInfo_v3",
+	"cuGraphNodeGetType",
 };
 
 static void *drv_ptr[DRV_COUNT];
@@ -226,6 +228,17 @@ int gh_drv_vmm_mapped(uint64_t ptr)
 
 /* The graph stream s is capturing into: 1 and *graph_p, else 0.  The
  * legacy and per-thread default streams never capture. */
+/* The type of graph node n (CUgraphNodeType), or -1. */
+int gh_drv_graph_node_type(uint64_t n)
+{
+	CUresult (*f)(CUgraphNode, CUgraphNodeType *) = drv(DRV_NODE_TYPE);
+	CUgraphNodeType t;
+
+	if (!f || f((CUgraphNode)(uintptr_t)n, &t) != CUDA_SUCCESS)
+		return -1;
+	return (int)t;
+}
+
 int gh_drv_capture_graph(uint64_t stream, uint64_t *graph_p)
 {
 	CUresult (*f)(CUstream, CUstreamCaptureStatus *, cuuint64_t *,

@@ -21,7 +21,19 @@
  * nodes belong to a graph generation (gid), not to the graph handle: the
  * handle finds them only while the graph lives (a new graph may get the
  * same handle), and they are dropped once the graph and every instance
- * made from it are destroyed.
+ * made from it are destroyed.  A graph changed after it was instantiated
+ * (a node added, a child graph moved in) gets a new generation, a copy of
+ * its nodes, so the instances made before keep running the old set.
+ *
+ * Nodes come from cuGraphAddMemAllocNode/FreeNode, the generic
+ * cuGraphAddNode (the runtime's calls reach these), capture, and a child
+ * graph moved into its parent (CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE): its
+ * nodes become the parent's.  The driver refuses to clone a graph with
+ * memory nodes (cuGraphClone, a cloned child graph node), so no copy can
+ * hold one unseen.  An update of an instance (cuGraphExecUpdate) that the
+ * driver accepts while either side has memory nodes, and destroying a
+ * memory node (cuGraphDestroyNode), are not modelled: they mark the
+ * registry untrusted.
  *
  * The node lists live in fixed tables (no malloc on hook paths) under a
  * spinlock held only for table updates, never across a call out.  A full
@@ -79,56 +91,123 @@ static void unlock(void)
  * (graph, ptr) pair has one alloc slot holding its latest state, and an
  * alloc slot whose allocation was freed in the graph is simply reused.
  */
-static void add_node(struct gh_call *c, uint64_t graph, uint64_t ptr,
-		     uint64_t size, int dev, int is_free)
-{
-	struct gnode *slot, *hole = NULL, *same = NULL;
-	uint64_t gid = 0;
+/* Is generation gid run by an instance?  Needs the lock. */
+static int gid_executed(uint64_t gid);
 
-	lock();
+/* A free slot, or NULL: the table is full.  Needs the lock. */
+static struct gnode *slot_new(void)
+{
+	for (size_t i = 0; i < nodes_hi; i++)
+		if (!nodes[i].gid)
+			return &nodes[i];
+	return nodes_hi < GH_GRAPH_NODES ? &nodes[nodes_hi++] : NULL;
+}
+
+/*
+ * The generation graph's next change goes to: its own, unless an instance
+ * runs it, in which case the graph gets a copy of its nodes under a new
+ * one and the old nodes stay with the instances.  0: the graph has no
+ * nodes yet (*ok 1), or the table is full (*ok 0).  Needs the lock.
+ */
+static uint64_t gid_for_change(uint64_t graph, int *ok)
+{
+	uint64_t gid = 0, ngid;
+	size_t n = 0, free_slots = GH_GRAPH_NODES - nodes_hi;
+
+	*ok = 1;
+	for (size_t i = 0; i < nodes_hi; i++) {
+		if (!nodes[i].gid)
+			free_slots++;
+		else if (nodes[i].graph == graph) {
+			gid = nodes[i].gid;
+			n++;
+		}
+	}
+	if (!gid || !gid_executed(gid))
+		return gid;
+	if (free_slots < n) {
+		*ok = 0;
+		return 0;
+	}
+	ngid = ++last_gid;
+	for (size_t i = 0; i < nodes_hi; i++) {
+		struct gnode *s;
+
+		if (nodes[i].gid != gid || nodes[i].graph != graph)
+			continue;
+		s = slot_new();
+		*s = nodes[i];
+		s->gid = ngid;
+		nodes[i].graph = 0;	/* the instances' now */
+	}
+	return ngid;
+}
+
+/*
+ * Record one node.  The same node can be reported twice (by the runtime
+ * call and by the driver call inside it), and an address freed inside a
+ * graph can be allocated again by a later node of the same graph: a
+ * (graph, ptr) pair has one alloc slot holding its latest state, and an
+ * alloc slot whose allocation was freed in the graph is simply reused.
+ * Needs the lock; 0, or -1: the table is full.
+ */
+static int add_node_locked(uint64_t graph, uint64_t ptr, uint64_t size,
+			   int dev, int is_free)
+{
+	struct gnode *slot, *same = NULL;
+	uint64_t gid;
+	int ok;
+
 	for (size_t i = 0; i < nodes_hi; i++) {
 		struct gnode *n = &nodes[i];
 
-		if (!n->gid) {
-			if (!hole)
-				hole = n;
+		if (!n->gid || n->graph != graph || n->ptr != ptr)
 			continue;
-		}
-		if (n->graph == graph)
-			gid = n->gid;
-		if (n->graph != graph || n->ptr != ptr)
-			continue;
-		if (!n->is_free) {
+		if (!n->is_free)
 			same = n;	/* the alloc node of ptr, if any */
-		} else if (is_free) {
-			unlock();	/* this free node is known */
-			return;
-		}
+		else if (is_free)
+			return 0;	/* this free node is known */
+	}
+	if (same && !is_free && !same->freed_in_graph)
+		return 0;	/* the same alloc node, reported twice */
+	gid = gid_for_change(graph, &ok);
+	if (!ok)
+		return -1;
+	if (same && same->graph != graph) {
+		/* copied to the new generation: find the copy */
+		same = NULL;
+		for (size_t i = 0; i < nodes_hi && !same; i++)
+			if (nodes[i].gid == gid && nodes[i].ptr == ptr &&
+			    !nodes[i].is_free)
+				same = &nodes[i];
 	}
 	if (same && is_free) {
 		same->freed_in_graph = 1;	/* freed in the graph (again) */
-		unlock();
-		return;
-	}
-	if (same && !same->freed_in_graph) {
-		unlock();		/* the same alloc node, reported twice */
-		return;
+		return 0;
 	}
 	/* A new allocation at an address freed in the graph reuses its slot. */
-	slot = same ? same : hole;
-	if (!slot && nodes_hi < GH_GRAPH_NODES)
-		slot = &nodes[nodes_hi++];
-	if (slot) {
-		slot->gid = gid ? gid : ++last_gid;
-		slot->graph = graph;
-		slot->ptr = ptr;
-		slot->size = size;
-		slot->dev = dev;
-		slot->is_free = is_free;
-		slot->freed_in_graph = 0;
-	}
-	unlock();
+	slot = same ? same : slot_new();
 	if (!slot)
+		return -1;
+	slot->gid = gid ? gid : ++last_gid;
+	slot->graph = graph;
+	slot->ptr = ptr;
+	slot->size = size;
+	slot->dev = dev;
+	slot->is_free = is_free;
+	slot->freed_in_graph = 0;
+	return 0;
+}
+
+static void add_node(struct gh_call *c, uint64_t graph, uint64_t ptr,
+		     uint64_t size, int dev, int is_free)
+{
+	int err;
+
+	lock();
+	err = add_node_locked(graph, ptr, size, dev, is_free);
+	unlock();
+	if (err)
 		gh_mark_untrusted(c->api, "too many graph memory nodes to follow");
 }
 
@@ -216,7 +295,6 @@ static uint64_t graph_gid(uint64_t g)
 	return 0;
 }
 
-/* Does an instance run the nodes of generation gid?  Needs the lock. */
 static int gid_executed(uint64_t gid)
 {
 	for (size_t i = 0; i < execs_hi; i++)
@@ -237,6 +315,142 @@ static void gid_release(uint64_t gid)
 	for (size_t i = 0; i < nodes_hi; i++)
 		if (nodes[i].gid == gid)
 			memset(&nodes[i], 0, sizeof(nodes[i]));
+}
+
+/*
+ * A child graph moved into its parent: its nodes join the parent's (next)
+ * generation; its handle now belongs to the parent (it cannot be
+ * instantiated, destroyed or changed on its own any more), and instances
+ * made from it before keep its old generation.
+ */
+static void move_child(struct gh_call *c, uint64_t parent, uint64_t child)
+{
+	uint64_t cgid, pgid;
+	size_t n = 0, free_slots = GH_GRAPH_NODES - nodes_hi;
+	int ok;
+
+	lock();
+	cgid = graph_gid(child);
+	if (!cgid) {
+		unlock();
+		return;
+	}
+	pgid = gid_for_change(parent, &ok);
+	for (size_t i = 0; i < nodes_hi; i++) {
+		if (!nodes[i].gid)
+			free_slots++;
+		else if (nodes[i].gid == cgid && nodes[i].graph == child)
+			n++;
+	}
+	if (!ok || free_slots < n) {
+		unlock();
+		gh_mark_untrusted(c->api, "too many graph memory nodes to follow");
+		return;
+	}
+	if (!pgid)
+		pgid = ++last_gid;
+	for (size_t i = 0; i < nodes_hi; i++) {
+		struct gnode *s;
+
+		if (nodes[i].gid != cgid || nodes[i].graph != child)
+			continue;
+		s = slot_new();
+		*s = nodes[i];
+		s->gid = pgid;
+		s->graph = parent;
+		nodes[i].graph = 0;
+	}
+	gid_release(cgid);
+	unlock();
+}
+
+static void add_generic(struct gh_call *c, CUgraph hGraph,
+			const CUgraphNodeParams *p)
+{
+	uint64_t g = (uint64_t)(uintptr_t)hGraph;
+
+	if (c->rc || !p)
+		return;
+	switch (p->type) {
+	case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+		add_node(c, g, p->alloc.dptr, p->alloc.bytesize,
+			 p->alloc.poolProps.location.id, 0);
+		break;
+	case CU_GRAPH_NODE_TYPE_MEM_FREE:
+		add_node(c, g, p->free.dptr, 0, -1, 1);
+		break;
+	case CU_GRAPH_NODE_TYPE_GRAPH:
+		if (p->graph.ownership == CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE)
+			move_child(c, g, (uint64_t)(uintptr_t)p->graph.graph);
+		break;
+	default:
+		break;
+	}
+}
+
+void gh_graph_add_node_post(struct gh_call *c, CUgraphNode *phGraphNode,
+			    CUgraph hGraph, const CUgraphNode *dependencies,
+			    const CUgraphEdgeData *dependencyData,
+			    size_t numDependencies, CUgraphNodeParams *nodeParams)
+{
+	add_generic(c, hGraph, nodeParams);
+}
+
+/* CUDA 12.2's cuGraphAddNode (no edge data). */
+void gh_graph_add_node_legacy_post(struct gh_call *c,
+				   CUgraphNode *phGraphNode, CUgraph hGraph,
+				   const CUgraphNode *dependencies,
+				   size_t numDependencies,
+				   CUgraphNodeParams *nodeParams)
+{
+	add_generic(c, hGraph, nodeParams);
+}
+
+/* Asked before the call: afterwards the node is gone. */
+void gh_graph_destroy_node_pre(struct gh_call *c, CUgraphNode hNode)
+{
+	int t = gh_drv_graph_node_type((uint64_t)(uintptr_t)hNode);
+
+	c->arg = t == CU_GRAPH_NODE_TYPE_MEM_ALLOC ||
+		 t == CU_GRAPH_NODE_TYPE_MEM_FREE;
+}
+
+void gh_graph_destroy_node_post(struct gh_call *c, CUgraphNode hNode)
+{
+	if (!c->rc && c->arg)
+		gh_mark_untrusted(c->api, "a graph memory node was destroyed");
+}
+
+static void exec_update(struct gh_call *c, CUgraphExec e, CUgraph g)
+{
+	int involved = 0;
+
+	if (c->rc)
+		return;
+	lock();
+	involved = graph_gid((uint64_t)(uintptr_t)g) != 0;
+	for (size_t i = 0; i < execs_hi && !involved; i++)
+		involved = execs[i].exec == (uint64_t)(uintptr_t)e;
+	unlock();
+	if (involved)
+		gh_mark_untrusted(c->api,
+				  "a graph instance with memory nodes was updated");
+}
+
+void gh_graph_exec_update_post(struct gh_call *c, CUgraphExec hGraphExec,
+			       CUgraph hGraph,
+			       CUgraphExecUpdateResultInfo *resultInfo)
+{
+	exec_update(c, hGraphExec, hGraph);
+}
+
+/* CUDA 10.2-11's cuGraphExecUpdate. */
+void gh_graph_exec_update_legacy_post(struct gh_call *c,
+				      CUgraphExec hGraphExec, CUgraph hGraph,
+				      CUgraphNode *hErrorNode_out,
+				      CUgraphExecUpdateResult *updateResult_out)
+{
+	exec_update(c, hGraphExec, hGraph);
 }
 
 static void add_exec(struct gh_call *c, CUgraphExec *pe, CUgraph g,

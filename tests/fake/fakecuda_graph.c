@@ -11,7 +11,11 @@
  * allocated fails unless the graph was instantiated with
  * AUTO_FREE_ON_LAUNCH.  Work is synchronous: a launch runs every node.
  * Destroying the graph or its instance leaves unfreed allocations live;
- * an instance outlives its graph.
+ * an instance outlives its graph.  The generic cuGraphAddNode makes memory
+ * nodes and child graph nodes (a child with memory nodes must be moved into
+ * its parent); graphs with memory nodes cannot be cloned; an instance with
+ * memory nodes cannot be updated (cuGraphExecUpdate); other node types are
+ * not modelled (CUDA_ERROR_NOT_SUPPORTED).
  */
 #include "fakecuda_internal.h"
 #include "fakecuda.h"
@@ -25,6 +29,7 @@
 #define FC_GRAPH_NODES 64
 
 struct fc_gnode {
+	int dead;	/* destroyed (cuGraphDestroyNode): not run */
 	int is_free;
 	uintptr_t va;
 	size_t size, span;
@@ -39,6 +44,9 @@ struct CUgraph_st {
 	 * same span reuse it, as the real driver does */
 	int nreuse;
 	struct { uintptr_t va; size_t span; } reuse[FC_GRAPH_NODES];
+	/* moved into a parent (CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE): the
+	 * parent owns it; moved_next chains the parent's moved children */
+	CUgraph owner, moved_head, moved_next;
 };
 
 /* An instance holds its own copy of the nodes, as on the real driver: it
@@ -167,6 +175,29 @@ out:
 	return rc;
 }
 
+/* Capture into an existing graph: what is captured joins its nodes. */
+FC_API CUresult CUDAAPI cuStreamBeginCaptureToGraph(CUstream hStream,
+		CUgraph hGraph, const CUgraphNode *dependencies,
+		const CUgraphEdgeData *dependencyData, size_t numDependencies,
+		CUstreamCaptureMode mode)
+{
+	CUresult rc = CUDA_SUCCESS;
+
+	FC_ENTER_INIT();
+	fc_lock();
+	if (!hStream || hStream == CU_STREAM_LEGACY ||
+	    hStream == CU_STREAM_PER_THREAD || !fc_stream_ok(hStream))
+		rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+	else if (hStream->capture)
+		rc = CUDA_ERROR_ILLEGAL_STATE;
+	else if (!graph_ok(hGraph) || hGraph->owner)
+		rc = CUDA_ERROR_INVALID_VALUE;
+	else
+		hStream->capture = hGraph;
+	fc_unlock();
+	return rc;
+}
+
 FC_API CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
 {
 	CUresult rc = CUDA_SUCCESS;
@@ -235,11 +266,79 @@ FC_API CUresult CUDAAPI cuGraphCreate(CUgraph *phGraph, unsigned int flags)
 	return CUDA_SUCCESS;
 }
 
-/* Node handles: index + 1 in the graph (never dereferenced). */
-static void node_out(CUgraphNode *ph, int idx)
+/* Node handles: index + 1 in a table of (graph, node index, type); never
+ * dereferenced.  Needs the lock. */
+#define FC_NODE_HANDLES 4096
+static struct {
+	CUgraph g;
+	int idx;
+	CUgraphNodeType type;
+} handles[FC_NODE_HANDLES];
+static int n_handles;
+
+static void node_out_type(CUgraphNode *ph, CUgraph g, int idx,
+			  CUgraphNodeType type)
 {
-	if (ph)
-		*ph = (CUgraphNode)(uintptr_t)(idx + 1);
+	if (!ph)
+		return;
+	*ph = NULL;
+	if (n_handles >= FC_NODE_HANDLES)
+		return;
+	handles[n_handles].g = g;
+	handles[n_handles].idx = idx;
+	handles[n_handles].type = type;
+	*ph = (CUgraphNode)(uintptr_t)++n_handles;
+}
+
+static void node_out(CUgraphNode *ph, CUgraph g, int idx)
+{
+	node_out_type(ph, g, idx, g->node[idx].is_free ?
+				  CU_GRAPH_NODE_TYPE_MEM_FREE :
+				  CU_GRAPH_NODE_TYPE_MEM_ALLOC);
+}
+
+/* Needs the lock: the table row of a live node, or -1. */
+static int handle_row(CUgraphNode h)
+{
+	uintptr_t i = (uintptr_t)h;
+
+	if (!i || i > (uintptr_t)n_handles || !graph_ok(handles[i - 1].g))
+		return -1;
+	if (handles[i - 1].idx >= 0 &&
+	    handles[i - 1].g->node[handles[i - 1].idx].dead)
+		return -1;
+	return (int)i - 1;
+}
+
+FC_API CUresult CUDAAPI cuGraphNodeGetType(CUgraphNode hNode,
+					   CUgraphNodeType *type)
+{
+	int r;
+
+	FC_ENTER_INIT();
+	if (!type)
+		return CUDA_ERROR_INVALID_VALUE;
+	fc_lock();
+	r = handle_row(hNode);
+	if (r >= 0)
+		*type = handles[r].type;
+	fc_unlock();
+	return r >= 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* The node is no longer run by instances made afterwards. */
+FC_API CUresult CUDAAPI cuGraphDestroyNode(CUgraphNode hNode)
+{
+	int r;
+
+	FC_ENTER_INIT();
+	fc_lock();
+	r = handle_row(hNode);
+	if (r >= 0 && handles[r].idx >= 0)
+		handles[r].g->node[handles[r].idx].dead = 1;
+	fc_unlock();
+	return r >= 0 && handles[r].idx >= 0 ? CUDA_SUCCESS :
+					      CUDA_ERROR_INVALID_VALUE;
 }
 
 FC_API CUresult CUDAAPI cuGraphAddMemAllocNode(CUgraphNode *phGraphNode,
@@ -255,7 +354,7 @@ FC_API CUresult CUDAAPI cuGraphAddMemAllocNode(CUgraphNode *phGraphNode,
 		return CUDA_ERROR_INVALID_VALUE;
 	dev = nodeParams->poolProps.location.id;
 	fc_lock();
-	if (!graph_ok(hGraph) || dev < 0 || dev >= fc.ndev ||
+	if (!graph_ok(hGraph) || hGraph->owner || dev < 0 || dev >= fc.ndev ||
 	    nodeParams->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
 		rc = CUDA_ERROR_INVALID_VALUE;
 		goto out;
@@ -264,7 +363,7 @@ FC_API CUresult CUDAAPI cuGraphAddMemAllocNode(CUgraphNode *phGraphNode,
 	if (rc)
 		goto out;
 	nodeParams->dptr = va;
-	node_out(phGraphNode, hGraph->n - 1);
+	node_out(phGraphNode, hGraph, hGraph->n - 1);
 out:
 	fc_unlock();
 	return rc;
@@ -280,15 +379,180 @@ FC_API CUresult CUDAAPI cuGraphAddMemFreeNode(CUgraphNode *phGraphNode,
 	if (!phGraphNode || !dptr)
 		return CUDA_ERROR_INVALID_VALUE;
 	fc_lock();
-	if (!graph_ok(hGraph)) {
+	if (!graph_ok(hGraph) || hGraph->owner) {
 		rc = CUDA_ERROR_INVALID_VALUE;
 		goto out;
 	}
 	rc = add_free(hGraph, dptr);
 	if (!rc)
-		node_out(phGraphNode, hGraph->n - 1);
+		node_out(phGraphNode, hGraph, hGraph->n - 1);
 out:
 	fc_unlock();
+	return rc;
+}
+
+static int has_mem_nodes(CUgraph g)
+{
+	return g->n > 0;	/* the fake's graphs hold memory nodes only */
+}
+
+/* Child graph node: a moved child's nodes become the parent's. */
+static CUresult add_child(CUgraph parent, const CUDA_CHILD_GRAPH_NODE_PARAMS *p)
+{
+	CUgraph c = p->graph;
+
+	if (!graph_ok(c) || c == parent || c->owner)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (p->ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE)
+		return has_mem_nodes(c) ? CUDA_ERROR_NOT_SUPPORTED :
+					  CUDA_SUCCESS;
+	if (parent->n + c->n > FC_GRAPH_NODES)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	memcpy(&parent->node[parent->n], c->node, sizeof(c->node[0]) * c->n);
+	parent->n += c->n;
+	for (int i = 0; i < c->nreuse && parent->nreuse < FC_GRAPH_NODES; i++)
+		parent->reuse[parent->nreuse++] = c->reuse[i];
+	c->owner = parent;
+	c->moved_next = parent->moved_head;
+	parent->moved_head = c;
+	return CUDA_SUCCESS;
+}
+
+static CUresult add_node(CUgraphNode *ph, CUgraph g, CUgraphNodeParams *p)
+{
+	CUresult rc;
+
+	if (!ph || !p)
+		return CUDA_ERROR_INVALID_VALUE;
+	fc_lock();
+	if (!graph_ok(g) || g->owner) {
+		rc = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	switch (p->type) {
+	case CU_GRAPH_NODE_TYPE_MEM_ALLOC: {
+		int dev = p->alloc.poolProps.location.id;
+		uintptr_t va;
+
+		if (!p->alloc.bytesize || dev < 0 || dev >= fc.ndev ||
+		    p->alloc.poolProps.location.type !=
+			    CU_MEM_LOCATION_TYPE_DEVICE) {
+			rc = CUDA_ERROR_INVALID_VALUE;
+			goto out;
+		}
+		rc = add_alloc(g, dev, p->alloc.bytesize, &va);
+		if (!rc)
+			p->alloc.dptr = va;
+		break;
+	}
+	case CU_GRAPH_NODE_TYPE_MEM_FREE:
+		rc = p->free.dptr ? add_free(g, p->free.dptr) :
+				    CUDA_ERROR_INVALID_VALUE;
+		break;
+	case CU_GRAPH_NODE_TYPE_GRAPH:
+		rc = add_child(g, &p->graph);
+		break;
+	default:
+		rc = CUDA_ERROR_NOT_SUPPORTED;
+		break;
+	}
+	if (!rc && p->type == CU_GRAPH_NODE_TYPE_GRAPH)
+		node_out_type(ph, g, -1, CU_GRAPH_NODE_TYPE_GRAPH);
+	else if (!rc)
+		node_out(ph, g, g->n - 1);
+out:
+	fc_unlock();
+	return rc;
+}
+
+FC_API CUresult CUDAAPI cuGraphAddNode_v2(CUgraphNode *phGraphNode,
+		CUgraph hGraph, const CUgraphNode *dependencies,
+		const CUgraphEdgeData *dependencyData, size_t numDependencies,
+		CUgraphNodeParams *nodeParams)
+{
+	FC_ENTER_INIT();
+	return add_node(phGraphNode, hGraph, nodeParams);
+}
+
+/* CUDA 12.2 ABI: no edge data. */
+FC_API CUresult CUDAAPI cuGraphAddNode(CUgraphNode *phGraphNode,
+		CUgraph hGraph, const CUgraphNode *dependencies,
+		size_t numDependencies, CUgraphNodeParams *nodeParams)
+{
+	FC_ENTER_INIT();
+	return add_node(phGraphNode, hGraph, nodeParams);
+}
+
+/* Graphs with memory nodes cannot be cloned. */
+FC_API CUresult CUDAAPI cuGraphClone(CUgraph *phGraphClone,
+				     CUgraph originalGraph)
+{
+	CUresult rc = CUDA_SUCCESS;
+	CUgraph g;
+
+	FC_ENTER_INIT();
+	if (!phGraphClone)
+		return CUDA_ERROR_INVALID_VALUE;
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	fc_lock();
+	if (!graph_ok(originalGraph))
+		rc = CUDA_ERROR_INVALID_VALUE;
+	else if (has_mem_nodes(originalGraph))
+		rc = CUDA_ERROR_NOT_SUPPORTED;
+	fc_unlock();
+	if (rc) {
+		free(g);
+		return rc;
+	}
+	g->magic = FC_GRAPH_MAGIC;
+	*phGraphClone = g;
+	return CUDA_SUCCESS;
+}
+
+/* Only instances without memory nodes can be updated here. */
+static CUresult exec_update(CUgraphExec e, CUgraph g)
+{
+	CUresult rc = CUDA_SUCCESS;
+
+	fc_lock();
+	if (!exec_ok(e) || !graph_ok(g) || g->owner)
+		rc = CUDA_ERROR_INVALID_VALUE;
+	else if (e->n || has_mem_nodes(g))
+		rc = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+	fc_unlock();
+	return rc;
+}
+
+FC_API CUresult CUDAAPI cuGraphExecUpdate_v2(CUgraphExec hGraphExec,
+		CUgraph hGraph, CUgraphExecUpdateResultInfo *resultInfo)
+{
+	CUresult rc;
+
+	FC_ENTER_INIT();
+	rc = exec_update(hGraphExec, hGraph);
+	if (resultInfo) {
+		memset(resultInfo, 0, sizeof(*resultInfo));
+		resultInfo->result = rc ? CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED :
+					  CU_GRAPH_EXEC_UPDATE_SUCCESS;
+	}
+	return rc;
+}
+
+FC_API CUresult CUDAAPI cuGraphExecUpdate(CUgraphExec hGraphExec,
+		CUgraph hGraph, CUgraphNode *hErrorNode_out,
+		CUgraphExecUpdateResult *updateResult_out)
+{
+	CUresult rc;
+
+	FC_ENTER_INIT();
+	rc = exec_update(hGraphExec, hGraph);
+	if (hErrorNode_out)
+		*hErrorNode_out = NULL;
+	if (updateResult_out)
+		*updateResult_out = rc ? CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED :
+					 CU_GRAPH_EXEC_UPDATE_SUCCESS;
 	return rc;
 }
 
@@ -307,7 +571,7 @@ static CUresult instantiate(CUgraphExec *pe, CUgraph g,
 	if (!e)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	fc_lock();
-	if (!graph_ok(g)) {
+	if (!graph_ok(g) || g->owner) {
 		fc_unlock();
 		free(e);
 		return CUDA_ERROR_INVALID_VALUE;
@@ -410,7 +674,7 @@ static CUresult launch(CUgraphExec e, CUstream s)
 	/* Every alloc node must be free (or freed for us) before launch. */
 	for (int i = 0; i < e->n; i++) {
 		a = fc_find(e->node[i].va);
-		if (e->node[i].is_free || !a)
+		if (e->node[i].dead || e->node[i].is_free || !a)
 			continue;
 		if (!(e->flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH)) {
 			rc = CUDA_ERROR_INVALID_VALUE;
@@ -420,6 +684,8 @@ static CUresult launch(CUgraphExec e, CUstream s)
 	for (int i = 0; i < e->n; i++) {
 		struct fc_gnode *n = &e->node[i];
 
+		if (n->dead)
+			continue;
 		a = fc_find(n->va);
 		if (n->is_free) {
 			if (a && a->base == n->va)
@@ -479,11 +745,16 @@ FC_API CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph)
 {
 	FC_ENTER_INIT();
 	fc_lock();
-	if (!graph_ok(hGraph)) {
+	if (!graph_ok(hGraph) || hGraph->owner) {
 		fc_unlock();
 		return CUDA_ERROR_INVALID_VALUE;
 	}
 	hGraph->magic = 0;
+	for (CUgraph c = hGraph->moved_head, next; c; c = next) {
+		next = c->moved_next;
+		c->magic = 0;
+		free(c);
+	}
 	fc_unlock();
 	free(hGraph);
 	return CUDA_SUCCESS;

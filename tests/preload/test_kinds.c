@@ -265,6 +265,205 @@ TEST(explicit_alloc_node_and_free_node_in_another_graph)
 	CHECK_EQ(gdrhook_trusted(), 1);
 }
 
+static CUgraphNodeParams alloc_params(size_t size)
+{
+	CUgraphNodeParams np;
+
+	memset(&np, 0, sizeof(np));
+	np.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+	np.alloc.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+	np.alloc.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	np.alloc.poolProps.location.id = 0;
+	np.alloc.bytesize = size;
+	return np;
+}
+
+typedef CUresult (*add_node_12020_fn)(CUgraphNode *, CUgraph,
+				      const CUgraphNode *, size_t,
+				      CUgraphNodeParams *);
+
+/* The generic node API, both ABIs (12.3's through the macro, 12.2's
+ * through cuGetProcAddress): memory nodes made there are followed. */
+TEST(generic_add_node_makes_memory_nodes)
+{
+	CUgraphNodeParams na = alloc_params(3 << 20), nb = alloc_params(1 << 20),
+			  nf;
+	add_node_12020_fn add12020 = NULL;
+	CUdriverProcAddressQueryResult st;
+	CUgraphExec ea, ef;
+	CUgraphNode n;
+	CUstream s;
+	CUgraph ga, gf;
+
+	primary_ctx(0);
+	CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CU_OK(cuGetProcAddress("cuGraphAddNode", (void **)&add12020, 12020,
+			       CU_GET_PROC_ADDRESS_DEFAULT, &st));
+	CHECK(add12020 != NULL);
+	CU_OK(cuGraphCreate(&ga, 0));
+	CU_OK(cuGraphAddNode(&n, ga, NULL, NULL, 0, &na));
+	CU_OK(add12020(&n, ga, NULL, 0, &nb));
+	CHECK(na.alloc.dptr != 0 && nb.alloc.dptr != 0);
+	CU_OK(cuGraphCreate(&gf, 0));
+	memset(&nf, 0, sizeof(nf));
+	nf.type = CU_GRAPH_NODE_TYPE_MEM_FREE;
+	nf.free.dptr = na.alloc.dptr;
+	CU_OK(cuGraphAddNode(&n, gf, NULL, NULL, 0, &nf));
+	nf.free.dptr = nb.alloc.dptr;
+	CU_OK(add12020(&n, gf, NULL, 0, &nf));
+	CU_OK(cuGraphInstantiateWithFlags(&ea, ga, 0));
+	CU_OK(cuGraphInstantiateWithFlags(&ef, gf, 0));
+	CHECK_EQ(agree(na.alloc.dptr, GDRHOOK_KIND_GRAPH, 3 << 20), 0);
+	for (int i = 0; i < 3; i++) {
+		CU_OK(cuGraphLaunch(ea, s));
+		CHECK_EQ(agree(na.alloc.dptr, GDRHOOK_KIND_GRAPH, 3 << 20), 1);
+		CHECK_EQ(agree(nb.alloc.dptr, GDRHOOK_KIND_GRAPH, 1 << 20), 1);
+		CU_OK(cuGraphLaunch(ef, s));
+		CHECK_EQ(agree(na.alloc.dptr, GDRHOOK_KIND_GRAPH, 3 << 20), 0);
+		CHECK_EQ(agree(nb.alloc.dptr, GDRHOOK_KIND_GRAPH, 1 << 20), 0);
+	}
+	CHECK_EQ(gdrhook_trusted(), 1);
+}
+
+/* A child graph with memory nodes moved into its parent: the parent's
+ * instance runs them.  Cloning such a graph (cuGraphClone, a cloned
+ * child) is refused by the driver, so no copy holds them unseen. */
+TEST(child_graph_moved_into_parent_brings_its_memory_nodes)
+{
+	CUgraphNodeParams na = alloc_params(2 << 20), nc;
+	CUgraph child, parent, clone;
+	CUgraphExec e;
+	CUgraphNode n;
+	CUstream s;
+
+	primary_ctx(0);
+	CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CU_OK(cuGraphCreate(&child, 0));
+	CU_OK(cuGraphAddNode(&n, child, NULL, NULL, 0, &na));
+	CHECK(cuGraphClone(&clone, child) != CUDA_SUCCESS);
+	CU_OK(cuGraphCreate(&parent, 0));
+	memset(&nc, 0, sizeof(nc));
+	nc.type = CU_GRAPH_NODE_TYPE_GRAPH;
+	nc.graph.graph = child;
+	nc.graph.ownership = CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE;
+	CHECK(cuGraphAddNode(&n, parent, NULL, NULL, 0, &nc) != CUDA_SUCCESS);
+	nc.graph.ownership = CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE;
+	CU_OK(cuGraphAddNode(&n, parent, NULL, NULL, 0, &nc));
+	CU_OK(cuGraphInstantiateWithFlags(
+		&e, parent, CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH));
+	CU_OK(cuGraphDestroy(parent));	/* the child goes with it */
+	for (int i = 0; i < 3; i++) {
+		CU_OK(cuGraphLaunch(e, s));
+		CHECK_EQ(agree(na.alloc.dptr, GDRHOOK_KIND_GRAPH, 2 << 20), 1);
+	}
+	CU_OK(cuMemFree_v2(na.alloc.dptr));
+	CHECK_EQ(agree(na.alloc.dptr, GDRHOOK_KIND_GRAPH, 2 << 20), 0);
+	CU_OK(cuGraphExecDestroy(e));
+	CHECK_EQ(gdrhook_trusted(), 1);
+}
+
+/* An instance runs the nodes its graph had when it was made: a node added
+ * afterwards is run only by instances made after it. */
+TEST(node_added_after_instantiate_runs_only_in_later_instances)
+{
+	CUgraphNodeParams na = alloc_params(1 << 20), nb = alloc_params(4 << 20);
+	CUgraphExec e1, e2;
+	CUgraphNode n;
+	CUstream s;
+	CUgraph g;
+
+	primary_ctx(0);
+	CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CU_OK(cuGraphCreate(&g, 0));
+	CU_OK(cuGraphAddNode(&n, g, NULL, NULL, 0, &na));
+	CU_OK(cuGraphInstantiateWithFlags(
+		&e1, g, CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH));
+	CU_OK(cuGraphAddNode(&n, g, NULL, NULL, 0, &nb));
+	CU_OK(cuGraphLaunch(e1, s));
+	CHECK_EQ(agree(na.alloc.dptr, GDRHOOK_KIND_GRAPH, 1 << 20), 1);
+	CHECK_EQ(agree(nb.alloc.dptr, GDRHOOK_KIND_GRAPH, 4 << 20), 0);
+	CU_OK(cuGraphInstantiateWithFlags(
+		&e2, g, CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH));
+	CU_OK(cuGraphDestroy(g));
+	CU_OK(cuGraphLaunch(e2, s));
+	CHECK_EQ(agree(na.alloc.dptr, GDRHOOK_KIND_GRAPH, 1 << 20), 1);
+	CHECK_EQ(agree(nb.alloc.dptr, GDRHOOK_KIND_GRAPH, 4 << 20), 1);
+	CU_OK(cuGraphLaunch(e1, s));	/* auto-frees a, backs it again */
+	CHECK_EQ(agree(na.alloc.dptr, GDRHOOK_KIND_GRAPH, 1 << 20), 1);
+	CHECK_EQ(agree(nb.alloc.dptr, GDRHOOK_KIND_GRAPH, 4 << 20), 1);
+	CU_OK(cuGraphExecDestroy(e1));
+	CU_OK(cuGraphExecDestroy(e2));
+	CHECK_EQ(gdrhook_trusted(), 1);
+}
+
+/* Capture into an existing graph: captured nodes join its explicit ones. */
+TEST(capture_to_an_existing_graph)
+{
+	CUgraphNodeParams na = alloc_params(1 << 20);
+	CUgraphExec e;
+	CUgraphNode n;
+	CUdeviceptr p;
+	CUstream s;
+	CUgraph g, out;
+
+	primary_ctx(0);
+	CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CU_OK(cuGraphCreate(&g, 0));
+	CU_OK(cuGraphAddNode(&n, g, NULL, NULL, 0, &na));
+	CU_OK(cuStreamBeginCaptureToGraph(s, g, NULL, NULL, 0,
+					  CU_STREAM_CAPTURE_MODE_GLOBAL));
+	CU_OK(cuMemAllocAsync(&p, 3 << 20, s));
+	CU_OK(cuStreamEndCapture(s, &out));
+	CHECK(out == g);
+	CHECK_EQ(agree(p, GDRHOOK_KIND_GRAPH, 3 << 20), 0);
+	CU_OK(cuGraphInstantiateWithFlags(&e, g, 0));
+	CU_OK(cuGraphLaunch(e, s));
+	CHECK_EQ(agree(na.alloc.dptr, GDRHOOK_KIND_GRAPH, 1 << 20), 1);
+	CHECK_EQ(agree(p, GDRHOOK_KIND_GRAPH, 3 << 20), 1);
+	CHECK_EQ(gdrhook_trusted(), 1);
+}
+
+/* Destroying a memory node is not modelled: the registry says so. */
+TEST(destroying_a_memory_node_marks_untrusted)
+{
+	CUgraphNodeParams na = alloc_params(1 << 20);
+	CUgraphNode n;
+	CUgraph g;
+
+	primary_ctx(0);
+	CU_OK(cuGraphCreate(&g, 0));
+	CU_OK(cuGraphAddNode(&n, g, NULL, NULL, 0, &na));
+	CHECK_EQ(gdrhook_trusted(), 1);
+	CHECK(cuGraphDestroyNode((CUgraphNode)(uintptr_t)0x7777) !=
+	      CUDA_SUCCESS);
+	CHECK_EQ(gdrhook_trusted(), 1);
+	CU_OK(cuGraphDestroyNode(n));
+	CHECK_EQ(gdrhook_trusted(), 0);
+}
+
+/* An update the driver refuses changes nothing; one without memory nodes
+ * on either side leaves the registry trusted. */
+TEST(exec_update_without_memory_nodes_stays_trusted)
+{
+	CUgraphNodeParams na = alloc_params(1 << 20);
+	CUgraphExecUpdateResultInfo ri;
+	CUgraph g0, g1, gm;
+	CUgraphExec e0, em;
+	CUgraphNode n;
+
+	primary_ctx(0);
+	CU_OK(cuGraphCreate(&g0, 0));
+	CU_OK(cuGraphCreate(&g1, 0));
+	CU_OK(cuGraphInstantiateWithFlags(&e0, g0, 0));
+	CU_OK(cuGraphExecUpdate(e0, g1, &ri));
+	CU_OK(cuGraphCreate(&gm, 0));
+	CU_OK(cuGraphAddNode(&n, gm, NULL, NULL, 0, &na));
+	CU_OK(cuGraphInstantiateWithFlags(&em, gm, 0));
+	CHECK(cuGraphExecUpdate(em, gm, &ri) != CUDA_SUCCESS);
+	CHECK(cuGraphExecUpdate(e0, gm, &ri) != CUDA_SUCCESS);
+	CHECK_EQ(gdrhook_trusted(), 1);
+}
+
 TEST(capture_free_of_ordinary_pool_memory_happens_at_launch)
 {
 	CUgraphExec e;

@@ -217,6 +217,7 @@ static void *hitter(void *arg)
 {
 	struct th *t = arg;
 	uint64_t addr[BATCH];
+	struct gh_range gk[BATCH];
 
 	pthread_barrier_wait(&bar);
 	for (long b = 0; b < t->batches; b++) {
@@ -225,8 +226,22 @@ static void *hitter(void *arg)
 		for (int k = 0; k < BATCH; k++)
 			addr[k] = BASE0 + (xs(&t->x) % (uint64_t)span) * STRIDE +
 				  (xs(&t->x) % 15) * 4096;
+		if (t->ucx == 3)	/* the registry's answers, untimed */
+			for (int k = 0; k < BATCH; k++)
+				gk[k] = rng[(addr[k] - BASE0) / STRIDE];
 		t0 = now_ns();
 		for (int k = 0; k < BATCH; k++) {
+			if (t->ucx == 3) {	/* the cache's part alone */
+				struct ibv_mr *m;
+				int hit;
+
+				if (gh_rcache_reg(&gk[k], &pd, addr[k], 4096,
+						  IBV_ACCESS_LOCAL_WRITE, &m,
+						  &hit) || !hit ||
+				    gh_rcache_dereg(m))
+					t->bad++;
+				continue;
+			}
 			if (t->ucx == 2) {	/* the registry's part alone */
 				struct gh_range g;
 
@@ -264,6 +279,58 @@ static void *hitter(void *arg)
 		t->ns[b] = (uint32_t)((t1 - t0) / BATCH);
 	}
 	return NULL;
+}
+
+/*
+ * The physical floor of one dependent miss here: a pointer chase over one
+ * cache line per live allocation (a random cycle), in huge pages like the
+ * cache's arrays.  A random hit that reads the registry's line and then the
+ * cache entry's pays about two of these; UCX's region is one.
+ */
+static int cmp_u32(const void *a, const void *b);
+
+static double miss_floor(void)
+{
+	size_t n = (size_t)live, bytes = (n * 64 + (2u << 20) - 1) &
+					 ~(size_t)((2u << 20) - 1);
+	uint64_t *l, x = 7, cur = 0, t0, t1;
+	uint32_t *perm = malloc(n * sizeof(*perm));
+	const long nb = 200000;
+	uint32_t *ns = malloc(sizeof(*ns) * (size_t)nb);
+	double med;
+
+	if (!perm || !ns || posix_memalign((void **)&l, 2u << 20, bytes))
+		return 0;
+#ifdef MADV_HUGEPAGE
+	madvise(l, bytes, MADV_HUGEPAGE);
+#endif
+	for (size_t i = 0; i < n; i++)
+		perm[i] = (uint32_t)i;
+	for (size_t i = n - 1; i > 0; i--) {
+		size_t j = xs(&x) % (i + 1);
+		uint32_t t = perm[i];
+
+		perm[i] = perm[j];
+		perm[j] = t;
+	}
+	for (size_t i = 0; i < n; i++)
+		l[(size_t)perm[i] * 8] = (uint64_t)perm[(i + 1) % n] * 8;
+	free(perm);
+	/* timed like the hits: batches of BATCH steps, the median batch (a
+	 * preempted batch lands in the tail, not in the figure) */
+	for (long b = 0; b < nb; b++) {
+		t0 = now_ns();
+		for (int k = 0; k < BATCH; k++)
+			cur = l[cur];
+		t1 = now_ns();
+		ns[b] = (uint32_t)((t1 - t0) / BATCH);
+	}
+	__asm__ volatile("" : : "r"(cur));
+	free(l);
+	qsort(ns, (size_t)nb, sizeof(*ns), cmp_u32);
+	med = ns[nb / 2];
+	free(ns);
+	return med;
 }
 
 static int cmp_u32(const void *a, const void *b)
@@ -387,10 +454,15 @@ int main(int argc, char **argv)
 		}
 	}
 	{
-		struct stat r = run_hits(1, 2, ops);
+		struct stat r = run_hits(1, 2, ops), c = run_hits(1, 3, ops);
 
 		printf("  of which gh_registry_lookup alone (1 thread): p50 %.0f p99 %.0f ns\n",
 		       r.p50, r.p99);
+		printf("  of which gh_rcache_reg + gh_rcache_dereg alone (1 thread): p50 %.0f p99 %.0f ns\n",
+		       c.p50, c.p99);
+		if (!hot)
+			printf("  one-miss floor (pointer chase, one line per live allocation): %.0f ns\n",
+			       miss_floor());
 	}
 	}
 	/* misses: allocations never registered, then their frees */

@@ -319,49 +319,49 @@ static void gid_release(uint64_t gid)
 
 /*
  * A child graph moved into its parent: its nodes join the parent's (next)
- * generation; its handle now belongs to the parent (it cannot be
- * instantiated, destroyed or changed on its own any more), and instances
- * made from it before keep its old generation.
+ * generation as if made there, so a free node of the child frees the
+ * parent's allocation of that address inside the graph; the child's handle
+ * now belongs to the parent (it cannot be instantiated, destroyed or
+ * changed on its own any more), and instances made from it before keep its
+ * old generation.  Needs the lock; 0, or -1: the table is full.
  */
+static int move_child_locked(uint64_t parent, uint64_t child)
+{
+	uint64_t cgid = graph_gid(child);
+	int err = 0;
+
+	if (!cgid)
+		return 0;
+	/* allocations first, then the frees: a free needs its allocation */
+	for (int frees = 0; frees < 2; frees++) {
+		for (size_t i = 0; i < nodes_hi && !err; i++) {
+			struct gnode n = nodes[i];
+
+			if (n.gid != cgid || n.graph != child ||
+			    n.is_free != frees)
+				continue;
+			err = add_node_locked(parent, n.ptr, n.size, n.dev,
+					      n.is_free);
+			if (!err && n.freed_in_graph)
+				err = add_node_locked(parent, n.ptr, 0, -1, 1);
+		}
+	}
+	for (size_t i = 0; i < nodes_hi; i++)
+		if (nodes[i].gid == cgid && nodes[i].graph == child)
+			nodes[i].graph = 0;
+	gid_release(cgid);
+	return err;
+}
+
 static void move_child(struct gh_call *c, uint64_t parent, uint64_t child)
 {
-	uint64_t cgid, pgid;
-	size_t n = 0, free_slots = GH_GRAPH_NODES - nodes_hi;
-	int ok;
+	int err;
 
 	lock();
-	cgid = graph_gid(child);
-	if (!cgid) {
-		unlock();
-		return;
-	}
-	pgid = gid_for_change(parent, &ok);
-	for (size_t i = 0; i < nodes_hi; i++) {
-		if (!nodes[i].gid)
-			free_slots++;
-		else if (nodes[i].gid == cgid && nodes[i].graph == child)
-			n++;
-	}
-	if (!ok || free_slots < n) {
-		unlock();
-		gh_mark_untrusted(c->api, "too many graph memory nodes to follow");
-		return;
-	}
-	if (!pgid)
-		pgid = ++last_gid;
-	for (size_t i = 0; i < nodes_hi; i++) {
-		struct gnode *s;
-
-		if (nodes[i].gid != cgid || nodes[i].graph != child)
-			continue;
-		s = slot_new();
-		*s = nodes[i];
-		s->gid = pgid;
-		s->graph = parent;
-		nodes[i].graph = 0;
-	}
-	gid_release(cgid);
+	err = move_child_locked(parent, child);
 	unlock();
+	if (err)
+		gh_mark_untrusted(c->api, "too many graph memory nodes to follow");
 }
 
 static void add_generic(struct gh_call *c, CUgraph hGraph,

@@ -362,6 +362,38 @@ TEST(child_graph_moved_into_parent_brings_its_memory_nodes)
 	CHECK_EQ(gdrhook_trusted(), 1);
 }
 
+/* A moved child's free node frees the parent's allocation inside the
+ * graph: backed only while the graph runs, never registered. */
+TEST(moved_child_frees_a_parent_allocation_inside_the_graph)
+{
+	CUgraphNodeParams na = alloc_params(2 << 20), nf, nc;
+	CUgraph child, parent;
+	CUgraphExec e;
+	CUgraphNode n;
+	CUstream s;
+
+	primary_ctx(0);
+	CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CU_OK(cuGraphCreate(&parent, 0));
+	CU_OK(cuGraphAddNode(&n, parent, NULL, NULL, 0, &na));
+	CU_OK(cuGraphCreate(&child, 0));
+	memset(&nf, 0, sizeof(nf));
+	nf.type = CU_GRAPH_NODE_TYPE_MEM_FREE;
+	nf.free.dptr = na.alloc.dptr;
+	CU_OK(cuGraphAddNode(&n, child, NULL, NULL, 0, &nf));
+	memset(&nc, 0, sizeof(nc));
+	nc.type = CU_GRAPH_NODE_TYPE_GRAPH;
+	nc.graph.graph = child;
+	nc.graph.ownership = CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE;
+	CU_OK(cuGraphAddNode(&n, parent, NULL, NULL, 0, &nc));
+	CU_OK(cuGraphInstantiateWithFlags(&e, parent, 0));
+	for (int i = 0; i < 3; i++) {
+		CU_OK(cuGraphLaunch(e, s));
+		CHECK_EQ(agree(na.alloc.dptr, GDRHOOK_KIND_GRAPH, 2 << 20), 0);
+	}
+	CHECK_EQ(gdrhook_trusted(), 1);
+}
+
 /* An instance runs the nodes its graph had when it was made: a node added
  * afterwards is run only by instances made after it. */
 TEST(node_added_after_instantiate_runs_only_in_later_instances)

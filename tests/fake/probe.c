@@ -489,6 +489,31 @@ int main(int argc, char **argv)
 		P("dmabuf unaligned", "rc=%d", rc);
 		cuMemFree(a);
 	}
+	/* A small buffer the driver sub-allocates (base not page aligned):
+	 * may its page-rounded range, which covers a neighbour, be exported?
+	 * (the double refuses: the dmabuf backend then wraps uncached) */
+	{
+		CUdeviceptr s1 = 0, s2 = 0, lo, hi;
+		int fd = -1;
+
+		cuMemAlloc(&s1, 10000);
+		cuMemAlloc(&s2, 10000);
+		lo = s2 & ~(CUdeviceptr)4095;
+		hi = (s2 + 10000 + 4095) & ~(CUdeviceptr)4095;
+		rc = cuMemGetHandleForAddressRange(&fd, lo, hi - lo, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+		P("dmabuf suballoc page-rounded", "base%%4096=%llu rc=%d", (unsigned long long)(s2 % 4096), rc);
+		if (fd >= 0)
+			close(fd);
+		lo = s2 & ~(CUdeviceptr)65535;
+		hi = (s2 + 10000 + 65535) & ~(CUdeviceptr)65535;
+		fd = -1;
+		rc = cuMemGetHandleForAddressRange(&fd, lo, hi - lo, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+		P("dmabuf suballoc 64k-rounded", "rc=%d", rc);
+		if (fd >= 0)
+			close(fd);
+		cuMemFree(s1);
+		cuMemFree(s2);
+	}
 
 	/* IPC */
 	{

@@ -845,6 +845,17 @@ static int scenario_random(void)
 	CHECK(taken > 0 && taken < writes);
 	if (!alloc_policy)
 		CHECK_EQ(beyond, 0);
+	if (passthru == 0) {
+		/* the cached path ran, not only the wrapped one (a backend
+		 * whose every pin failed passed all the above, uncached) */
+		struct gdrhook_stats gs = { .size = sizeof(gs) };
+
+		CHECK_EQ(gdrhook_get_stats(&gs), 0);
+		printf("  cache: %llu hits, %llu NIC registrations\n",
+		       (unsigned long long)gs.rcache_hits,
+		       (unsigned long long)gs.nic_regs);
+		CHECK(gs.rcache_hits > 0 && gs.nic_regs > 0);
+	}
 	while (st.nh)
 		CHECK_EQ(v.dereg(st.h[--st.nh].mr), 0);
 	for (int i = 0; i < RND_SLOTS; i++)

@@ -198,6 +198,115 @@ static void graph_explicit(CUstream s)
 	CK(cuGraphDestroy(gf));
 }
 
+static CUgraphNodeParams alloc_params(size_t size)
+{
+	CUgraphNodeParams np;
+
+	memset(&np, 0, sizeof(np));
+	np.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+	np.alloc.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+	np.alloc.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	np.alloc.poolProps.location.id = 0;
+	np.alloc.bytesize = size;
+	return np;
+}
+
+/* The generic node API, a child graph moved into its parent (its free
+ * node freeing a parent allocation inside the graph), a node added after
+ * instantiation, capture into an existing graph; what the driver says of
+ * cloning such graphs and updating their instances is printed. */
+static void graph_generic(CUstream s)
+{
+	CUgraphNodeParams na = alloc_params(2 << 20), nb = alloc_params(4 << 20),
+			  nc = alloc_params(1 << 20), nf, ng;
+	CUgraphExecUpdateResultInfo ri;
+	CUgraph g, child, parent, clone;
+	CUgraphExec e1, e2, ep;
+	CUgraphNode n;
+	CUdeviceptr p;
+	CUresult rc;
+
+	CK(cuGraphCreate(&g, 0));
+	CK(cuGraphAddNode(&n, g, NULL, NULL, 0, &na));
+	step("graph/generic node made", na.alloc.dptr, GDRHOOK_KIND_GRAPH);
+	CK(cuGraphInstantiateWithFlags(
+		&e1, g, CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH));
+	CK(cuGraphAddNode(&n, g, NULL, NULL, 0, &nb));
+	CK(cuGraphLaunch(e1, s));
+	CK(cuStreamSynchronize(s));
+	step("graph/generic a, old instance launched", na.alloc.dptr,
+	     GDRHOOK_KIND_GRAPH);
+	step("graph/generic b (added later), old instance", nb.alloc.dptr,
+	     GDRHOOK_KIND_GRAPH);
+	rc = cuGraphClone(&clone, g);
+	printf("DRV graph/clone with memory nodes: rc=%d\n", (int)rc);
+	rc = cuGraphExecUpdate(e1, g, &ri);
+	printf("DRV graph/exec update with memory nodes: rc=%d result=%d\n",
+	       (int)rc, (int)ri.result);
+	CK(cuGraphInstantiateWithFlags(
+		&e2, g, CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH));
+	CK(cuGraphLaunch(e2, s));
+	CK(cuStreamSynchronize(s));
+	step("graph/generic b, new instance launched", nb.alloc.dptr,
+	     GDRHOOK_KIND_GRAPH);
+	CK(cuGraphExecDestroy(e1));
+	CK(cuGraphExecDestroy(e2));
+	CK(cuGraphDestroy(g));
+	CK(cuMemFree_v2(na.alloc.dptr));
+	CK(cuMemFree_v2(nb.alloc.dptr));
+	step("graph/generic freed", na.alloc.dptr, GDRHOOK_KIND_GRAPH);
+
+	/* a moved child frees the parent's allocation inside the graph */
+	CK(cuGraphCreate(&parent, 0));
+	CK(cuGraphAddNode(&n, parent, NULL, NULL, 0, &nc));
+	CK(cuGraphCreate(&child, 0));
+	memset(&nf, 0, sizeof(nf));
+	nf.type = CU_GRAPH_NODE_TYPE_MEM_FREE;
+	nf.free.dptr = nc.alloc.dptr;
+	rc = cuGraphAddNode(&n, child, NULL, NULL, 0, &nf);
+	printf("DRV graph/child free node of a parent allocation: rc=%d\n",
+	       (int)rc);
+	memset(&ng, 0, sizeof(ng));
+	ng.type = CU_GRAPH_NODE_TYPE_GRAPH;
+	ng.graph.graph = child;
+	ng.graph.ownership = CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE;
+	printf("DRV graph/child with memory nodes cloned: rc=%d\n",
+	       (int)cuGraphAddNode(&n, parent, &n, NULL, 0, &ng));
+	ng.graph.ownership = CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE;
+	if (rc == CUDA_SUCCESS &&
+	    cuGraphAddNode(&n, parent, NULL, NULL, 0, &ng) == CUDA_SUCCESS &&
+	    cuGraphInstantiateWithFlags(&ep, parent, 0) == CUDA_SUCCESS) {
+		CK(cuGraphLaunch(ep, s));
+		CK(cuStreamSynchronize(s));
+		step("graph/moved child freed it in the graph", nc.alloc.dptr,
+		     GDRHOOK_KIND_GRAPH);
+		CK(cuGraphExecDestroy(ep));
+	} else {
+		printf("DRV graph/moved child: not accepted by the driver\n");
+	}
+	cuGraphDestroy(parent);
+
+	/* capture into an existing graph */
+	CK(cuGraphCreate(&g, 0));
+	na = alloc_params(2 << 20);
+	CK(cuGraphAddNode(&n, g, NULL, NULL, 0, &na));
+	CK(cuStreamBeginCaptureToGraph(s, g, &n, NULL, 1,
+				       CU_STREAM_CAPTURE_MODE_GLOBAL));
+	CK(cuMemAllocAsync(&p, 3 << 20, s));
+	CK(cuStreamEndCapture(s, &g));
+	CK(cuGraphInstantiateWithFlags(&e1, g, 0));
+	CK(cuGraphLaunch(e1, s));
+	CK(cuStreamSynchronize(s));
+	step("graph/capture-to-graph explicit node", na.alloc.dptr,
+	     GDRHOOK_KIND_GRAPH);
+	step("graph/capture-to-graph captured node", p, GDRHOOK_KIND_GRAPH);
+	CK(cuGraphExecDestroy(e1));
+	CK(cuGraphDestroy(g));
+	CK(cuMemFree_v2(na.alloc.dptr));
+	CK(cuMemFree_v2(p));
+	step("graph/capture-to-graph freed", p, GDRHOOK_KIND_GRAPH);
+}
+
 /* ----------------------------------------------------------- globals */
 
 static const char ptx[] =
@@ -443,6 +552,7 @@ int main(void)
 	graph_case(s, 1);
 	graph_in_graph_free(s);
 	graph_explicit(s);
+	graph_generic(s);
 	globals_case();
 	external_case();
 	pool_import_case(child, sv[0]);

@@ -1382,4 +1382,66 @@ TEST(contended_hits_stay_hits)
 	CHECK_EQ(live_for(r.gen, &pd1), 1);
 }
 
+/*
+ * MR objects move between threads and threads come and go: an object
+ * made on one thread and dropped on another goes to the dropping thread's
+ * free slots; a thread that exits keeps its few.  300 short-lived
+ * threads (past the 256 per-thread shards) each take 40 MRs, drop the
+ * ones a previous thread left, and leave theirs: no object is ever held
+ * twice, every one drops once, and nothing is left held.
+ */
+#define XT_THREADS	300
+#define XT_MRS		40
+static struct ibv_mr *xt_left[XT_MRS];
+
+struct xt_arg {
+	struct gh_range r;
+	long bad;
+};
+
+static void *xt_thread(void *p)
+{
+	struct xt_arg *a = p;
+	struct ibv_mr *mine[XT_MRS];
+
+	for (int i = 0; i < XT_MRS; i++) {
+		int hit = 0;
+
+		mine[i] = NULL;
+		if (gh_rcache_reg(&a->r, &pd1, a->r.base + (uint64_t)i * 64, 64,
+				  LW, &mine[i], &hit) || !mine[i])
+			a->bad++;
+		for (int k = 0; k < i; k++)
+			a->bad += mine[k] == mine[i];	/* handed out twice */
+		for (int k = 0; k < XT_MRS; k++)
+			a->bad += xt_left[k] && xt_left[k] == mine[i];
+	}
+	for (int i = 0; i < XT_MRS; i++) {
+		if (xt_left[i] && gh_rcache_dereg(xt_left[i]))
+			a->bad++;
+		xt_left[i] = mine[i];
+	}
+	return NULL;
+}
+
+TEST(mr_objects_across_threads_that_exit)
+{
+	struct xt_arg a = { .bad = 0 };
+	pthread_t t;
+
+	setup(0, 0);
+	a.r = alloc_dev(A1, MiB);
+	for (int i = 0; i < XT_THREADS; i++) {
+		CHECK_EQ(pthread_create(&t, NULL, xt_thread, &a), 0);
+		CHECK_EQ(pthread_join(t, NULL), 0);
+	}
+	CHECK_EQ(a.bad, 0);
+	CHECK_EQ(ctrs().aliases, XT_MRS);
+	for (int i = 0; i < XT_MRS; i++) {
+		CHECK_EQ(gh_rcache_dereg(xt_left[i]), 0);
+		CHECK(gh_rcache_dereg(xt_left[i]) != 0);	/* once only */
+	}
+	CHECK_EQ(ctrs().aliases, 0);
+}
+
 TEST_MAIN()

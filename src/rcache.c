@@ -133,6 +133,7 @@ struct rc_entry {
 	uint32_t bhead;		/* atomic; written under the lock */
 	uint32_t onfree;	/* on the free list (lock) */
 	uint32_t upos;		/* its place in rc.used (lock) */
+	uint32_t home;		/* its bucket (lock) */
 } __attribute__((aligned(128)));
 
 /* The cache's state of one live GPU allocation ("ga"): its pin, its entries. */
@@ -354,19 +355,27 @@ static int kind_cacheable(const struct gh_range *r)
 }
 
 /* addr, len: the E_EXACT key; 0, 0 for allocation-wide entries. */
-static uint32_t hash_ent(uint64_t gen, uint64_t pd, unsigned int access,
+/*
+ * An entry's bucket: keyed by the 64 KiB granule of its allocation's base
+ * (not its generation), so the verbs wrapper can fetch the bucket of a
+ * registration inside its allocation's first granule (the usual case)
+ * before the registry has named the allocation: gh_rcache_prefetch.
+ */
+static uint32_t hash_ent(uint64_t base, uint64_t pd, unsigned int access,
 			 uint64_t addr, uint64_t len)
 {
-	uint64_t h = gen * 0x9e3779b97f4a7c15ULL ^
-		     (pd + (access & GH_RC_ACCESS_EXACT)) * 0xc2b2ae3d27d4eb4fULL ^
-		     (addr * 0x165667b19e3779f9ULL + len) * 0x27d4eb2f165667c5ULL;
+	/* one multiply on the path of a hit: the top bits of a Fibonacci
+	 * hash of the mixed key */
+	uint64_t k = (base >> 16) ^ (pd << 20) ^ (pd >> 4) ^
+		     (access & GH_RC_ACCESS_EXACT) ^
+		     (addr * 0xc2b2ae3d27d4eb4fULL) ^ (len << 32);
 
-	return (uint32_t)(h >> (64 - RC_HBITS));
+	return (uint32_t)((k * 0x9e3779b97f4a7c15ULL) >> (64 - RC_HBITS));
 }
 
 static uint32_t hash_of(const struct rc_entry *e)
 {
-	return hash_ent(e->gen, e->pd, e->access, e->addr, e->len);
+	return e->home;
 }
 
 static uint32_t hash_ga(uint64_t gen)
@@ -510,11 +519,11 @@ static int ent_kill_idle(struct rc_entry *e, uint64_t ver)
  * len 0: an allocation-wide entry whose access covers want; else the
  * E_EXACT entry of exactly [addr, addr + len) and exactly want.
  */
-static struct rc_entry *lookup_ref(uint64_t gen, uint64_t pd,
+static struct rc_entry *lookup_ref(uint64_t base, uint64_t gen, uint64_t pd,
 				   unsigned int want, uint64_t addr,
 				   uint64_t len)
 {
-	struct rc_entry *home = &rc.ent[hash_ent(gen, pd, want, addr, len)];
+	struct rc_entry *home = &rc.ent[hash_ent(base, pd, want, addr, len)];
 	uint32_t i;
 
 	__builtin_prefetch(home);	/* in parallel with its bhead line */
@@ -572,10 +581,10 @@ static void hash_unlink(struct rc_entry *e)
 }
 
 /* The current cached entry for (gen, pd, exact bits), dead or alive. */
-static struct rc_entry *hash_find_cur(uint64_t gen, uint64_t pd,
-				      unsigned int access)
+static struct rc_entry *hash_find_cur(uint64_t base, uint64_t gen,
+				      uint64_t pd, unsigned int access)
 {
-	uint32_t i = LD(&rc.ent[hash_ent(gen, pd, access, 0, 0)].bhead);
+	uint32_t i = LD(&rc.ent[hash_ent(base, pd, access, 0, 0)].bhead);
 
 	while (i) {
 		struct rc_entry *e = &rc.ent[i - 1];
@@ -677,11 +686,13 @@ static struct rc_entry *ent_new(struct rc_ga *r, uint32_t type,
 	struct rc_entry *e;
 	uint64_t ver;
 
-	e = ent_take(type == E_CACHED || type == E_EXACT ?
-		     hash_ent(r->gen, (uint64_t)(uintptr_t)pd, access, addr,
-			      len) + 1 : 0);
+	uint32_t home = r ? hash_ent(r->pin.base, (uint64_t)(uintptr_t)pd,
+				     access, addr, len) : 0;
+
+	e = ent_take(type == E_CACHED || type == E_EXACT ? home + 1 : 0);
 	if (!e)
 		return NULL;
+	e->home = home;
 	ver = (LD(&e->word) >> W_VER_SHIFT) + 1;
 	ST(&e->gen, r ? r->gen : 0);
 	ST(&e->pd, (uint64_t)(uintptr_t)pd);
@@ -1189,6 +1200,21 @@ static void put_ref(struct rc_entry *e)
 
 /* ------------------------------------------------------------ public API */
 
+void gh_rcache_prefetch(const struct ibv_pd *pd, uint64_t addr, uint64_t len,
+			unsigned int access)
+{
+	int ex;
+	const struct rc_entry *home;
+
+	if (!LD_ACQ(&rc.ready))
+		return;
+	ex = rc.exact && (access & GH_RC_ACCESS_REMOTE);
+	home = &rc.ent[hash_ent(addr, (uint64_t)(uintptr_t)pd, access,
+				ex ? addr : 0, ex ? len : 0)];
+	__builtin_prefetch(home);
+	__builtin_prefetch((const char *)home + 64);	/* its bucket head */
+}
+
 int gh_rcache_reg(const struct gh_range *g, struct ibv_pd *pd, uint64_t addr,
 		  uint64_t len, unsigned int access, struct ibv_mr **mr_p,
 		  int *hit_p)
@@ -1210,12 +1236,12 @@ int gh_rcache_reg(const struct gh_range *g, struct ibv_pd *pd, uint64_t addr,
 	ex = rc.exact && (access & GH_RC_ACCESS_REMOTE);
 	ka = ex ? addr : 0;
 	kl = ex ? len : 0;
-	e = lookup_ref(g->gen, pdk, access, ka, kl);
+	e = lookup_ref(g->base, g->gen, pdk, access, ka, kl);
 	if (e)
 		goto found;
 
 	pthread_mutex_lock(&rc.lock);
-	e = lookup_ref(g->gen, pdk, access, ka, kl);
+	e = lookup_ref(g->base, g->gen, pdk, access, ka, kl);
 	if (e) {
 		pthread_mutex_unlock(&rc.lock);
 		goto found;
@@ -1234,7 +1260,7 @@ int gh_rcache_reg(const struct gh_range *g, struct ibv_pd *pd, uint64_t addr,
 			goto unlock;
 	}
 	r->busy = 1;
-	old = ex ? NULL : hash_find_cur(g->gen, pdk, access);
+	old = ex ? NULL : hash_find_cur(g->base, g->gen, pdk, access);
 	if (old)
 		access |= old->access & GH_RC_ACCESS_PERM;
 	err = make_room(r);

@@ -60,6 +60,15 @@ int gh_rcache_touches(uint64_t addr, uint64_t len, struct gh_range *first_p);
 int gh_rcache_access_ok(unsigned int access);
 
 /*
+ * Start fetching the cache line a hit of this registration would read
+ * first, assuming addr lies in its allocation's first 64 KiB: called
+ * before the registry lookup, so the two misses overlap.  Reads and
+ * writes nothing.
+ */
+void gh_rcache_prefetch(const struct ibv_pd *pd, uint64_t addr, uint64_t len,
+			unsigned int access);
+
+/*
  * Register [addr, addr + len) of the live allocation r (from a registry
  * lookup) in pd.  On success *mr_p is an alias MR: lkey/rkey of the
  * cached registration, addr/length as asked; *hit_p says whether it came

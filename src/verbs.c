@@ -135,6 +135,8 @@ static struct ibv_mr *vreg_guarded(const struct vreq *q, int saved_errno)
 	/* A capability probe (NCCL: fd -1, EOPNOTSUPP expected). */
 	if (q->fn == GH_SYM_ibv_reg_dmabuf_mr && q->fd < 0)
 		goto pass;
+	/* the cache's line of a hit, fetched while the registry answers */
+	gh_rcache_prefetch(q->pd, addr, q->len, q->access);
 	inside = !gh_registry_lookup(addr, q->len, &r);
 	if (inside && (r.kind == GDRHOOK_KIND_HOST ||
 		       r.kind == GDRHOOK_KIND_HOST_REGISTERED))

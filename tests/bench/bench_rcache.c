@@ -14,7 +14,8 @@
  * aggregate rate.
  *
  *   hit         gdrhook: what the verbs wrapper does on a hit,
- *               gh_registry_lookup + gh_rcspan_reg (the BAR1 budget
+ *               gh_rcache_prefetch + gh_registry_lookup +
+ *               gh_rcspan_reg (the BAR1 budget
  *               check, then gh_rcache_reg), then gh_rcache_dereg, of
  *               4 KiB inside the allocation;
  *               UCX: ucs_rcache_get + ucs_rcache_region_put of the same;
@@ -267,6 +268,8 @@ static void *hitter(void *arg)
 				struct ibv_mr *m;
 				int hit;
 
+				gh_rcache_prefetch(&pd, addr[k], 4096,
+						   IBV_ACCESS_LOCAL_WRITE);
 				if (gh_registry_lookup(addr[k], 4096, &g) ||
 				    gh_rcspan_reg(&g, 0, &pd, addr[k], 4096,
 						  IBV_ACCESS_LOCAL_WRITE, &m,

@@ -487,9 +487,11 @@ class BlockReader:
                 names[b] = b.decode("ascii")
         return map(names.__getitem__, col)
 
-    def __call__(self, data, n0, fidx, version, cur, rs, out, rec=None):
+    def __call__(self, data, n0, fidx, version, cur, rs, out, rec=None,
+                 rec_call=None):
         """rec: the observer's record(), given each record as the line
-        loop would."""
+        loop would; rec_call: the observer's record_call(), if it has one,
+        given a hooked call's fields instead (no dict made)."""
         rows = reader._MEM_LINES.findall(data)
         n = len(rows)
         if not n or n != data.count(b"\n"):
@@ -514,6 +516,8 @@ class BlockReader:
         stats = {}
         if rec is not None:
             tab = self.tables[version]
+            calls = {ev: tab[ev]["call"] for ev in ("alloc", "free", "restore")
+                     if ev in tab}
             texts = data.decode("ascii").split("\n")
             ctxs = list(map(int, cols[10], [16] * n))
             line = 0
@@ -538,15 +542,18 @@ class BlockReader:
             if key > t_last:
                 t_last = key
             if rec is not None:     # the record reader.mem_record() makes
-                r = {"t": t, "pid": p.pid, "tid": tid, "ev": ev, "api": api,
-                     "ptr": ptr, "size": size, "dev": dev, "gen": gen,
-                     "kind": kind, "ctx": ctxs[line], "rc": rc,
-                     "dur_ns": dur}
-                if tracked:
-                    r["tracked"] = False
-                if implicit:
-                    r["implicit"] = True
-                rec(p, r, tab[ev], texts[line])
+                if rec_call is not None and calls[ev] and not implicit:
+                    rec_call(p, api or ev, ev, rc, t, dur, tid, texts[line])
+                else:
+                    r = {"t": t, "pid": p.pid, "tid": tid, "ev": ev,
+                         "api": api, "ptr": ptr, "size": size, "dev": dev,
+                         "gen": gen, "kind": kind, "ctx": ctxs[line],
+                         "rc": rc, "dur_ns": dur}
+                    if tracked:
+                        r["tracked"] = False
+                    if implicit:
+                        r["implicit"] = True
+                    rec(p, r, tab[ev], texts[line])
                 line += 1
             api = api or ev
             # Result.account_mem(), every field present
@@ -620,6 +627,7 @@ def analyse(names, pids=None, quiet=False, obs=None, buffer=200000):
     at_end = schema.EFFECT_AT_END
     special = ("start", "exit", "fork", "recovered")
     want_records = obs is not None and getattr(obs, "record", None)
+    rec_call = want_records and getattr(obs, "record_call", None) or None
     by_block = BlockReader(tables, bits)
     fasts = {v: reader.fast_mem(v) for v in tables}
     mem_ends = {v: {ev: tab.get(ev, {}).get("time") == "end"
@@ -637,7 +645,7 @@ def analyse(names, pids=None, quiet=False, obs=None, buffer=200000):
                     if len(sbuf) >= sorter.limit:
                         sorter.spill()
                     if by_block(data, n0, fidx, version, cur, rs, out,
-                                want_records or None):
+                                want_records or None, rec_call):
                         continue
                     items = reader.split_block(n0, data)
                 for lineno, raw, nl in items:

@@ -44,6 +44,7 @@ class Writer:
                                     check_circular=False).encode
         self.hex = schema.HEX_FIELDS
         self.strs = {}
+        self.heads = {}
 
     def _str(self, v):
         """JSON text of a string (API and event names repeat)."""
@@ -90,11 +91,18 @@ class Writer:
             rc = r.get("rc", 0)
             if rc:
                 name = "%s (rc=%d)" % (name, rc)
-            self._put('{"ph":"X","name":%s,"cat":%s,"ts":%s,"dur":%s,'
-                      '"pid":%d,"tid":%d,"args":%s}' % (
-                          self._str(name), self._str(ev), us(r["t"]),
-                          us(r.get("dur_ns", 0)), p.trace_pid, r["tid"],
-                          args))
+            t = r["t"]
+            d = r.get("dur_ns", 0)
+            strs = self.strs
+            parts = self.parts
+            parts.append('{"ph":"X","name":%s,"cat":%s,"ts":%d.%03d,'
+                         '"dur":%d.%03d,"pid":%d,"tid":%d,"args":%s}' % (
+                             strs.get(name) or self._str(name),
+                             strs.get(ev) or self._str(ev),
+                             t // 1000, t % 1000, d // 1000, d % 1000,
+                             p.trace_pid, r["tid"], args))
+            if len(parts) >= FLUSH:
+                self._flush()
             return
         if ev == "free":
             name = "implicit free (%s)" % name
@@ -107,15 +115,41 @@ class Writer:
                       self._str(name), self._str(ev), us(r["t"]),
                       p.trace_pid, r["tid"], args))
 
+    def record_call(self, p, name, ev, rc, t, d, tid, args):
+        """record() of a hooked call (not implicit) in the library's
+        layout, from its fields: the same slice."""
+        if self.pids is not None and p.pid not in self.pids:
+            return
+        if rc:
+            name = "%s (rc=%d)" % (name, rc)
+        strs = self.strs
+        parts = self.parts
+        parts.append('{"ph":"X","name":%s,"cat":%s,"ts":%d.%03d,'
+                     '"dur":%d.%03d,"pid":%d,"tid":%d,"args":%s}' % (
+                         strs.get(name) or self._str(name),
+                         strs.get(ev) or self._str(ev),
+                         t // 1000, t % 1000, d // 1000, d % 1000,
+                         p.trace_pid, tid, args))
+        if len(parts) >= FLUSH:
+            self._flush()
+
     # -- replay --
     def prepare(self, results):
         pass
 
     def counter(self, res, s, t, v):
-        self._put('{"ph":"C","name":"%s","pid":%d,"tid":0,"ts":%s,'
-                  '"args":{"bytes":%d}}' % (
-                      counter_name(s.kind, s.dev), res.proc.trace_pid,
-                      us(t), max(0, v)))
+        # one call per allocation and free: the series' fixed head is
+        # made once, the time written out here as us() does
+        head = self.heads.get((s.kind, s.dev, res.proc.trace_pid))
+        if head is None:
+            head = self.heads[(s.kind, s.dev, res.proc.trace_pid)] = (
+                '{"ph":"C","name":"%s","pid":%d,"tid":0,"ts":' % (
+                    counter_name(s.kind, s.dev), res.proc.trace_pid))
+        parts = self.parts
+        parts.append('%s%d.%03d,"args":{"bytes":%d}}' % (
+            head, t // 1000, t % 1000, v if v > 0 else 0))
+        if len(parts) >= FLUSH:
+            self._flush()
 
     def marker(self, res, t, dev, kind):
         pass

@@ -88,21 +88,8 @@ class Writer:
                              for k, v in r.items() if k in ARG_KEYS})
         name = r.get("api") or ev
         if e["call"] and not r.get("implicit"):
-            rc = r.get("rc", 0)
-            if rc:
-                name = "%s (rc=%d)" % (name, rc)
-            t = r["t"]
-            d = r.get("dur_ns", 0)
-            strs = self.strs
-            parts = self.parts
-            parts.append('{"ph":"X","name":%s,"cat":%s,"ts":%d.%03d,'
-                         '"dur":%d.%03d,"pid":%d,"tid":%d,"args":%s}' % (
-                             strs.get(name) or self._str(name),
-                             strs.get(ev) or self._str(ev),
-                             t // 1000, t % 1000, d // 1000, d % 1000,
-                             p.trace_pid, r["tid"], args))
-            if len(parts) >= FLUSH:
-                self._flush()
+            self._slice(p, name, ev, r.get("rc", 0), r["t"],
+                        r.get("dur_ns", 0), r["tid"], args)
             return
         if ev == "free":
             name = "implicit free (%s)" % name
@@ -118,8 +105,10 @@ class Writer:
     def record_call(self, p, name, ev, rc, t, d, tid, args):
         """record() of a hooked call (not implicit) in the library's
         layout, from its fields: the same slice."""
-        if self.pids is not None and p.pid not in self.pids:
-            return
+        if self.pids is None or p.pid in self.pids:
+            self._slice(p, name, ev, rc, t, d, tid, args)
+
+    def _slice(self, p, name, ev, rc, t, d, tid, args):
         if rc:
             name = "%s (rc=%d)" % (name, rc)
         strs = self.strs

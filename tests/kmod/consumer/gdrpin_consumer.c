@@ -152,13 +152,20 @@ static int cons_checksum(struct cons_state *st, u64 va, u64 len, u64 *sum)
 	return 0;
 }
 
-/* Check the DMA mapping against the page table (identity in the fake). */
+/*
+ * st->lock held; checks the DMA mapping against the page table (identity in
+ * the fake). Both are freed right after a revocation is reported: read
+ * them only under the lock the revoke notifier takes, and not once it ran.
+ */
 static int cons_check_dma(struct cons_state *st)
 {
 	const struct nvidia_p2p_dma_mapping *m;
 	const struct nvidia_p2p_page_table *pt;
 	u32 i;
 
+	lockdep_assert_held(&st->lock);
+	if (st->revoked)
+		return -ESTALE;
 	if (st->dmap) {
 		const struct sg_table *sgt = gdrpin_dmabuf_map_sgt(st->dmap);
 		struct gdrpin_range_info info;
@@ -299,12 +306,11 @@ static int cons_cmd(struct cons_state *st, char *cmd)
 		ret = cons_acquire(st, (pid_t)tgid, va, len);
 		if (ret)
 			return ret;
+		mutex_lock(&st->lock);
 		ret = st->map || st->dmap ? cons_check_dma(st) : 0;
-		if (!ret) {
-			mutex_lock(&st->lock);
+		if (!ret)
 			ret = cons_checksum(st, va, len, &sum);
-			mutex_unlock(&st->lock);
-		}
+		mutex_unlock(&st->lock);
 		if (!ret)
 			snprintf(st->result, sizeof(st->result),
 				 "ok csum=%016llx len=%llu dma=%s\n", sum, len,

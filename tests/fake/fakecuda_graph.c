@@ -14,8 +14,11 @@
  * an instance outlives its graph.  The generic cuGraphAddNode makes memory
  * nodes and child graph nodes (a child with memory nodes must be moved into
  * its parent); graphs with memory nodes cannot be cloned; an instance with
- * memory nodes cannot be updated (cuGraphExecUpdate); other node types are
- * not modelled (CUDA_ERROR_NOT_SUPPORTED).
+ * memory nodes cannot be updated (cuGraphExecUpdate); a graph with memory
+ * nodes has at most one instance at a time (a second cuGraphInstantiate*
+ * before cuGraphExecDestroy of the first: CUDA_ERROR_NOT_SUPPORTED, as
+ * measured on the H100); other node types are not modelled
+ * (CUDA_ERROR_NOT_SUPPORTED).
  */
 #include "fakecuda_internal.h"
 #include "fakecuda.h"
@@ -26,6 +29,8 @@
 
 #define FC_GRAPH_MAGIC 0x66477270u
 #define FC_EXEC_MAGIC 0x66457863u
+/* destroyed while an instance of it lives: freed with its last instance */
+#define FC_GRAPH_DEAD 0x66477264u
 #define FC_GRAPH_NODES 64
 
 struct fc_gnode {
@@ -47,6 +52,7 @@ struct CUgraph_st {
 	/* moved into a parent (CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE): the
 	 * parent owns it; moved_next chains the parent's moved children */
 	CUgraph owner, moved_head, moved_next;
+	int ninst;	/* live instances */
 };
 
 /* An instance holds its own copy of the nodes, as on the real driver: it
@@ -57,6 +63,7 @@ struct CUgraphExec_st {
 	int n;
 	struct fc_gnode node[FC_GRAPH_NODES];
 	unsigned long long flags;
+	CUgraph src;
 };
 
 static int graph_ok(CUgraph g)
@@ -571,11 +578,14 @@ static CUresult instantiate(CUgraphExec *pe, CUgraph g,
 	if (!e)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	fc_lock();
-	if (!graph_ok(g) || g->owner) {
+	if (!graph_ok(g) || g->owner || (has_mem_nodes(g) && g->ninst)) {
 		fc_unlock();
 		free(e);
-		return CUDA_ERROR_INVALID_VALUE;
+		return graph_ok(g) && !g->owner ? CUDA_ERROR_NOT_SUPPORTED :
+						  CUDA_ERROR_INVALID_VALUE;
 	}
+	g->ninst++;
+	e->src = g;
 	e->n = g->n;
 	memcpy(e->node, g->node, sizeof(e->node));
 	fc_unlock();
@@ -734,7 +744,12 @@ FC_API CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec)
 	FC_ENTER_INIT();
 	if (!exec_ok(hGraphExec))
 		return CUDA_ERROR_INVALID_VALUE;
+	fc_lock();
 	hGraphExec->magic = 0;
+	if (!--hGraphExec->src->ninst &&
+	    hGraphExec->src->magic == FC_GRAPH_DEAD)
+		free(hGraphExec->src);
+	fc_unlock();
 	free(hGraphExec);
 	return CUDA_SUCCESS;
 }
@@ -749,14 +764,16 @@ FC_API CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph)
 		fc_unlock();
 		return CUDA_ERROR_INVALID_VALUE;
 	}
-	hGraph->magic = 0;
+	hGraph->magic = hGraph->ninst ? FC_GRAPH_DEAD : 0;
 	for (CUgraph c = hGraph->moved_head, next; c; c = next) {
 		next = c->moved_next;
-		c->magic = 0;
-		free(c);
+		c->magic = c->ninst ? FC_GRAPH_DEAD : 0;
+		if (!c->ninst)
+			free(c);
 	}
+	if (!hGraph->ninst)
+		free(hGraph);
 	fc_unlock();
-	free(hGraph);
 	return CUDA_SUCCESS;
 }
 

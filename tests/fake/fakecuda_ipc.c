@@ -16,22 +16,36 @@
 
 /* ------------------------------------------------------------- DMA-BUF */
 
+/* Highest address an export through a may reach. */
+static uintptr_t export_limit(const struct fc_alloc *a)
+{
+	/*
+	 * Measured on the H100 (tests/fake/probe.c): a sub-allocated
+	 * buffer's page- and 64 KiB-rounded ranges export, neighbours and
+	 * all: the limit is its 2 MiB chunk.  A whole allocation exports its
+	 * rounded span (its tail page past the size asked is inferred).
+	 */
+	if (a->small)
+		return (a->base & ~(uintptr_t)(FC_GRAN - 1)) + FC_GRAN;
+	if (a->kind == FC_K_VMM || a->span_base != a->base)
+		return a->base + a->size;
+	return a->span_base + a->span;
+}
+
 /* File and byte offset behind [p, p + len), or -1. */
 static int backing_of(uintptr_t p, size_t len, uint64_t *off)
 {
 	struct fc_alloc *a = fc_find(p);
 	int d;
 
-	/*
-	 * Within what the driver backs: a whole allocation's rounded span
-	 * (measured: a whole 2 MiB allocation exports; its tail page past
-	 * the size asked is inferred).  A sub-allocated buffer's page range
-	 * covers its neighbours: refused (tests/fake/probe.c asks the real
-	 * driver).
-	 */
-	if (!a || p + len > (a->small || a->kind == FC_K_VMM ||
-			     a->span_base != a->base ?
-			     a->base + a->size : a->span_base + a->span))
+	/* a rounded range may start in a free gap of a small chunk */
+	if (!a && len) {
+		a = fc_find(p + len - 1);
+		if (a && (!a->small ||
+			  p < (a->base & ~(uintptr_t)(FC_GRAN - 1))))
+			a = NULL;
+	}
+	if (!a || p + len > export_limit(a))
 		return -1;
 	if (a->kind == FC_K_VMM) {
 		*off = a->map_offset + (p - a->base);

@@ -490,8 +490,8 @@ int main(int argc, char **argv)
 		cuMemFree(a);
 	}
 	/* A small buffer the driver sub-allocates (base not page aligned):
-	 * may its page-rounded range, which covers a neighbour, be exported?
-	 * (the double refuses: the dmabuf backend then wraps uncached) */
+	 * may its page- or 64 KiB-rounded range, which may cover a neighbour,
+	 * be exported? */
 	{
 		CUdeviceptr s1 = 0, s2 = 0, lo, hi;
 		int fd = -1;
@@ -509,6 +509,8 @@ int main(int argc, char **argv)
 		fd = -1;
 		rc = cuMemGetHandleForAddressRange(&fd, lo, hi - lo, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
 		P("dmabuf suballoc 64k-rounded", "rc=%d", rc);
+		P("dmabuf suballoc 64k-rounded covers the neighbour", "%d",
+		  s1 >= lo && s1 + 10000 <= hi);
 		if (fd >= 0)
 			close(fd);
 		cuMemFree(s1);

@@ -243,13 +243,27 @@ static void graph_generic(CUstream s)
 	rc = cuGraphExecUpdate(e1, g, &ri);
 	printf("DRV graph/exec update with memory nodes: rc=%d result=%d\n",
 	       (int)rc, (int)ri.result);
+	/* one instance at a time for a graph with memory nodes (the H100:
+	 * CUDA_ERROR_NOT_SUPPORTED while the first lives) */
+	rc = cuGraphInstantiateWithFlags(
+		&e2, g, CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH);
+	printf("DRV graph/second instance while the first lives: rc=%d\n",
+	       (int)rc);
+	if (rc == CUDA_SUCCESS)
+		CK(cuGraphExecDestroy(e2));
+	CK(cuGraphExecDestroy(e1));
+	step("graph/generic a, first instance destroyed", na.alloc.dptr,
+	     GDRHOOK_KIND_GRAPH);
+	CK(cuMemFree_v2(na.alloc.dptr));
+	step("graph/generic a freed", na.alloc.dptr, GDRHOOK_KIND_GRAPH);
 	CK(cuGraphInstantiateWithFlags(
 		&e2, g, CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH));
 	CK(cuGraphLaunch(e2, s));
 	CK(cuStreamSynchronize(s));
+	step("graph/generic a, new instance launched", na.alloc.dptr,
+	     GDRHOOK_KIND_GRAPH);
 	step("graph/generic b, new instance launched", nb.alloc.dptr,
 	     GDRHOOK_KIND_GRAPH);
-	CK(cuGraphExecDestroy(e1));
 	CK(cuGraphExecDestroy(e2));
 	CK(cuGraphDestroy(g));
 	CK(cuMemFree_v2(na.alloc.dptr));

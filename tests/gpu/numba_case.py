@@ -3,11 +3,13 @@
 numba's deferred deallocation runs) and a kernel on them, checked against
 the event log (protocol: gpu_check.py).  After the program drops its
 arrays and flushes numba's deferred frees, an array numba has still not
-freed (its memory manager still lists the allocation, or its device
-memory object is still referenced) is checked as live, with a note, not
-as freed: numba never called cuMemFree for it, so the shim is right to
-keep it (the H100 run found the last array in that state).  Everything
-numba did free must be gone from the log.  Exit 77: no numba or no GPU."""
+freed is checked as live, with a note, not as freed: numba never called
+cuMemFree for it, so the shim is right to keep it (H100 runs found the
+last array in that state).  What numba freed is known from the
+destructors its deferred-deallocation queue ran (wrapped here); where that
+queue cannot be wrapped, from its memory manager's table and a weak
+reference to the array's memory.  Everything numba did free must be gone
+from the log.  Exit 77: no numba or no GPU."""
 import gc
 import os
 import sys
@@ -64,8 +66,53 @@ def numba_allocations():
         return None
 
 
+def as_int(h):
+    """A device pointer handle as an int (ctypes or cuda-python)."""
+    for f in (lambda x: int(x), lambda x: int(x.value),
+              lambda x: int(getattr(x, "getPtr")())):
+        try:
+            return f(h)
+        except Exception:  # noqa: BLE001 - try the next form
+            continue
+    return None
+
+
+destroyed = set()  # device pointers numba passed to cuMemFree
+
+
+def wrap_free():
+    """Record each pointer numba frees: its driver object resolves
+    cuMemFree once and caches it as an attribute, which the deferred
+    destructors look up when they are queued.  False where this numba has
+    no such object."""
+    try:
+        from numba.cuda.cudadrv import driver as drvmod
+        d = drvmod.driver
+        orig = getattr(d, "cuMemFree")
+    except Exception:  # noqa: BLE001 - another numba, another layout
+        return False
+
+    def cuMemFree(ptr, *rest):
+        r = orig(ptr, *rest)
+        v = as_int(ptr)
+        if v is not None:
+            destroyed.add(v)
+        return r
+    try:
+        setattr(d, "cuMemFree", cuMemFree)
+    except Exception:  # noqa: BLE001
+        return False
+    return True
+
+
+wrapped = wrap_free()
+
+
 def still_held(ptr, ref, allocs):
     """Why numba has not freed the array at ptr, or None if it has."""
+    if wrapped and destroyed:
+        return None if ptr in destroyed else (
+            "numba never passed it to cuMemFree")
     if allocs is not None and ptr in allocs:
         mem = allocs[ptr]
         return "numba's memory manager still lists it (%d owners)" % (
@@ -126,6 +173,9 @@ else:
         kept.append(r)
         print("GH-NOTE numba has not freed array 0x%x+%d after the flush "
               "(%s): checked as live" % (r[0], r[1], why), flush=True)
+    print("GH-NOTE numba's cuMemFree %s; %d pointers seen freed" % (
+        "wrapped" if wrapped else "not wrapped (fallback checks)",
+        len(destroyed)), flush=True)
     snap("freed", live=kept, gone=gone)
 if not bad:
     print("GH-OK numba-cuda: kernel on 4 sizes, %d arrays freed, %d still "

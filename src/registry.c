@@ -31,14 +31,18 @@
  * or names its node, or says empty.  A shared granule also has page
  * leaves, one line per 4 KiB page holding the page's owner, used while no
  * page has two owners (allocations of 4 KiB and up; cuMemAlloc on an H100
- * places 4 KiB allocations 4 KiB apart); otherwise its leaf names the
- * node's slot index.  So a lookup reads dir, mid, then: the leaf (one
- * owner), the leaf and a page leaf (4 KiB and up), the leaf, a slot and
- * the entry (small buffers), or the entry (whole region).  The price is
- * memory: 2 KiB more per sub table and 1 KiB per shared granule
- * (bench_registry's layout on the H100 host: RSS 33 -> 99 MiB at 100 k
- * live, 212 -> 924 MiB at 1 M; chained lookup 200 -> 165 ns and
- * 428 -> 323 ns, the one-miss floor being 103-130 ns).
+ * places 4 KiB allocations 4 KiB apart); where buffers under 4 KiB share
+ * pages, slot leaves, one line per 512-byte slot, used while the node's
+ * slot index is valid; otherwise its leaf names the node's slot index.
+ * So a lookup reads dir, mid, then: the leaf (one owner), the leaf and a
+ * page or slot leaf, the leaf, a slot and the entry (small buffers that
+ * share a slot), or the entry (whole region).  The price is memory: 2 KiB
+ * more per sub table, 1 KiB per shared granule and 9 KiB per granule of
+ * small buffers (bench_registry's layout on the H100 host: RSS 33 -> 99
+ * MiB at 100 k live, 212 -> 924 MiB at 1 M; chained lookup 200 -> 165 ns
+ * and 428 -> 323 ns, the one-miss floor being 103-130 ns; its small
+ * buffers on a 2-core VM: 1 M live, 328 -> 197 ns against a 130 ns floor,
+ * RSS +280 MiB).
  *
  * Only the first and last granule of an allocation can be shared;
  * everything in between is its alone.  Mid and sub tables and page
@@ -111,6 +115,7 @@
 
 #define GH_REG_WHOLE		1ull	/* dir/mid slot: entry covering it */
 #define GH_REG_SLOT_NODE	1ull	/* sub slot: shared-granule node */
+#define GH_REG_LEAF_SLOTS	1ull	/* leaf gen: slot leaves, not pages */
 
 #define GH_REG_NODE_MIN_CLS	1	/* 2 items */
 #define GH_REG_NODE_IDX_CLS	3	/* 8 items and up: slot index */
@@ -209,11 +214,26 @@ struct gh_rtab_fine {
 	uint32_t valid;		/* writer only: owner[] is the slot's node's */
 };
 
+/*
+ * Leaves of the 512-byte slots of a shared granule, used while its page
+ * leaves are not (buffers under 4 KiB share pages) and its node's slot
+ * index is valid (no slot has two owners), so that a lookup there reads
+ * the granule's leaf and one slot leaf instead of the slot index and an
+ * entry.  9 KiB, created when a buffer that does not start and end on
+ * page boundaries first shares the granule, and bound to it forever.  The
+ * granule's leaf names it with GH_REG_LEAF_SLOTS set.
+ */
+struct gh_rtab_slots {
+	struct gh_rtab_leaf leaf[GH_REG_NODE_SLOTS];	/* read by lookups */
+	uint64_t owner[GH_REG_NODE_SLOTS];	/* writer only: gen, or 0 */
+};
+
 /* 64 KiB granules of one 2 MiB region. */
 struct gh_rtab_sub {
 	struct gh_rtab_leaf leaf[GH_REG_SUB_SLOTS];	/* read by lookups */
 	uint64_t slot[GH_REG_SUB_SLOTS];	/* writer only: entry or node */
 	struct gh_rtab_fine *fine[GH_REG_SUB_SLOTS];	/* writer only */
+	struct gh_rtab_slots *slots[GH_REG_SUB_SLOTS];	/* writer only */
 	uint32_t used;		/* writer only: non-zero slots */
 } __attribute__((aligned(64)));
 
@@ -384,8 +404,12 @@ whole:
 	if (!r.base)
 		return -ENOENT;
 	if (GH_REG_LIKELY(r.gen)) {
-		/* Page leaves: valid while the granule's leaf holds. */
-		const struct gh_rtab_leaf *pl =
+		/* Page or slot leaves: valid while the granule's leaf holds. */
+		const struct gh_rtab_leaf *pl = (r.gen & GH_REG_LEAF_SLOTS) ?
+			&((const struct gh_rtab_slots *)
+			  (r.gen & ~GH_REG_LEAF_SLOTS))->leaf[
+				(ptr >> GH_REG_SLOT_SHIFT) &
+				(GH_REG_NODE_SLOTS - 1)] :
 			&((const struct gh_rtab_fine *)r.gen)->leaf[
 				(ptr >> GH_REG_PAGE_SHIFT) &
 				(GH_REG_FINE_SLOTS - 1)];
@@ -852,12 +876,39 @@ invalid:
 }
 
 /*
- * Publish node @n in sub slot @g; @fine: its page leaves are valid.  The
- * granule's leaf also names the node's slot index when that is valid, so
- * that a lookup there skips the node's header.
+ * Bring the slot leaves @sl of a granule in line with its next node @n
+ * (only the slots whose owner changes are rewritten): true when they are
+ * valid, that is when @n's slot index is.
+ */
+static bool gh_rtab_slots_sync(struct gh_rtab_slots *sl,
+			      struct gh_rtab_node *n)
+{
+	const uint64_t *slot;
+
+	if (!sl || n->cls < GH_REG_NODE_IDX_CLS || !n->direct)
+		return false;
+	slot = gh_rtab_node_slots(n);
+	for (uint32_t k = 0; k < GH_REG_NODE_SLOTS; k++) {
+		const struct gh_rtab_ent *e = (const struct gh_rtab_ent *)slot[k];
+		uint64_t gen = e ? e->gen : 0;
+
+		if (sl->owner[k] != gen) {
+			sl->owner[k] = gen;
+			gh_rtab_leaf_set(&sl->leaf[k], e, 0, 0);
+		}
+	}
+	return true;
+}
+
+/*
+ * Publish node @n in sub slot @g; @fine: its page leaves are valid, else
+ * @slotted: its slot leaves are.  Otherwise the granule's leaf names the
+ * node's slot index when that is valid, so that a lookup there skips the
+ * node's header.
  */
 static void gh_rtab_sub_set_node(struct gh_rtab_sub *s, uint32_t g,
-				struct gh_rtab_node *n, bool fine)
+				struct gh_rtab_node *n, bool fine,
+				bool slotted)
 {
 	uint64_t v = (uint64_t)n | GH_REG_SLOT_NODE;
 	struct gh_rtab_leaf *l = &s->leaf[g];
@@ -868,7 +919,8 @@ static void gh_rtab_sub_set_node(struct gh_rtab_sub *s, uint32_t g,
 	GH_FENCE_REL();
 	GH_ST(&l->base, v);
 	GH_ST(&l->size, 0);
-	GH_ST(&l->gen, fine ? (uint64_t)s->fine[g] : 0);
+	GH_ST(&l->gen, fine ? (uint64_t)s->fine[g] :
+		       slotted ? (uint64_t)s->slots[g] | GH_REG_LEAF_SLOTS : 0);
 	GH_ST(&l->ctx, !fine && n->direct ?
 		       (uint64_t)gh_rtab_node_slots(n) : 0);
 	GH_ST_REL(&l->seq, l->seq + 1);
@@ -924,7 +976,8 @@ static void gh_rtab_slot_add(struct gh_rtab_sub *sub, uint32_t g, uint64_t gs,
 	}
 	fine = gh_rtab_fine_update(sub->fine[g], n, k, gs, e, NULL);
 	gh_rtab_node_write_end(n, k, gs, old, e, NULL, !fine);
-	gh_rtab_sub_set_node(sub, g, n, fine);
+	gh_rtab_sub_set_node(sub, g, n, fine,
+			     !fine && gh_rtab_slots_sync(sub->slots[g], n));
 	if (old)
 		gh_rtab_node_push(old);
 }
@@ -969,7 +1022,8 @@ static void gh_rtab_slot_del(struct gh_rtab_sub *sub, uint32_t g, uint64_t gs,
 	}
 	fine = gh_rtab_fine_update(sub->fine[g], n, k, gs, NULL, e);
 	gh_rtab_node_write_end(n, k, gs, old, NULL, e, !fine);
-	gh_rtab_sub_set_node(sub, g, n, fine);
+	gh_rtab_sub_set_node(sub, g, n, fine,
+			     !fine && gh_rtab_slots_sync(sub->slots[g], n));
 	gh_rtab_node_push(old);
 }
 
@@ -1148,8 +1202,17 @@ static void gh_rtab_publish(struct gh_rtab_ent *e, bool add)
 	}
 }
 
+/* [base, end) starts or ends inside a page of granule @gs. */
+static bool gh_rtab_subpage(uint64_t gs, uint64_t base, uint64_t end)
+{
+	return (base > gs && (base & ((1ull << GH_REG_PAGE_SHIFT) - 1))) ||
+	       (end < gs + GH_REG_GRAN &&
+		(end & ((1ull << GH_REG_PAGE_SHIFT) - 1)));
+}
+
 /* Reserve node capacity for granule @gs, shared by [base, end). */
-static int gh_rtab_reserve_gran(uint64_t gs, uint32_t need[])
+static int gh_rtab_reserve_gran(uint64_t gs, uint64_t base, uint64_t end,
+				uint32_t need[])
 {
 	struct gh_rtab_sub *s = gh_rtab_sub_get(gs & ~(GH_REG_REG - 1));
 	uint32_t cnt, cls, g;
@@ -1165,6 +1228,18 @@ static int gh_rtab_reserve_gran(uint64_t gs, uint32_t need[])
 		s->fine[g] = gh_rtab_carve(sizeof(*s->fine[g]));
 		if (!s->fine[g])
 			return -ENOMEM;
+	}
+	if (!s->slots[g]) {
+		const struct gh_rtab_ent *o = (const struct gh_rtab_ent *)
+			(s->slot[g] & GH_REG_SLOT_NODE ? 0 : s->slot[g]);
+
+		/* Buffers share pages here: its slot leaves (owner none). */
+		if (gh_rtab_subpage(gs, base, end) ||
+		    (o && gh_rtab_subpage(gs, o->base, gh_rtab_ent_end(o)))) {
+			s->slots[g] = gh_rtab_carve(sizeof(*s->slots[g]));
+			if (!s->slots[g])
+				return -ENOMEM;
+		}
 	}
 	/* Keep one spare for later removals from this class. */
 	cls = gh_rtab_node_cls_for(cnt + 1);
@@ -1200,12 +1275,12 @@ static int gh_rtab_prepare(uint64_t base, uint64_t end)
 				return -ENOMEM;
 	}
 	if (!(base <= g0 && end - g0 >= GH_REG_GRAN)) {
-		rc = gh_rtab_reserve_gran(g0, need);
+		rc = gh_rtab_reserve_gran(g0, base, end, need);
 		if (rc)
 			return rc;
 	}
 	if (g1 != g0 && !(base <= g1 && end - g1 >= GH_REG_GRAN)) {
-		rc = gh_rtab_reserve_gran(g1, need);
+		rc = gh_rtab_reserve_gran(g1, base, end, need);
 		if (rc)
 			return rc;
 	}

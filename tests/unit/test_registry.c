@@ -496,6 +496,72 @@ TEST(page_leaves_and_reuse)
 	CHECK_EQ(gh_registry_count(), 0);
 }
 
+/*
+ * Slot leaves of a granule of small buffers (8 items and more, no 512-byte
+ * slot with two owners), through every change of mode: page leaves while
+ * the buffers are whole pages, slot leaves once two share a page, the
+ * search once two share a slot, and back; a freed entry reused at the
+ * same place under a new generation must not leave the old copy behind.
+ */
+TEST(slot_leaves_modes_and_reuse)
+{
+	enum { N = 14 };
+	uint64_t g = 0x7fae00000000ull + 7 * 65536;
+	uint64_t base[N], size[N], gen[N] = { 0 };
+
+	for (int i = 0; i < 8; i++) {	/* pages 0..7: page leaves */
+		base[i] = g + 4096 * i;
+		size[i] = 4096;
+		gen[i] = ins(base[i], size[i]);
+		expect_granule(g, base, size, gen, 8);
+	}
+	/* Two buffers in page 9: slot leaves */
+	base[8] = g + 9 * 4096;
+	size[8] = 512;
+	base[9] = base[8] + 1024;
+	size[9] = 1536;
+	gen[8] = ins(base[8], size[8]);
+	expect_granule(g, base, size, gen, 10);
+	gen[9] = ins(base[9], size[9]);
+	expect_granule(g, base, size, gen, 10);
+	/* Page 2's owner goes and a small buffer takes its entry and place */
+	CHECK_EQ(gh_registry_remove(base[2], NULL), 0);
+	gen[2] = 0;
+	expect_granule(g, base, size, gen, 10);
+	base[10] = base[2];
+	size[10] = 700;
+	gen[10] = ins(base[10], size[10]);
+	expect_granule(g, base, size, gen, 11);
+	/* A buffer sharing slot 0 of page 9 with item 8: the search */
+	base[11] = base[8] + 512;	/* the slot after item 8: still slots */
+	size[11] = 100;
+	gen[11] = ins(base[11], size[11]);
+	expect_granule(g, base, size, gen, 12);
+	base[12] = base[11] + 200;	/* shares item 11's slot: search */
+	size[12] = 100;
+	gen[12] = ins(base[12], size[12]);
+	expect_granule(g, base, size, gen, 13);
+	CHECK_EQ(gh_registry_remove(base[12], NULL), 0);
+	gen[12] = 0;
+	expect_granule(g, base, size, gen, 13);
+	/* Item 10 freed, its place taken again while slot leaves hold */
+	CHECK_EQ(gh_registry_remove(base[10], NULL), 0);
+	gen[10] = 0;
+	expect_granule(g, base, size, gen, 13);
+	base[13] = base[10] + 512;
+	size[13] = 3000;
+	gen[13] = ins(base[13], size[13]);
+	expect_granule(g, base, size, gen, N);
+	for (int i = N - 1; i >= 0; i--) {
+		if (!gen[i])
+			continue;
+		CHECK_EQ(gh_registry_remove(base[i], NULL), 0);
+		gen[i] = 0;
+		expect_granule(g, base, size, gen, N);
+	}
+	CHECK_EQ(gh_registry_count(), 0);
+}
+
 TEST(shared_edges_of_big_ranges)
 {
 	/* Two big ranges meeting mid-granule, small ones in their edges. */
@@ -1219,6 +1285,147 @@ TEST_TIMEOUT(concurrent_readers_writers, 120)
 	CHECK(gh_registry_count() >= CW * CELLS);
 	CHECK(gh_registry_remove_if(NULL, NULL, NULL, NULL) >= CW * CELLS);
 	CHECK_EQ(gh_registry_bytes(), 0);
+}
+
+/*
+ * Concurrency in granules packed with small buffers: 10 permanent ones
+ * (every other 512-byte slot), so that the node has a slot index, and
+ * writers churning buffers in the slots between them, second buffers
+ * sharing a slot (the search), buffers crossing into the next slot and
+ * whole pages (page leaves given up and back): each lookup goes through
+ * slot leaves, the slot index, the search or page leaves while they
+ * change under it.
+ */
+#define SCELLS 16
+#define SAREA(w) (0x7e0000000000ull + (uint64_t)(w) * 0x40000000ull)
+#define SPERM 10
+#define SITEMS 32
+static uint64_t sperm_gen[CW][SCELLS][SPERM];
+
+/* Item i of a cell: its offset in the granule and largest size. */
+static void small_item(int i, uint64_t *off, uint64_t *max)
+{
+	if (i < 10) {			/* alone in odd slot 2i+1 */
+		*off = (2 * i + 1) * 512ull;
+		*max = 300;
+	} else if (i < 15) {		/* shares slot 2(i-10)+1 */
+		*off = (2 * (i - 10) + 1) * 512ull + 300;
+		*max = 200;
+	} else if (i < 24) {		/* crosses into the next slot */
+		*off = (2 * (i - 15) + 21) * 512ull;
+		*max = 1023;
+	} else {			/* a whole page in the upper half */
+		*off = 32 * KiB + (i - 24) * 4096ull;
+		*max = 4096;
+	}
+}
+
+static void *small_writer(void *arg)
+{
+	int w = (int)(intptr_t)arg;
+	uint64_t seed = 3000 + w;
+	uint8_t live[SCELLS][SITEMS] = { { 0 } };
+
+	while (!__atomic_load_n(&conc_stop, __ATOMIC_RELAXED)) {
+		int c = (int)rng_below(&seed, SCELLS);
+		int i = (int)rng_below(&seed, SITEMS);
+		uint64_t off, max, b;
+		struct gh_range r;
+
+		small_item(i, &off, &max);
+		b = SAREA(w) + (uint64_t)c * 65536 + off;
+		if (live[c][i]) {
+			if (gh_registry_remove(b, &r) != 0 ||
+			    !conc_consistent(&r))
+				__atomic_fetch_add(&conc_errors, 1,
+						   __ATOMIC_RELAXED);
+			live[c][i] = 0;
+			continue;
+		}
+		r = conc_mk(b, i < 15 ? 1 + rng_below(&seed, max) :
+			    i < 24 ? 513 + rng_below(&seed, max - 512) : max,
+			    rng_next(&seed));
+		if (gh_registry_insert(&r, NULL) != 0)
+			__atomic_fetch_add(&conc_errors, 1, __ATOMIC_RELAXED);
+		live[c][i] = 1;
+	}
+	return NULL;
+}
+
+static void *small_reader(void *arg)
+{
+	uint64_t seed = 99 + (uintptr_t)arg, reads = 0, found = 0;
+
+	while (!__atomic_load_n(&conc_stop, __ATOMIC_RELAXED)) {
+		int w = (int)rng_below(&seed, CW), c = (int)rng_below(&seed, SCELLS);
+		uint64_t cell = SAREA(w) + (uint64_t)c * 65536, ptr;
+		struct gh_range r;
+		int rc, k = -1;
+
+		if (rng_below(&seed, 3) == 0) {
+			k = (int)rng_below(&seed, SPERM);
+			ptr = cell + 2 * k * 512ull + rng_below(&seed, 300);
+		} else {
+			ptr = cell + rng_below(&seed, 65536);
+		}
+		rc = gh_registry_lookup(ptr, 1, &r);
+		reads++;
+		if (k >= 0) {
+			if (rc != 0 || r.base != cell + 2 * k * 512ull ||
+			    r.size != 300 || r.gen != sperm_gen[w][c][k] ||
+			    !conc_consistent(&r))
+				__atomic_fetch_add(&conc_errors, 1,
+						   __ATOMIC_RELAXED);
+		} else if (rc == 0) {
+			found++;
+			if (!conc_consistent(&r) || ptr - r.base >= r.size ||
+			    r.base < cell || r.base >= cell + 65536)
+				__atomic_fetch_add(&conc_errors, 1,
+						   __ATOMIC_RELAXED);
+		} else if (rc != -ENOENT) {
+			__atomic_fetch_add(&conc_errors, 1, __ATOMIC_RELAXED);
+		}
+	}
+	__atomic_fetch_add(&conc_reads, reads, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&conc_found, found, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+TEST_TIMEOUT(concurrent_small_buffers, 120)
+{
+	pthread_t wt[CW], rt[CR];
+	int ms = getenv("GH_TEST_QUICK") ? 300 : 2000;
+
+	for (int w = 0; w < CW; w++)
+		for (int c = 0; c < SCELLS; c++)
+			for (int k = 0; k < SPERM; k++) {
+				struct gh_range r = conc_mk(
+					SAREA(w) + c * 65536ull + 2 * k * 512ull,
+					300, w * 100000 + c * 100 + k);
+
+				CHECK_EQ(gh_registry_insert(&r,
+						&sperm_gen[w][c][k]), 0);
+			}
+	for (int i = 0; i < CR; i++)
+		CHECK_EQ(pthread_create(&rt[i], NULL, small_reader,
+					(void *)(intptr_t)i), 0);
+	for (int w = 0; w < CW; w++)
+		CHECK_EQ(pthread_create(&wt[w], NULL, small_writer,
+					(void *)(intptr_t)w), 0);
+	usleep(ms * 1000);
+	__atomic_store_n(&conc_stop, 1, __ATOMIC_RELAXED);
+	for (int w = 0; w < CW; w++)
+		pthread_join(wt[w], NULL);
+	for (int i = 0; i < CR; i++)
+		pthread_join(rt[i], NULL);
+	printf("  small buffers: %llu lookups, %llu found in churn, "
+	       "%llu errors\n", (unsigned long long)conc_reads,
+	       (unsigned long long)conc_found,
+	       (unsigned long long)conc_errors);
+	CHECK_EQ(conc_errors, 0);
+	CHECK(conc_reads > 1000);
+	CHECK(conc_found > 0);
+	CHECK_EQ(gh_registry_count() >= CW * SCELLS * SPERM, 1);
 }
 
 TEST_MAIN()

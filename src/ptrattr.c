@@ -330,6 +330,15 @@ static void negative_value(CUpointer_attribute a, CUdeviceptr ptr, void *buf,
 		memcpy(buf, &p, sizeof(p));
 }
 
+/* A value of width 4 or 8 out: fixed-size copies, no call to memcpy. */
+static inline void put_value(void *dst, const void *src, size_t len)
+{
+	if (len == 8)
+		memcpy(dst, src, 8);
+	else if (len == 4)
+		memcpy(dst, src, 4);
+}
+
 static void report(const char *api, CUdeviceptr ptr, const char *what)
 {
 	gh_audit_report(api, (uint64_t)ptr, 0, 0, what);
@@ -389,8 +398,7 @@ static CUresult answer_one(void *data, CUpointer_attribute a, CUdeviceptr ptr,
 		if (!agrees("cuPointerGetAttribute", ptr, rc, drc, ours, theirs))
 			return GH_ASK_DRIVER;
 	}
-	if (len)
-		memcpy(data, ours, len);
+	put_value(data, ours, len);
 	return rc;
 }
 
@@ -471,7 +479,7 @@ static int answer_all(unsigned int n, const CUpointer_attribute *at,
 		}
 	}
 	for (i = 0; i < n; i++)
-		memcpy(data[i], ours[i], len[i]);
+		put_value(data[i], ours[i], len[i]);
 	return 0;
 }
 

@@ -338,10 +338,8 @@ static inline bool gh_rtab_leaf_snap(const struct gh_rtab_leaf *l,
 	return s1 == s2 && !(s1 & 1);
 }
 
-static inline int gh_rtab_found(const struct gh_range *r, uint64_t last,
-			       struct gh_range *out_p)
+static inline int gh_rtab_found(const struct gh_range *r, uint64_t last)
 {
-	*out_p = *r;
 	return last - r->base < r->size ? 0 : -ERANGE;
 }
 
@@ -351,7 +349,7 @@ int gh_registry_lookup(uint64_t ptr, uint64_t len, struct gh_range *out_p)
 	const uint64_t *dslot;
 	struct gh_rtab_ent *e;
 	struct gh_rtab_node *node;
-	struct gh_range r;
+	struct gh_range *r = out_p;
 	uint64_t dv, mv, seq, lseq, nseq, last;
 
 	if (GH_REG_LIKELY(ptr < (1ull << GH_REG_DIR_SHIFT))) {
@@ -386,54 +384,54 @@ retry:
 whole:
 		/* The entry covers the whole window/region if still there. */
 		e = (struct gh_rtab_ent *)(mv & ~GH_REG_WHOLE);
-		if (GH_REG_LIKELY(gh_rtab_ent_snap(e, &r, &seq)) &&
-		    GH_REG_LIKELY(ptr - r.base < r.size))
-			return gh_rtab_found(&r, last, out_p);
+		if (GH_REG_LIKELY(gh_rtab_ent_snap(e, r, &seq)) &&
+		    GH_REG_LIKELY(ptr - r->base < r->size))
+			return gh_rtab_found(r, last);
 		goto retry;
 	}
 	leaf = &((const struct gh_rtab_sub *)mv)->leaf[
 		(ptr >> GH_REG_GRAN_SHIFT) & (GH_REG_SUB_SLOTS - 1)];
-	if (GH_REG_UNLIKELY(!gh_rtab_leaf_snap(leaf, &r, &lseq)))
+	if (GH_REG_UNLIKELY(!gh_rtab_leaf_snap(leaf, r, &lseq)))
 		goto retry;
-	if (GH_REG_LIKELY(r.size)) {
+	if (GH_REG_LIKELY(r->size)) {
 		/* The granule's only allocation: the answer, or a miss. */
-		if (GH_REG_LIKELY(ptr - r.base < r.size))
-			return gh_rtab_found(&r, last, out_p);
+		if (GH_REG_LIKELY(ptr - r->base < r->size))
+			return gh_rtab_found(r, last);
 		return -ENOENT;
 	}
-	if (!r.base)
+	if (!r->base)
 		return -ENOENT;
-	if (GH_REG_LIKELY(r.gen)) {
+	if (GH_REG_LIKELY(r->gen)) {
 		/* Page or slot leaves: valid while the granule's leaf holds. */
-		const struct gh_rtab_leaf *pl = (r.gen & GH_REG_LEAF_SLOTS) ?
+		const struct gh_rtab_leaf *pl = (r->gen & GH_REG_LEAF_SLOTS) ?
 			&((const struct gh_rtab_slots *)
-			  (r.gen & ~GH_REG_LEAF_SLOTS))->leaf[
+			  (r->gen & ~GH_REG_LEAF_SLOTS))->leaf[
 				(ptr >> GH_REG_SLOT_SHIFT) &
 				(GH_REG_NODE_SLOTS - 1)] :
-			&((const struct gh_rtab_fine *)r.gen)->leaf[
+			&((const struct gh_rtab_fine *)r->gen)->leaf[
 				(ptr >> GH_REG_PAGE_SHIFT) &
 				(GH_REG_FINE_SLOTS - 1)];
 
-		if (GH_REG_UNLIKELY(!gh_rtab_leaf_snap(pl, &r, &seq)))
+		if (GH_REG_UNLIKELY(!gh_rtab_leaf_snap(pl, r, &seq)))
 			goto retry;
 		GH_FENCE_ACQ();
 		if (GH_REG_UNLIKELY(GH_LD(&leaf->seq) != lseq))
 			goto retry;
-		if (r.size && ptr - r.base < r.size)
-			return gh_rtab_found(&r, last, out_p);
+		if (r->size && ptr - r->base < r->size)
+			return gh_rtab_found(r, last);
 		return -ENOENT;
 	}
-	if (r.ctx) {
+	if (r->ctx) {
 		/* The node's slot index: the only entry that can cover ptr. */
-		e = (struct gh_rtab_ent *)GH_LD(&((const uint64_t *)r.ctx)[
+		e = (struct gh_rtab_ent *)GH_LD(&((const uint64_t *)r->ctx)[
 			(ptr >> GH_REG_SLOT_SHIFT) & (GH_REG_NODE_SLOTS - 1)]);
-		if (e && GH_REG_UNLIKELY(!gh_rtab_ent_snap(e, &r, &seq)))
+		if (e && GH_REG_UNLIKELY(!gh_rtab_ent_snap(e, r, &seq)))
 			goto retry;
 		GH_FENCE_ACQ();
 		if (GH_REG_UNLIKELY(GH_LD(&leaf->seq) != lseq))
 			goto retry;
-		if (e && ptr - r.base < r.size)
-			return gh_rtab_found(&r, last, out_p);
+		if (e && ptr - r->base < r->size)
+			return gh_rtab_found(r, last);
 		return -ENOENT;
 	}
 
@@ -441,7 +439,7 @@ whole:
 	 * Shared granule without page leaves or slot index (a node published
 	 * so has direct == 0): binary search for the last base <= ptr.
 	 */
-	node = (struct gh_rtab_node *)(r.base & ~GH_REG_SLOT_NODE);
+	node = (struct gh_rtab_node *)(r->base & ~GH_REG_SLOT_NODE);
 	nseq = GH_LD_ACQ(&node->seq);
 	{
 		const uint64_t *base = gh_rtab_node_base(node);
@@ -461,11 +459,11 @@ whole:
 			e = (struct gh_rtab_ent *)GH_LD(&gh_rtab_node_ents(node)[lo]);
 			if (GH_REG_UNLIKELY(!e))
 				goto retry;
-			if (gh_rtab_ent_snap(e, &r, &seq) &&
-			    ptr - r.base < r.size) {
+			if (gh_rtab_ent_snap(e, r, &seq) &&
+			    ptr - r->base < r->size) {
 				GH_FENCE_ACQ();
 				if (GH_REG_LIKELY(GH_LD(&node->seq) == nseq))
-					return gh_rtab_found(&r, last, out_p);
+					return gh_rtab_found(r, last);
 				goto retry;
 			}
 		}

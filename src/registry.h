@@ -46,8 +46,9 @@ int gh_registry_remove(uint64_t base, struct gh_range *out_p);
 /*
  * Lock-free: find the live range containing [ptr, ptr + len) (len 0 is
  * treated as 1).  0 and *out_p filled; -ENOENT when ptr is in no live
- * range; -ERANGE when ptr is inside one but ptr + len runs past its end
- * (*out_p is still filled).
+ * range (*out_p may have been written: the snapshot goes straight into
+ * it, a copy through the stack stalls store forwarding); -ERANGE when ptr
+ * is inside one but ptr + len runs past its end (*out_p is still filled).
  */
 int gh_registry_lookup(uint64_t ptr, uint64_t len, struct gh_range *out_p);
 

@@ -401,9 +401,11 @@ static void gh_ev_start(void)
 		return;
 	__atomic_store_n(&gh_ev.stop, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&gh_ev.first_tid, gh_gettid(), __ATOMIC_RELAXED);
-	/* stderr has no file to recover into */
-	if (!gh_ev.is_stderr &&
-	    !gh_ev_expand(gh_ev.path, getpid(), log, sizeof(log)))
+	/* stderr's spool is recovered only by this pid's next image */
+	if (gh_ev.is_stderr)
+		gh_spool_open("stderr", gh_ev.ring_recs, gh_ev.start_t,
+			      gh_ev.start_wall);
+	else if (!gh_ev_expand(gh_ev.path, getpid(), log, sizeof(log)))
 		gh_spool_open(log, gh_ev.ring_recs, gh_ev.start_t,
 			      gh_ev.start_wall);
 	/* the writer inherits a full signal mask (SIGPIPE included) */
@@ -780,6 +782,33 @@ static void gh_ev_drain_locked(void)
  * "recovered" record.  Under gh_ev.lock with gh_ev.fd unused (-1 or -2):
  * borrows the output buffer and fd slot.
  */
+/* What a dead process's spool still held, for a report: records. */
+static uint64_t gh_ev_spool_count(const struct gh_spool_dead *d)
+{
+	uint64_t n = 0;
+
+	for (uint32_t i = 0; i < d->nrings; i++) {
+		struct gh_ring *g = gh_spool_dead_ring(d, i);
+
+		if (!g)
+			continue;
+		n += g->head - g->tail;
+		gh_spool_unmap_ring(d, g);
+	}
+	return n;
+}
+
+/* A dead process logged to its own stderr: say what it lost. */
+static void gh_ev_recover_lost(const struct gh_spool_dead *d)
+{
+	uint64_t n = gh_ev_spool_count(d);
+
+	if (n)
+		gh_info("event log: %llu events of dead process %d were for "
+			"its stderr; not recovered",
+			(unsigned long long)n, (int)d->pid);
+}
+
 static void gh_ev_recover(const struct gh_spool_dead *d)
 {
 	uint64_t n = 0;
@@ -788,9 +817,24 @@ static void gh_ev_recover(const struct gh_spool_dead *d)
 	uint64_t saved_dropped = gh_evlog_dropped();
 	struct gh_buf *b;
 
-	if (d->pid == getpid())
-		gh_ev.after_exec = 1;	/* our former image: it may have torn */
-	lfd = gh_ev_open_sink(d->log, 1);
+	if (!strcmp(d->log, "stderr")) {
+		/*
+		 * A former image of this process shares our stderr (the exec
+		 * drained its rings with the writer held: no torn line); a
+		 * dead process's stderr is not ours to write into.
+		 */
+		if (d->pid != getpid()) {
+			gh_ev_recover_lost(d);
+			return;
+		}
+		lfd = dup(STDERR_FILENO);
+		if (lfd < 0)
+			lfd = -errno;
+	} else {
+		if (d->pid == getpid())
+			gh_ev.after_exec = 1;	/* our former image: it may have torn */
+		lfd = gh_ev_open_sink(d->log, 1);
+	}
 	if (lfd < 0) {
 		gh_warn("event log: cannot recover %s into %s (errno %d)",
 			d->spool, d->log, -lfd);
@@ -800,30 +844,24 @@ static void gh_ev_recover(const struct gh_spool_dead *d)
 	gh_ev.dead = 0;
 	gh_buf_reset(&gh_ev.out);
 	gh_ev.out_recs = 0;
-	/* two passes: the "recovered" record goes first, with the count */
-	for (int pass = 0; pass < 2 && gh_ev.fd >= 0; pass++) {
-		for (uint32_t i = 0; i < d->nrings; i++) {
-			struct gh_ring *g = gh_spool_dead_ring(d, i);
+	/* the "recovered" record goes first, with the count */
+	n = gh_ev_spool_count(d);
+	b = gh_ev_meta_line();
+	gh_buf_lit(b, "{\"ev\":\"recovered\",\"t\":");
+	gh_buf_u64(b, d->start_t);
+	GH_KV_I(b, "pid", d->pid);
+	GH_KV_U(b, "wall_ns", d->start_wall);
+	GH_KV_U(b, "events", n);
+	GH_KV_I(b, "by", getpid());
+	gh_buf_lit(b, "}\n");
+	gh_ev_meta_done();
+	for (uint32_t i = 0; i < d->nrings && gh_ev.fd >= 0; i++) {
+		struct gh_ring *g = gh_spool_dead_ring(d, i);
 
-			if (!g)
-				continue;
-			if (pass == 0)
-				n += g->head - g->tail;
-			else
-				gh_ev_drain_ring(g, d->pid);
-			gh_spool_unmap_ring(d, g);
-		}
-		if (pass)
-			break;
-		b = gh_ev_meta_line();
-		gh_buf_lit(b, "{\"ev\":\"recovered\",\"t\":");
-		gh_buf_u64(b, d->start_t);
-		GH_KV_I(b, "pid", d->pid);
-		GH_KV_U(b, "wall_ns", d->start_wall);
-		GH_KV_U(b, "events", n);
-		GH_KV_I(b, "by", getpid());
-		gh_buf_lit(b, "}\n");
-		gh_ev_meta_done();
+		if (!g)
+			continue;
+		gh_ev_drain_ring(g, d->pid);
+		gh_spool_unmap_ring(d, g);
 	}
 	if (gh_ev.fd >= 0)
 		close(gh_ev.fd);

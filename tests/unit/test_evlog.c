@@ -1445,6 +1445,47 @@ static void check_recovered(enum death how)
 	rm_tdir();
 }
 
+/*
+ * A log on stderr has a spool (the next image after exec writes it), but
+ * a dead process's stderr is not another process's to write into: the
+ * next process removes its spool and writes none of it.
+ */
+TEST(dead_stderr_spool_is_not_written_elsewhere)
+{
+	char spool[128];
+	struct lines l;
+	pid_t pid;
+	int st;
+
+	mk_tdir();
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		int fd = open(tpath("stderr"), O_WRONLY | O_CREAT | O_TRUNC,
+			      0600);
+
+		if (fd < 0 || dup2(fd, 2) < 0 ||
+		    gh_evlog_configure("stderr", 0))
+			_exit(99);
+		for (int i = 0; i < 5; i++)
+			put(GH_EV_ALLOC, (uint64_t)i);
+		signal(SIGABRT, SIG_DFL);
+		abort();
+	}
+	CHECK_EQ(waitpid(pid, &st, 0), pid);
+	CHECK(WIFSIGNALED(st));
+	snprintf(spool, sizeof(spool), "/dev/shm/gdrhook-spool.%u.%d",
+		 (unsigned int)getuid(), (int)pid);
+	CHECK_EQ(access(spool, F_OK), 0);
+	CHECK_EQ(gh_evlog_configure(tpath("next.log"), 0), 0);
+	gh_evlog_shutdown(0, 0);
+	CHECK(access(spool, F_OK) != 0);
+	l = read_lines(tpath("next.log"));
+	for (int i = 0; i < l.n; i++)
+		CHECK(!strstr(l.v[i], "\"recovered\""));
+	rm_tdir();
+}
+
 TEST(abort_keeps_the_record) { check_recovered(D_ABORT); }
 TEST(underscore_exit_keeps_the_record) { check_recovered(D_EXIT); }
 TEST(fatal_signal_keeps_the_record) { check_recovered(D_SEGV); }

@@ -220,8 +220,10 @@ struct rc_shard {
 _Static_assert(sizeof(struct rc_shard) == 64, "a shard is one line");
 static struct rc_shard rc_shards[RC_SHARDS];
 static uint32_t rc_shard_next;
-static __thread struct rc_shard *rc_my_shard;
-static __thread int rc_my_shared;
+/* initial-exec: a hit reads these; no __tls_get_addr call (as in call.c) */
+static __thread struct rc_shard *rc_my_shard
+	__attribute__((tls_model("initial-exec")));
+static __thread int rc_my_shared __attribute__((tls_model("initial-exec")));
 
 static inline struct rc_shard *shard_mine(void)
 {

@@ -777,11 +777,6 @@ static void gh_ev_drain_locked(void)
 /* ---------------------------------------------------------------- */
 /* recovery of dead processes' spools                                */
 
-/*
- * Append what a dead process's rings still hold to its log, after a
- * "recovered" record.  Under gh_ev.lock with gh_ev.fd unused (-1 or -2):
- * borrows the output buffer and fd slot.
- */
 /* What a dead process's spool still held, for a report: records. */
 static uint64_t gh_ev_spool_count(const struct gh_spool_dead *d)
 {
@@ -809,6 +804,11 @@ static void gh_ev_recover_lost(const struct gh_spool_dead *d)
 			(unsigned long long)n, (int)d->pid);
 }
 
+/*
+ * Append what a dead process's rings still hold to its log, after a
+ * "recovered" record.  Under gh_ev.lock with gh_ev.fd unused (-1 or -2):
+ * borrows the output buffer and fd slot.
+ */
 static void gh_ev_recover(const struct gh_spool_dead *d)
 {
 	uint64_t n = 0;

@@ -402,12 +402,10 @@ static void gh_ev_start(void)
 	__atomic_store_n(&gh_ev.stop, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&gh_ev.first_tid, gh_gettid(), __ATOMIC_RELAXED);
 	/* stderr's spool is recovered only by this pid's next image */
-	if (gh_ev.is_stderr)
-		gh_spool_open("stderr", gh_ev.ring_recs, gh_ev.start_t,
-			      gh_ev.start_wall);
-	else if (!gh_ev_expand(gh_ev.path, getpid(), log, sizeof(log)))
-		gh_spool_open(log, gh_ev.ring_recs, gh_ev.start_t,
-			      gh_ev.start_wall);
+	if (gh_ev.is_stderr ||
+	    !gh_ev_expand(gh_ev.path, getpid(), log, sizeof(log)))
+		gh_spool_open(gh_ev.is_stderr ? "stderr" : log,
+			      gh_ev.ring_recs, gh_ev.start_t, gh_ev.start_wall);
 	/* the writer inherits a full signal mask (SIGPIPE included) */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -793,11 +791,14 @@ static uint64_t gh_ev_spool_count(const struct gh_spool_dead *d)
 	return n;
 }
 
-/* A dead process logged to its own stderr: say what it lost. */
+/* A dead process logged to its own stderr: say what it lost (info). */
 static void gh_ev_recover_lost(const struct gh_spool_dead *d)
 {
-	uint64_t n = gh_ev_spool_count(d);
+	uint64_t n;
 
+	if (gh_log_level < GH_LOG_INFO)
+		return;		/* nobody reads the count: map no ring */
+	n = gh_ev_spool_count(d);
 	if (n)
 		gh_info("event log: %llu events of dead process %d were for "
 			"its stderr; not recovered",

@@ -75,7 +75,7 @@ size_t gh_ring_bytes(uint32_t recs)
 	return (len + pg - 1) & ~(pg - 1);
 }
 
-static void gh_spool_name(char *dst, size_t cap, pid_t pid)
+void gh_spool_name(char *dst, size_t cap, pid_t pid)
 {
 	struct gh_buf b;
 

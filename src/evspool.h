@@ -43,6 +43,9 @@ size_t gh_ring_bytes(uint32_t recs);
 void gh_spool_open(const char *log, uint32_t ring_recs, uint64_t start_t,
 		   uint64_t start_wall);
 
+/* The path of pid's spool (this uid's), NUL-terminated, into dst. */
+void gh_spool_name(char *dst, size_t cap, pid_t pid);
+
 /* True while this process has a spool (the start record's crash_safe). */
 int gh_spool_active(void);
 

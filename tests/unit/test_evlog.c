@@ -39,6 +39,7 @@ const char *__tsan_default_options(void)
 #include "clock.h"
 #include "evlog.h"
 #include "evrec.h"
+#include "evspool.h"
 
 /* ---------------------------------------------------------------- */
 /* helpers                                                           */
@@ -1474,8 +1475,7 @@ TEST(dead_stderr_spool_is_not_written_elsewhere)
 	}
 	CHECK_EQ(waitpid(pid, &st, 0), pid);
 	CHECK(WIFSIGNALED(st));
-	snprintf(spool, sizeof(spool), "/dev/shm/gdrhook-spool.%u.%d",
-		 (unsigned int)getuid(), (int)pid);
+	gh_spool_name(spool, sizeof(spool), pid);
 	CHECK_EQ(access(spool, F_OK), 0);
 	CHECK_EQ(gh_evlog_configure(tpath("next.log"), 0), 0);
 	gh_evlog_shutdown(0, 0);

@@ -232,8 +232,9 @@ struct gh_rtab_slots {
 struct gh_rtab_sub {
 	struct gh_rtab_leaf leaf[GH_REG_SUB_SLOTS];	/* read by lookups */
 	uint64_t slot[GH_REG_SUB_SLOTS];	/* writer only: entry or node */
-	struct gh_rtab_fine *fine[GH_REG_SUB_SLOTS];	/* writer only */
-	struct gh_rtab_slots *slots[GH_REG_SUB_SLOTS];	/* writer only */
+	/* Set once, never changed: lookups only prefetch through them. */
+	struct gh_rtab_fine *fine[GH_REG_SUB_SLOTS];
+	struct gh_rtab_slots *slots[GH_REG_SUB_SLOTS];
 	uint32_t used;		/* writer only: non-zero slots */
 } __attribute__((aligned(64)));
 
@@ -389,8 +390,25 @@ whole:
 			return gh_rtab_found(r, last);
 		goto retry;
 	}
-	leaf = &((const struct gh_rtab_sub *)mv)->leaf[
-		(ptr >> GH_REG_GRAN_SHIFT) & (GH_REG_SUB_SLOTS - 1)];
+	{
+		const struct gh_rtab_sub *sub = (const struct gh_rtab_sub *)mv;
+		uint32_t g = (ptr >> GH_REG_GRAN_SHIFT) & (GH_REG_SUB_SLOTS - 1);
+		const struct gh_rtab_fine *pf = GH_LD(&sub->fine[g]);
+		const struct gh_rtab_slots *ps = GH_LD(&sub->slots[g]);
+
+		/*
+		 * A shared granule's page or slot leaf is read after its leaf
+		 * names it: fetch both lines now so that the two misses
+		 * overlap instead of following each other.
+		 */
+		if (pf)
+			__builtin_prefetch(&pf->leaf[(ptr >> GH_REG_PAGE_SHIFT) &
+						     (GH_REG_FINE_SLOTS - 1)]);
+		if (ps)
+			__builtin_prefetch(&ps->leaf[(ptr >> GH_REG_SLOT_SHIFT) &
+						     (GH_REG_NODE_SLOTS - 1)]);
+		leaf = &sub->leaf[g];
+	}
 	if (GH_REG_UNLIKELY(!gh_rtab_leaf_snap(leaf, r, &lseq)))
 		goto retry;
 	if (GH_REG_LIKELY(r->size)) {
@@ -655,11 +673,9 @@ static size_t gh_rtab_node_bytes(uint32_t cls)
 
 static uint32_t gh_rtab_node_cls_for(uint32_t n)
 {
-	uint32_t cls = GH_REG_NODE_MIN_CLS;
+	uint32_t cls = n > 1 ? 32 - (uint32_t)__builtin_clz(n - 1) : 0;
 
-	while ((1u << cls) < n)
-		cls++;
-	return cls;
+	return cls < GH_REG_NODE_MIN_CLS ? GH_REG_NODE_MIN_CLS : cls;
 }
 
 /* Make sure class @cls has at least @want free nodes. */
@@ -710,6 +726,42 @@ static void gh_rtab_node_set(struct gh_rtab_node *n, uint32_t i,
 static struct gh_rtab_ent *gh_rtab_node_ent(struct gh_rtab_node *n, uint32_t i)
 {
 	return (struct gh_rtab_ent *)gh_rtab_node_ents(n)[i];
+}
+
+/* Index of the last item based at or below @a, or n->n when none is. */
+static uint32_t gh_rtab_node_floor(struct gh_rtab_node *n, uint64_t a)
+{
+	const uint64_t *base = gh_rtab_node_base(n);
+	uint32_t lo = 0, cnt = n->n;
+
+	while (cnt > 1) {
+		uint32_t half = cnt / 2;
+
+		if (base[lo + half] <= a)
+			lo += half;
+		cnt -= half;
+	}
+	return base[lo] <= a ? lo : n->n;
+}
+
+/*
+ * Items [from, from + cnt) of @src to [at, ...) of @dst, which is being
+ * written: array pointers taken once (atomic stores would make the
+ * compiler reload them per item).
+ */
+static void gh_rtab_node_copy(struct gh_rtab_node *dst, uint32_t at,
+			     struct gh_rtab_node *src, uint32_t from,
+			     uint32_t cnt)
+{
+	uint64_t *db = gh_rtab_node_base(dst) + at;
+	uint64_t *de = gh_rtab_node_ents(dst) + at;
+	const uint64_t *sb = gh_rtab_node_base(src) + from;
+	const uint64_t *se = gh_rtab_node_ents(src) + from;
+
+	for (uint32_t i = 0; i < cnt; i++) {
+		GH_ST(&db[i], sb[i]);
+		GH_ST(&de[i], se[i]);
+	}
 }
 
 /* ------------------------------------------------------------------ */
@@ -842,7 +894,7 @@ static bool gh_rtab_fine_update(struct gh_rtab_fine *f, struct gh_rtab_node *n,
 			       const struct gh_rtab_ent *add,
 			       const struct gh_rtab_ent *del)
 {
-	const struct gh_rtab_ent *own[GH_REG_FINE_SLOTS] = { 0 };
+	const struct gh_rtab_ent *own[GH_REG_FINE_SLOTS];
 	uint32_t i, k, lo, hi;
 
 	if (f->valid) {
@@ -854,6 +906,7 @@ static bool gh_rtab_fine_update(struct gh_rtab_fine *f, struct gh_rtab_node *n,
 			gh_rtab_fine_set(f, k, add);
 		return true;
 	}
+	memset(own, 0, sizeof(own));
 	for (i = 0; i < count; i++) {
 		const struct gh_rtab_ent *e = gh_rtab_node_ent(n, i);
 
@@ -940,7 +993,7 @@ static void gh_rtab_slot_add(struct gh_rtab_sub *sub, uint32_t g, uint64_t gs,
 {
 	uint64_t sv = sub->slot[g];
 	struct gh_rtab_node *old = NULL, *n;
-	uint32_t cnt = 0, i, k = 0;
+	uint32_t cnt = 0, k = 0;
 	bool fine;
 
 	if (!sv) {
@@ -956,15 +1009,14 @@ static void gh_rtab_slot_add(struct gh_rtab_sub *sub, uint32_t g, uint64_t gs,
 	n = gh_rtab_node_pop(gh_rtab_node_cls_for(cnt + 1));
 	gh_rtab_node_write_begin(n);
 	if (old) {
-		for (i = 0; i < cnt; i++) {
-			struct gh_rtab_ent *o = gh_rtab_node_ent(old, i);
+		/* Items before e, e, the rest: no entry is read. */
+		uint32_t at = gh_rtab_node_floor(old, e->base);
 
-			if (k == i && o->base > e->base)
-				gh_rtab_node_set(n, k++, e);
-			gh_rtab_node_set(n, k++, o);
-		}
-		if (k == cnt)
-			gh_rtab_node_set(n, k++, e);
+		at = at == cnt ? 0 : at + 1;
+		gh_rtab_node_copy(n, 0, old, 0, at);
+		gh_rtab_node_set(n, at, e);
+		gh_rtab_node_copy(n, at + 1, old, at, cnt - at);
+		k = cnt + 1;
 	} else {
 		struct gh_rtab_ent *o = (struct gh_rtab_ent *)sv;
 
@@ -1010,35 +1062,19 @@ static void gh_rtab_slot_del(struct gh_rtab_sub *sub, uint32_t g, uint64_t gs,
 	cls = gh_rtab_node_cls_for(cnt - 1);
 	if (cls == old->cls || gh_rtab_node_nfree[cls] < 2)
 		cls = old->cls;
+	i = gh_rtab_node_floor(old, e->base);
+	if (i == cnt || gh_rtab_node_ent(old, i) != e)
+		__builtin_trap();	/* registry corrupted */
 	n = gh_rtab_node_pop(cls);
 	gh_rtab_node_write_begin(n);
-	for (i = 0; i < cnt; i++) {
-		struct gh_rtab_ent *o = gh_rtab_node_ent(old, i);
-
-		if (o != e)
-			gh_rtab_node_set(n, k++, o);
-	}
+	gh_rtab_node_copy(n, 0, old, 0, i);
+	gh_rtab_node_copy(n, i, old, i + 1, cnt - i - 1);
+	k = cnt - 1;
 	fine = gh_rtab_fine_update(sub->fine[g], n, k, gs, NULL, e);
 	gh_rtab_node_write_end(n, k, gs, old, NULL, e, !fine);
 	gh_rtab_sub_set_node(sub, g, n, fine,
 			     !fine && gh_rtab_slots_sync(sub->slots[g], n));
 	gh_rtab_node_push(old);
-}
-
-/* Index of the last item based at or below @a, or n->n when none is. */
-static uint32_t gh_rtab_node_floor(struct gh_rtab_node *n, uint64_t a)
-{
-	const uint64_t *base = gh_rtab_node_base(n);
-	uint32_t lo = 0, cnt = n->n;
-
-	while (cnt > 1) {
-		uint32_t half = cnt / 2;
-
-		if (base[lo + half] <= a)
-			lo += half;
-		cnt -= half;
-	}
-	return base[lo] <= a ? lo : n->n;
 }
 
 /* The first entry of sub slot @sv overlapping [a, b), or NULL. */
@@ -1223,9 +1259,11 @@ static int gh_rtab_reserve_gran(uint64_t gs, uint64_t base, uint64_t end,
 		return 0;
 	if (!s->fine[g]) {
 		/* About to be shared: its page leaves (zeroed, owner none). */
-		s->fine[g] = gh_rtab_carve(sizeof(*s->fine[g]));
-		if (!s->fine[g])
+		struct gh_rtab_fine *f = gh_rtab_carve(sizeof(*f));
+
+		if (!f)
 			return -ENOMEM;
+		GH_ST(&s->fine[g], f);	/* lookups prefetch through it */
 	}
 	if (!s->slots[g]) {
 		const struct gh_rtab_ent *o = (const struct gh_rtab_ent *)
@@ -1234,9 +1272,11 @@ static int gh_rtab_reserve_gran(uint64_t gs, uint64_t base, uint64_t end,
 		/* Buffers share pages here: its slot leaves (owner none). */
 		if (gh_rtab_subpage(gs, base, end) ||
 		    (o && gh_rtab_subpage(gs, o->base, gh_rtab_ent_end(o)))) {
-			s->slots[g] = gh_rtab_carve(sizeof(*s->slots[g]));
-			if (!s->slots[g])
+			struct gh_rtab_slots *sl = gh_rtab_carve(sizeof(*sl));
+
+			if (!sl)
 				return -ENOMEM;
+			GH_ST(&s->slots[g], sl);
 		}
 	}
 	/* Keep one spare for later removals from this class. */

@@ -35,7 +35,8 @@
  * pages, slot leaves, one line per 512-byte slot, used while the node's
  * slot index is valid; otherwise its leaf names the node's slot index.
  * So a lookup reads dir, mid, then: the leaf (one owner), the leaf and a
- * page or slot leaf, the leaf, a slot and the entry (small buffers that
+ * page or slot leaf (fetched together: the sub table's pointers to them
+ * are set once), the leaf, a slot and the entry (small buffers that
  * share a slot), or the entry (whole region).  The price is memory: 2 KiB
  * more per sub table, 1 KiB per shared granule and 9 KiB per granule of
  * small buffers (bench_registry's layout on the H100 host: RSS 33 -> 99

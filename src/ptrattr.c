@@ -105,21 +105,16 @@ static const uint32_t exact[] = {
 			  GH_A(DEVICE_ORDINAL) | GH_A(MEMPOOL_HANDLE) | \
 			  GH_A(IS_LEGACY_CUDA_IPC_CAPABLE) | GH_A(BUFFER_ID))
 
+/* Attributes whose value is 8 bytes wide; the others' are 4. */
+#define GH_ATTR_WIDE	(GH_A(CONTEXT) | GH_A(DEVICE_POINTER) | \
+			 GH_A(HOST_POINTER) | GH_A(BUFFER_ID) | \
+			 GH_A(RANGE_START_ADDR) | GH_A(RANGE_SIZE) | \
+			 GH_A(MEMPOOL_HANDLE))
+
 /* Bytes the driver writes for an attribute we answer. */
-static size_t attr_width(CUpointer_attribute a)
+static inline size_t attr_width(CUpointer_attribute a)
 {
-	switch (a) {
-	case CU_POINTER_ATTRIBUTE_CONTEXT:
-	case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
-	case CU_POINTER_ATTRIBUTE_HOST_POINTER:
-	case CU_POINTER_ATTRIBUTE_BUFFER_ID:
-	case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
-	case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
-	case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
-		return 8;
-	default:
-		return 4;
-	}
+	return (unsigned int)a < GH_ATTR_MAX && (GH_ATTR_WIDE >> a & 1) ? 8 : 4;
 }
 
 enum { MODE_UNSET = -1, MODE_DRIVER = 0, MODE_REGISTRY = 1 };
@@ -222,22 +217,34 @@ static bool no_context(unsigned int kind)
 	return kind == GDRHOOK_KIND_POOL || kind == GDRHOOK_KIND_VMM;
 }
 
+/*
+ * The attributes of tracked range @r that the registry answers exactly
+ * (bit a for attribute a): worked out once per call, whatever the number
+ * of attributes asked.
+ */
+static uint32_t exact_mask(const struct gh_range *r)
+{
+	uint32_t m = 0;
+
+	if (queries_mode() == MODE_REGISTRY &&
+	    r->kind < sizeof(exact) / sizeof(exact[0])) {
+		m = exact[r->kind];
+		if (!r->ctx && !no_context(r->kind))
+			m &= ~GH_A(CONTEXT);
+		if (r->dev < 0)
+			m &= ~GH_A(DEVICE_ORDINAL);
+		if (r->kind == GDRHOOK_KIND_POOL && !r->pool)
+			m &= ~GH_A(MEMPOOL_HANDLE);
+	}
+	m &= ~GH_A(BUFFER_ID);
+	if (buffer_id_mode() == MODE_REGISTRY)
+		m |= GH_A(BUFFER_ID);
+	return m;
+}
+
 static bool kind_exact(const struct gh_range *r, CUpointer_attribute a)
 {
-	if (a == CU_POINTER_ATTRIBUTE_BUFFER_ID)
-		return buffer_id_mode() == MODE_REGISTRY;
-	if (queries_mode() != MODE_REGISTRY || (unsigned int)a >= GH_ATTR_MAX ||
-	    r->kind >= sizeof(exact) / sizeof(exact[0]) ||
-	    !(exact[r->kind] & (1u << a)))
-		return false;
-	if (a == CU_POINTER_ATTRIBUTE_CONTEXT)
-		return r->ctx != 0 || no_context(r->kind);
-	if (a == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)
-		return r->dev >= 0;
-	if (a == CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE &&
-	    r->kind == GDRHOOK_KIND_POOL)
-		return r->pool != 0;
-	return true;
+	return (unsigned int)a < GH_ATTR_MAX && (exact_mask(r) >> a & 1);
 }
 
 static bool is_host_kind(unsigned int kind)
@@ -248,66 +255,62 @@ static bool is_host_kind(unsigned int kind)
 
 /*
  * The driver's answer for attribute a of ptr inside tracked range r
- * (kind_exact() said yes): the value into buf, its width into *len, and
- * the return code.  The driver writes NULL and refuses HOST_POINTER of
- * memory that has no host mapping.
+ * (kind_exact() said yes): the value into *v (a 4-byte value in its low
+ * half) and the return code.  The driver writes NULL and refuses
+ * HOST_POINTER of memory that has no host mapping.
  */
-static CUresult tracked_value(const struct gh_range *r, CUdeviceptr ptr,
-			      CUpointer_attribute a, void *buf, size_t *len)
+static inline CUresult tracked_value(const struct gh_range *r,
+				     CUdeviceptr ptr, CUpointer_attribute a,
+				     uint64_t *v)
 {
-	uint64_t v64 = 0;
-	uint32_t v32 = 0;
 	CUresult rc = CUDA_SUCCESS;
+	uint64_t x = 0;
 
-	*len = attr_width(a);
 	switch (a) {
 	case CU_POINTER_ATTRIBUTE_CONTEXT:
-		v64 = no_context(r->kind) ? 0 : r->ctx;
+		x = no_context(r->kind) ? 0 : r->ctx;
 		break;
 	case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
-		v32 = is_host_kind(r->kind) ? CU_MEMORYTYPE_HOST :
-					      CU_MEMORYTYPE_DEVICE;
+		x = is_host_kind(r->kind) ? CU_MEMORYTYPE_HOST :
+					    CU_MEMORYTYPE_DEVICE;
 		break;
 	case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
-		v64 = ptr;
+		x = ptr;
 		break;
 	case CU_POINTER_ATTRIBUTE_HOST_POINTER:
 		if (is_host_kind(r->kind) || r->kind == GDRHOOK_KIND_MANAGED)
-			v64 = ptr;
+			x = ptr;
 		else
 			rc = CUDA_ERROR_INVALID_VALUE;
 		break;
 	case CU_POINTER_ATTRIBUTE_BUFFER_ID:
-		v64 = r->gen | GH_BUFFER_ID_TAG;
+		x = r->gen | GH_BUFFER_ID_TAG;
 		break;
 	case CU_POINTER_ATTRIBUTE_IS_MANAGED:
-		v32 = r->kind == GDRHOOK_KIND_MANAGED;
+		x = r->kind == GDRHOOK_KIND_MANAGED;
 		break;
 	case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
-		v32 = (uint32_t)r->dev;
+		x = (uint32_t)r->dev;
 		break;
 	case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
-		v32 = r->kind == GDRHOOK_KIND_DEVICE;
+		x = r->kind == GDRHOOK_KIND_DEVICE;
 		break;
 	case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
-		v64 = r->base;
+		x = r->base;
 		break;
 	case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
-		v64 = r->size;
+		x = r->size;
 		break;
 	case CU_POINTER_ATTRIBUTE_MAPPED:
-		v32 = 1;
+		x = 1;
 		break;
 	case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
-		v64 = r->kind == GDRHOOK_KIND_POOL ? r->pool : 0;
+		x = r->kind == GDRHOOK_KIND_POOL ? r->pool : 0;
 		break;
 	default:
 		return GH_ASK_DRIVER;
 	}
-	if (*len == 8)
-		memcpy(buf, &v64, 8);
-	else
-		memcpy(buf, &v32, 4);
+	*v = x;
 	return rc;
 }
 
@@ -316,27 +319,27 @@ static CUresult tracked_value(const struct gh_range *r, CUdeviceptr ptr,
  * (measured on an H100, driver 580): zero, except DEVICE_ORDINAL -2 and
  * HOST_POINTER the pointer itself.
  */
-static void negative_value(CUpointer_attribute a, CUdeviceptr ptr, void *buf,
-			   size_t *len)
+static inline uint64_t negative_value(CUpointer_attribute a, CUdeviceptr ptr)
 {
-	int32_t ord = -2;
-	uint64_t p = ptr;
-
-	*len = attr_width(a);
-	memset(buf, 0, *len);
 	if (a == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)
-		memcpy(buf, &ord, sizeof(ord));
-	else if (a == CU_POINTER_ATTRIBUTE_HOST_POINTER)
-		memcpy(buf, &p, sizeof(p));
+		return (uint32_t)-2;
+	if (a == CU_POINTER_ATTRIBUTE_HOST_POINTER)
+		return ptr;
+	return 0;
 }
 
-/* A value of width 4 or 8 out: fixed-size copies, no call to memcpy. */
-static inline void put_value(void *dst, const void *src, size_t len)
+/*
+ * Value @v of attribute @a out, at the attribute's width: fixed-size
+ * stores, no call to memcpy.
+ */
+static inline void put_value(void *dst, uint64_t v, CUpointer_attribute a)
 {
-	if (len == 8)
-		memcpy(dst, src, 8);
-	else if (len == 4)
-		memcpy(dst, src, 4);
+	uint32_t v32 = (uint32_t)v;
+
+	if (attr_width(a) == 8)
+		memcpy(dst, &v, 8);
+	else
+		memcpy(dst, &v32, 4);
 }
 
 static void report(const char *api, CUdeviceptr ptr, const char *what)
@@ -369,14 +372,15 @@ static CUresult answer_one(void *data, CUpointer_attribute a, CUdeviceptr ptr,
 	unsigned char ours[GH_ATTR_BYTES], theirs[GH_ATTR_BYTES];
 	struct gh_range r;
 	CUresult rc, drc;
-	size_t len = 0;
+	uint64_t v = 0;
+	bool out = true;
 
 	switch (locate(ptr, &r)) {
 	case W_TRACKED:
 		if (!kind_exact(&r, a))
 			return GH_ASK_DRIVER;
-		memset(ours, GH_POISON, sizeof(ours));
-		rc = tracked_value(&r, ptr, a, ours, &len);
+		/* A refused HOST_POINTER is written too: NULL, as the driver. */
+		rc = tracked_value(&r, ptr, a, &v);
 		if (rc == (CUresult)GH_ASK_DRIVER)
 			return rc;
 		break;
@@ -385,20 +389,25 @@ static CUresult answer_one(void *data, CUpointer_attribute a, CUdeviceptr ptr,
 		if ((unsigned int)a >= GH_ATTR_MAX ||
 		    !((GH_ATTR_NEGATIVE | GH_ATTR_RANGE) & (1u << a)))
 			return GH_ASK_DRIVER;
-		memset(ours, GH_POISON, sizeof(ours));
 		rc = CUDA_ERROR_INVALID_VALUE;
+		out = false;
 		break;
 	default:
 		return GH_ASK_DRIVER;
 	}
 	if (GH_UNLIKELY(gh_cfg.validate) && a != CU_POINTER_ATTRIBUTE_BUFFER_ID &&
 	    real) {
+		/* Both poisoned alike; W_NONE writes nothing. */
+		memset(ours, GH_POISON, sizeof(ours));
+		if (out)
+			put_value(ours, v, a);
 		memset(theirs, GH_POISON, sizeof(theirs));
 		drc = real(theirs, a, ptr);
 		if (!agrees("cuPointerGetAttribute", ptr, rc, drc, ours, theirs))
 			return GH_ASK_DRIVER;
 	}
-	put_value(data, ours, len);
+	if (out)
+		put_value(data, v, a);
 	return rc;
 }
 
@@ -423,6 +432,34 @@ CUresult gh_manual_cuPointerGetAttribute(void *data,
 	return rc;
 }
 
+/* Audit of a whole cuPointerGetAttributes answer, @val, against the driver. */
+static bool agrees_all(unsigned int n, const CUpointer_attribute *at,
+		       CUdeviceptr ptr, get_attrs_fn real, const uint64_t *val,
+		       enum where w)
+{
+	unsigned char ours[GH_ATTR_MAX][GH_ATTR_BYTES];
+	unsigned char theirs[GH_ATTR_MAX][GH_ATTR_BYTES];
+	void *tp[GH_ATTR_MAX];
+	unsigned int i;
+	CUresult drc;
+
+	for (i = 0; i < n; i++) {
+		memset(ours[i], GH_POISON, GH_ATTR_BYTES);
+		put_value(ours[i], val[i], at[i]);
+		memset(theirs[i], GH_POISON, GH_ATTR_BYTES);
+		tp[i] = theirs[i];
+	}
+	drc = real(n, (CUpointer_attribute *)at, tp, ptr);
+	for (i = 0; i < n; i++) {
+		if (at[i] == CU_POINTER_ATTRIBUTE_BUFFER_ID && w == W_TRACKED)
+			memcpy(theirs[i], ours[i], GH_ATTR_BYTES);
+		if (!agrees("cuPointerGetAttributes", ptr, CUDA_SUCCESS, drc,
+			    ours[i], theirs[i]))
+			return false;
+	}
+	return true;
+}
+
 /*
  * Answer every attribute or none: 0 when data[] is filled, -1 to ask the
  * driver.  *patch_p is set when only BUFFER_ID can be answered, to patch
@@ -432,54 +469,37 @@ static int answer_all(unsigned int n, const CUpointer_attribute *at,
 		      void **data, CUdeviceptr ptr, get_attrs_fn real,
 		      int *patch_p, unsigned long long *id_p)
 {
-	unsigned char ours[GH_ATTR_MAX][GH_ATTR_BYTES];
-	unsigned char theirs[GH_ATTR_MAX][GH_ATTR_BYTES];
-	void *tp[GH_ATTR_MAX];
-	size_t len[GH_ATTR_MAX];
+	uint64_t val[GH_ATTR_MAX];
 	struct gh_range r;
 	enum where w = locate(ptr, &r);
+	uint32_t mask;
 	unsigned int i;
-	CUresult drc;
 
 	if (w == W_DRIVER)
 		return -1;
+	mask = w == W_NONE ? GH_ATTR_NEGATIVE : exact_mask(&r);
 	for (i = 0; i < n; i++) {
-		if (!data[i] || (unsigned int)at[i] >= GH_ATTR_MAX)
+		CUpointer_attribute a = at[i];
+
+		if (!data[i] || (unsigned int)a >= GH_ATTR_MAX)
 			return -1;
-		memset(ours[i], GH_POISON, GH_ATTR_BYTES);
-		if (w == W_NONE) {
-			if (!(GH_ATTR_NEGATIVE & (1u << at[i])))
-				return -1;
-			negative_value(at[i], ptr, ours[i], &len[i]);
-		} else if (kind_exact(&r, at[i])) {
-			/* A refused attribute reads as zero here. */
-			if (tracked_value(&r, ptr, at[i], ours[i], &len[i]))
-				memset(ours[i], 0, len[i]);
-		} else {
-			if (at[i] == CU_POINTER_ATTRIBUTE_BUFFER_ID)
+		if (!(mask >> a & 1)) {
+			if (w == W_NONE || a == CU_POINTER_ATTRIBUTE_BUFFER_ID)
 				return -1;
 			*patch_p = buffer_id_mode() == MODE_REGISTRY;
 			*id_p = r.gen | GH_BUFFER_ID_TAG;
 			return -1;
 		}
+		if (w == W_NONE)
+			val[i] = negative_value(a, ptr);
+		else if (tracked_value(&r, ptr, a, &val[i]))
+			val[i] = 0;	/* a refused attribute reads as zero */
 	}
-	if (GH_UNLIKELY(gh_cfg.validate) && real) {
-		for (i = 0; i < n; i++) {
-			memset(theirs[i], GH_POISON, GH_ATTR_BYTES);
-			tp[i] = theirs[i];
-		}
-		drc = real(n, (CUpointer_attribute *)at, tp, ptr);
-		for (i = 0; i < n; i++) {
-			if (at[i] == CU_POINTER_ATTRIBUTE_BUFFER_ID &&
-			    w == W_TRACKED)
-				memcpy(theirs[i], ours[i], GH_ATTR_BYTES);
-			if (!agrees("cuPointerGetAttributes", ptr, CUDA_SUCCESS,
-				    drc, ours[i], theirs[i]))
-				return -1;
-		}
-	}
+	if (GH_UNLIKELY(gh_cfg.validate) && real &&
+	    !agrees_all(n, at, ptr, real, val, w))
+		return -1;
 	for (i = 0; i < n; i++)
-		put_value(data[i], ours[i], len[i]);
+		put_value(data[i], val[i], at[i]);
 	return 0;
 }
 

@@ -244,6 +244,9 @@ static uint32_t exact_mask(const struct gh_range *r)
 
 static bool kind_exact(const struct gh_range *r, CUpointer_attribute a)
 {
+	/* The tag check (libfabric's) alone: exact_mask()'s BUFFER_ID bit. */
+	if (a == CU_POINTER_ATTRIBUTE_BUFFER_ID)
+		return buffer_id_mode() == MODE_REGISTRY;
 	return (unsigned int)a < GH_ATTR_MAX && (exact_mask(r) >> a & 1);
 }
 

@@ -63,6 +63,8 @@
 #define GH_EV_OUTBUF		(256u << 10)
 #define GH_EV_LINE_MAX		4096	/* longest line we ever format */
 #define GH_EV_STR_MAX		256	/* input bytes of one string field */
+/* GDRHOOK_LOG's word for the process's stderr; also its spool's log name */
+#define GH_EV_STDERR		"stderr"
 
 /* two escaped strings (6 bytes per input byte at worst) + the rest */
 _Static_assert(2 * (6 * GH_EV_STR_MAX + 2) + 512 <= GH_EV_LINE_MAX,
@@ -172,7 +174,7 @@ int gh_evlog_configure(const char *path, uint64_t ring_bytes)
 
 	/* a relative path means relative to where the program started */
 	gh_buf_init(&b, gh_ev.path, sizeof(gh_ev.path));
-	if (strcmp(path, "stderr") && path[0] != '/') {
+	if (strcmp(path, GH_EV_STDERR) && path[0] != '/') {
 		char cwd[PATH_MAX];
 
 		if (!getcwd(cwd, sizeof(cwd)))
@@ -203,7 +205,7 @@ int gh_evlog_configure(const char *path, uint64_t ring_bytes)
 			return -rc;
 		gh_ev.key_ok = 1;
 	}
-	gh_ev.is_stderr = !strcmp(path, "stderr");
+	gh_ev.is_stderr = !strcmp(path, GH_EV_STDERR);
 	gh_ev.ring_recs = (uint32_t)recs;
 	gh_ev.dead = 0;
 	__atomic_store_n(&gh_ev.written, 0, __ATOMIC_RELAXED);
@@ -404,7 +406,7 @@ static void gh_ev_start(void)
 	/* stderr's spool is recovered only by this pid's next image */
 	if (gh_ev.is_stderr ||
 	    !gh_ev_expand(gh_ev.path, getpid(), log, sizeof(log)))
-		gh_spool_open(gh_ev.is_stderr ? "stderr" : log,
+		gh_spool_open(gh_ev.is_stderr ? GH_EV_STDERR : log,
 			      gh_ev.ring_recs, gh_ev.start_t, gh_ev.start_wall);
 	/* the writer inherits a full signal mask (SIGPIPE included) */
 	sigfillset(&all);
@@ -552,7 +554,7 @@ static void gh_ev_abandon(const char *why, int err, uint64_t lost)
 	gh_ev_drop(lost);
 	gh_warn("event log %s: %s (errno %d); no more events are written, "
 		"%llu lost so far (the exit counts say how many in all)",
-		gh_ev.is_stderr ? "stderr" :
+		gh_ev.is_stderr ? GH_EV_STDERR :
 		gh_ev.opened[0] ? gh_ev.opened : gh_ev.path, why, -err,
 		(unsigned long long)gh_evlog_dropped());
 	if (gh_ev.fd >= 0 && !gh_ev.is_stderr)
@@ -818,7 +820,7 @@ static void gh_ev_recover(const struct gh_spool_dead *d)
 	uint64_t saved_dropped = gh_evlog_dropped();
 	struct gh_buf *b;
 
-	if (!strcmp(d->log, "stderr")) {
+	if (!strcmp(d->log, GH_EV_STDERR)) {
 		/*
 		 * A former image of this process shares our stderr (the exec
 		 * drained its rings with the writer held: no torn line); a

@@ -217,6 +217,12 @@ static bool no_context(unsigned int kind)
 	return kind == GDRHOOK_KIND_POOL || kind == GDRHOOK_KIND_VMM;
 }
 
+/* BUFFER_ID's bit: ours whatever the kind, while GDRHOOK_BUFFER_ID says so. */
+static inline uint32_t buffer_id_bit(void)
+{
+	return buffer_id_mode() == MODE_REGISTRY ? GH_A(BUFFER_ID) : 0;
+}
+
 /*
  * The attributes of tracked range @r that the registry answers exactly
  * (bit a for attribute a): worked out once per call, whatever the number
@@ -236,17 +242,14 @@ static uint32_t exact_mask(const struct gh_range *r)
 		if (r->kind == GDRHOOK_KIND_POOL && !r->pool)
 			m &= ~GH_A(MEMPOOL_HANDLE);
 	}
-	m &= ~GH_A(BUFFER_ID);
-	if (buffer_id_mode() == MODE_REGISTRY)
-		m |= GH_A(BUFFER_ID);
-	return m;
+	return (m & ~GH_A(BUFFER_ID)) | buffer_id_bit();
 }
 
 static bool kind_exact(const struct gh_range *r, CUpointer_attribute a)
 {
-	/* The tag check (libfabric's) alone: exact_mask()'s BUFFER_ID bit. */
+	/* The tag check (libfabric's) needs no more than its own bit. */
 	if (a == CU_POINTER_ATTRIBUTE_BUFFER_ID)
-		return buffer_id_mode() == MODE_REGISTRY;
+		return buffer_id_bit() != 0;
 	return (unsigned int)a < GH_ATTR_MAX && (exact_mask(r) >> a & 1);
 }
 

@@ -145,7 +145,8 @@ test-suite: all $(UNIT_BINS) $(PRELOAD_BINS) $(BUILD)/fake/selftest
 test-default:
 	$(MAKE) check
 	$(MAKE) test-suite
-	tests/trace/run
+	tests/trace/run $(if $(TRACE_CORE),--need-c,)
+	tests/trace/run --reader python
 	tests/examples/run
 	tests/info/run
 	tests/gpu/run

@@ -4,6 +4,9 @@
 #   $(LIBDIR)/libgdrhook.so
 #   $(INCLUDEDIR)/gdrhook.h, gdrhook_preload.h, gdrpin_ioctl.h
 #   $(BINDIR)/gdrhook-trace, gdrhook-info (gdrhook-trace is one file: scripts/tools/rules.mk)
+#   $(TRACE_CORE_DIR)/_core.abi3.so      gdrhook-trace's C reader, where
+#                                        it looks: $(BINDIR)/../lib/gdrhook-trace
+#                                        (built when Python's headers are here)
 #   $(PKGCONFIGDIR)/gdrhook.pc           (from scripts/gdrhook.pc.in)
 #   $(MANDIR)/man1/gdrhook-trace.1, gdrhook-info.1, man7/libgdrhook.7
 #   $(DKMSSRCDIR)                        gdrpin DKMS source tree
@@ -29,6 +32,7 @@ INCLUDEDIR	?= $(PREFIX)/include
 PKGCONFIGDIR	?= $(LIBDIR)/pkgconfig
 MANDIR		?= $(PREFIX)/share/man
 INSTALL		?= install
+TRACE_CORE_DIR	= $(abspath $(BINDIR)/../lib/gdrhook-trace)
 
 # One version for the tree: the gdrpin DKMS package's (src/kmod/dkms.conf).
 GDRPIN_VERSION	= $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' src/kmod/dkms.conf)
@@ -49,6 +53,7 @@ INSTALLED_FILES	= $(LIBDIR)/libgdrhook.so \
 		  $(addprefix $(INCLUDEDIR)/,$(notdir $(INSTALL_HDRS))) \
 		  $(BINDIR)/gdrhook-trace \
 		  $(BINDIR)/gdrhook-info \
+		  $(TRACE_CORE_DIR)/_core.abi3.so \
 		  $(PKGCONFIGDIR)/gdrhook.pc \
 		  $(MANDIR)/man1/gdrhook-trace.1 \
 		  $(MANDIR)/man1/gdrhook-info.1 \
@@ -79,10 +84,11 @@ $(INSTALL_PC): scripts/gdrhook.pc.in
 	    -e 's|@INCLUDEDIR@|$(call PC_REL,$(INCLUDEDIR))|g' \
 	    -e 's|@VERSION@|$(GDRHOOK_VERSION)|g' $< > $@
 
-install: $(LIB) $(TRACE_TOOL) $(INSTALL_PC) $(INSTALL_INFO) install-dkms install-kmod-system
+install: $(LIB) $(TRACE_TOOL) $(TRACE_CORE) $(INSTALL_PC) $(INSTALL_INFO) install-dkms install-kmod-system
 	$(INSTALL) -D -m 0755 $(LIB) $(DESTDIR)$(LIBDIR)/libgdrhook.so
 	$(foreach h,$(INSTALL_HDRS),$(INSTALL) -D -m 0644 $(h) $(DESTDIR)$(INCLUDEDIR)/$(notdir $(h)) &&) :
 	$(INSTALL) -D -m 0755 $(TRACE_TOOL) $(DESTDIR)$(BINDIR)/gdrhook-trace
+	$(if $(TRACE_CORE),$(INSTALL) -D -m 0644 $(TRACE_CORE) $(DESTDIR)$(TRACE_CORE_DIR)/_core.abi3.so,@echo "install: gdrhook-trace without its C reader (no Python headers at build time): it reads logs in pure Python, slower")
 	$(INSTALL) -D -m 0755 $(INSTALL_INFO) $(DESTDIR)$(BINDIR)/gdrhook-info
 	$(INSTALL) -D -m 0644 $(INSTALL_PC) $(DESTDIR)$(PKGCONFIGDIR)/gdrhook.pc
 	$(foreach m,$(INSTALL_MAN1),$(INSTALL) -D -m 0644 $(m) $(DESTDIR)$(MANDIR)/man1/$(notdir $(m)) &&) :
@@ -112,4 +118,5 @@ install-kmod-system:
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED_FILES))
+	rmdir $(DESTDIR)$(TRACE_CORE_DIR) 2>/dev/null || true
 	rm -rf $(DESTDIR)$(DKMSSRCDIR)

@@ -20,6 +20,24 @@ $(TRACE_TOOL): $(TRACE_SRCS) $(TRACE_SCHEMA) src/kmod/dkms.conf scripts/tools/ru
 	@rm -rf $@.d
 	mv $@.tmp $@
 
+# Its optional reader in C ($(TRACE_PKG)/_core*.c), a Python extension on
+# the stable ABI: built where $(PYTHON)'s headers are, found by the tool in
+# lib/gdrhook-trace beside the build tree's gdrhook-trace, or in
+# ../lib/gdrhook-trace from the installed one (gdrhook_trace/core.py).
+# Without it the tool reads the same logs in pure Python, slower.  Never
+# built with sanitizers: python3 itself is not.
+TRACE_CORE_REL	:= lib/gdrhook-trace/_core.abi3.so
+PY_INCLUDE	:= $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null)
+TRACE_CORE	:= $(if $(wildcard $(PY_INCLUDE)/Python.h),$(BUILD)/$(TRACE_CORE_REL),)
+
+all: $(TRACE_CORE)
+
+TRACE_CORE_SRCS	:= $(TRACE_PKG)/_core.c $(TRACE_PKG)/_core_sort.c
+
+$(BUILD)/$(TRACE_CORE_REL): $(TRACE_CORE_SRCS) $(TRACE_PKG)/_core.h scripts/tools/rules.mk
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -shared -fPIC -O2 -g $(WARN) -I$(PY_INCLUDE) -o $@ $(TRACE_CORE_SRCS)
+
 # The shipped command gdrhook-info ($(BUILD)/gdrhook-info) and `make info`.
 # Included by the top Makefile.  It links libgdrhook.so and finds it next
 # to itself (the build tree) or in ../lib (an installed tree).

@@ -8,7 +8,8 @@ Usage: tests/bench/bench_trace.py [--events N] [--threads T] [--keep DIR]
 Writes a log of N events (default 1e6) the way the library writes one:
 T threads allocating and freeing, each thread's records flushed in chunks,
 so the file is not in time order.  Then runs `summary`, `leaks` and
-`perfetto` under /usr/bin/time -v and prints wall time and peak memory
+`perfetto` under /usr/bin/time -v (with the C reader when the tool has
+it, and with --reader python) and prints wall time and peak memory
 beside the anchor measured in the same run: a loop that only reads and
 json-decodes every line, the floor for any pure-Python reader.
 """
@@ -139,6 +140,9 @@ def main():
         print("log: %d events, %d threads, %.1f MiB; %d CPUs, load %.2f"
               % (n, args.threads, os.path.getsize(log) / 2 ** 20,
                  os.cpu_count(), os.getloadavg()[0]))
+        ver = subprocess.run([sys.executable, TOOL, "--version"],
+                             capture_output=True, text=True).stdout
+        print("tool: " + " / ".join(ver.split("\n")[:2]))
         # On a shared machine the wall time follows the load; the CPU time
         # (user + system) much less: both are printed.
         print("%-28s %9s %8s %10s %12s %9s" % (
@@ -149,6 +153,10 @@ def main():
         for sub in ("summary", "leaks", "perfetto"):
             rows.append(("gdrhook-trace " + sub,
                          [sys.executable, TOOL, sub, log, "-o", os.devnull]))
+            if "reader: C" in ver:
+                rows.append(("  --reader python", [
+                    sys.executable, TOOL, sub, "--reader", "python", log,
+                    "-o", os.devnull]))
             if args.compare:
                 rows.append(("  compared: " + sub, [
                     sys.executable, args.compare, sub, log, "-o",

@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: MIT
 """gdrhook-trace: read gdrhook event logs (JSON Lines) and summarise them,
 list leaks, export them for Perfetto / chrome://tracing, or plot them as
-SVG.  Standard library only; Python 3.9 or newer.
+SVG.  Standard library only; Python 3.9 or newer.  An optional reader in
+C (_core*.c, built by make) reads the library's allocation records and
+sorts the replay's operations several times faster, to the same results.
 
 Modules, each calling only those below it:
   cli       the command line
@@ -9,6 +11,7 @@ Modules, each calling only those below it:
   reports   summary and leaks, formatting helpers
   analysis  the per-process accounting and the replay in time order
   reader    lines, records, process images, the external sort
+  core      finding and loading the C reader (_core*.c)
   schema    the log format, one table per version
 """
 

@@ -81,7 +81,7 @@ class Series:
     change handed to the observer (nothing is kept per change)."""
 
     __slots__ = ("res", "kind", "dev", "value", "peak", "peak_t", "t_first",
-                 "t_last")
+                 "t_last", "tag")
 
     def __init__(self, res, kind, dev, t):
         self.res = res
@@ -92,6 +92,7 @@ class Series:
         self.peak_t = t
         self.t_first = t
         self.t_last = t
+        self.tag = None         # the observer's, e.g. a formatted head
         obs = res.obs
         if obs is not None:
             obs.counter(res, self, t, 0)
@@ -352,7 +353,8 @@ class Result:
                 s.peak_t = t
             if obs is not None:
                 obs.counter(self, s, t, v)
-                obs.marker(self, t, dev, "alloc")
+                if obs.marker is not None:
+                    obs.marker(self, t, dev, "alloc")
         elif op == OP_FREE:
             live = self.live
             key = gen if gen is not None and gen in live else \
@@ -376,7 +378,8 @@ class Result:
                 s.peak_t = t
             if obs is not None:
                 obs.counter(self, s, t, v)
-                obs.marker(self, t, a.dev, "free")
+                if obs.marker is not None:
+                    obs.marker(self, t, a.dev, "free")
             # Pins die with their allocation (the library unpins first).
             if a.gen is not None and self.pins:
                 for pk in [k for k in self.pins if k[0] == a.gen]:
@@ -414,7 +417,7 @@ class Result:
             if pres is not None:
                 for k, a in list(pres.live.items()):
                     self.add_live(k, a.copy_inherited(), t)
-        elif obs is not None:
+        elif obs is not None and obs.marker is not None:
             obs.marker(self, t, dev, extra)
 
     def finish(self):
@@ -451,12 +454,13 @@ class Result:
 class Run:
     """One reading of the logs: processes, their results, input counts."""
 
-    def __init__(self, names, diag, rs, procs, results):
+    def __init__(self, names, diag, rs, procs, results, reader=None):
         self.names = names
         self.diag = diag
         self.rs = rs
         self.procs = procs
         self.results = results
+        self.reader = reader or {}  # which code read what (--reader-stats)
 
 
 class BlockReader:
@@ -466,17 +470,28 @@ class BlockReader:
     of them, with the per-line work done by the regular expression and
     map() in C.  Any other block is left to the line loop (False)."""
 
-    def __init__(self, tables, bits):
+    def __init__(self, tables, bits, c=None, c_sorter=None):
         self.bits = bits
         self.tables = tables
         self.names = {}
         self.evs = {}           # version -> {(ev, tracked, implicit): ...}
+        self.c = c              # the C reader (core.py), or None
+        self.c_sorter = c_sorter    # its sorter (reader.CSorter.handle)
+        self.c_records = 0      # records the C reader took
+        self.c_evs = {}         # version -> its emit()'s evtab
+        self.c_ops = (OP_ALLOC, OP_FREE, OP_RESTORE, OP_MARK, "failed")
         for v, tab in tables.items():
             ok = reader.fast_mem_events(v)
             self.evs[v] = {
                 k: (ev, tab[ev]["time"] == "end",
                     ev in schema.EFFECT_AT_END, bool(k[1]), bool(k[2]))
                 for k, ev in ok.items()}
+            evtab = [None] * 12
+            for (e, tr, im), (ev, end, at_end, _, _) in self.evs[v].items():
+                i = (b"alloc", b"free", b"restore").index(e) * 4 + \
+                    (2 if tr else 0) + (1 if im else 0)
+                evtab[i] = (ev, end, at_end, bool(tab[ev]["call"]))
+            self.c_evs[v] = tuple(evtab)
 
     def _str(self, col):
         names = self.names
@@ -610,17 +625,90 @@ class BlockReader:
         rs.records += n
         return True
 
+    STAT_OPS = ("alloc", "free", "implicit free")
 
-def analyse(names, pids=None, quiet=False, obs=None, buffer=200000):
+    def c_lines(self, name, fidx, vers, cur, rs, rec, slices):
+        """Lists of the lines of log `name` (items as reader.blocks()
+        gives them) that the C reader leaves to the line loop, in order;
+        it takes the rest.  vers[0]: the file's format version, as the
+        line loop sets it."""
+        segments = self.c.segments
+        for n0, data, items in reader.blocks(name):
+            if data is None:
+                yield items
+                continue
+            for lo, hi, k, pid, rows in segments(data, reader.MAX_LINE):
+                if rows is not None and self.c_block(
+                        data, rows, pid, n0 + k, fidx, vers[0], cur, rs,
+                        rec, slices):
+                    continue
+                yield reader.split_block(n0 + k, data[lo:hi])
+
+    def c_block(self, data, rows, pid, n0, fidx, version, cur, rs, rec,
+                slices):
+        """Records `rows` (of `data`, line n0 on) by the C reader: True,
+        or False when it leaves them to the line loop."""
+        p = cur.get(pid)
+        if p is None or p.res is None:
+            return False
+        parts, trace_pid, after = None, 0, None
+        if rec is not None:
+            if slices is None:
+                return False
+            sink = slices(p)
+            if sink is not None:
+                parts, trace_pid, after = sink
+        got = self.c.emit(data, rows, self.c_evs[version],
+                          (fidx << self.bits) | n0, p.index, self.c_ops,
+                          self.c_sorter, parts, trace_pid)
+        if got is None:
+            return False
+        n, stats, implicit, untracked, restores, t_first, t_last, tids = got
+        res = p.res
+        ops = self.STAT_OPS
+        for api, opc, calls, failed, nbytes, untr, dur_n, dur_sum, \
+                dur_max in stats:
+            st = res.stat(api, ops[opc])
+            st.calls += calls
+            st.failed += failed
+            st.bytes += nbytes
+            st.untracked += untr
+            st.dur_n += dur_n
+            st.dur_sum += dur_sum
+            if dur_max > st.dur_max:
+                st.dur_max = dur_max
+        res.implicit_frees += implicit
+        res.untracked_frees += untracked
+        res.restores += restores
+        if t_first < p.t_first:
+            p.t_first = t_first
+        if t_last > p.t_last:
+            p.t_last = t_last
+        p.nrec += n
+        p.tids.update(tids)
+        rs.lines += n
+        rs.records += n
+        self.c_records += n
+        if after is not None:
+            after()
+        return True
+
+
+def analyse(names, pids=None, quiet=False, obs=None, buffer=200000,
+            c=None):
     """Read every log in `names`, replay it; return a Run whose results
-    are the selected, non-empty process images in order of appearance."""
+    are the selected, non-empty process images in order of appearance.
+    c: the C reader (core.load()), or None: pure Python."""
     diag = reader.Diag(["<stdin>" if n == "-" else n for n in names], quiet)
     rs = reader.ReadStats()
     norm = reader.Normaliser(diag, rs)
     table = reader.Procs(diag)
-    sorter = reader.Sorter(buffer)
-    sbuf = sorter.buf
-    out = sbuf.append       # the sort's buffer; spilled every 1024 lines
+    if c is not None:
+        sorter = reader.CSorter(buffer, c)
+        out = sorter.add
+    else:
+        sorter = reader.Sorter(buffer)
+        out = sorter.buf.append     # spilled every 1024 lines
     decode = reader.decoder()
     bits = reader.LINE_BITS
     tables = schema.SCHEMAS
@@ -628,7 +716,9 @@ def analyse(names, pids=None, quiet=False, obs=None, buffer=200000):
     special = ("start", "exit", "fork", "recovered")
     want_records = obs is not None and getattr(obs, "record", None)
     rec_call = want_records and getattr(obs, "record_call", None) or None
-    by_block = BlockReader(tables, bits)
+    slices = want_records and getattr(obs, "slices", None) or None
+    by_block = BlockReader(tables, bits, c,
+                           sorter.handle if c is not None else None)
     fasts = {v: reader.fast_mem(v) for v in tables}
     mem_ends = {v: {ev: tab.get(ev, {}).get("time") == "end"
                     for ev in ("alloc", "free", "restore")}
@@ -640,9 +730,20 @@ def analyse(names, pids=None, quiet=False, obs=None, buffer=200000):
             fast = fasts[version]
             mem_end = mem_ends[version]
             cur = table.cur.setdefault(fidx, {})
-            for n0, data, items in reader.blocks(name):
+            if c is not None:
+                # The C reader takes the runs of allocation records it
+                # can; the lines around them come here, in order (the
+                # generator reads on only when the loop asks for more, so
+                # a start record is placed before the records after it).
+                vers = [version]
+                chunks = ((None, None, it) for it in by_block.c_lines(
+                    name, fidx, vers, cur, rs, want_records or None,
+                    slices))
+            else:
+                chunks = reader.blocks(name)
+            for n0, data, items in chunks:
                 if data is not None:
-                    if len(sbuf) >= sorter.limit:
+                    if sorter.full():
                         sorter.spill()
                     if by_block(data, n0, fidx, version, cur, rs, out,
                                 want_records or None, rec_call):
@@ -650,7 +751,7 @@ def analyse(names, pids=None, quiet=False, obs=None, buffer=200000):
                     items = reader.split_block(n0, data)
                 for lineno, raw, nl in items:
                     seq = (fidx << bits) | lineno
-                    if not lineno & 1023 and len(sbuf) >= sorter.limit:
+                    if not lineno & 1023 and sorter.full():
                         sorter.spill()
                     rs.lines += 1
                     if raw is None:
@@ -707,6 +808,8 @@ def analyse(names, pids=None, quiet=False, obs=None, buffer=200000):
                         continue
                     if type(obj) is dict and obj.get("ev") == "start":
                         version = start_version(obj, seq, diag, rs, version)
+                        if c is not None:
+                            vers[0] = version
                         tab = tables[version]
                         fast = fasts[version]
                         mem_end = mem_ends[version]
@@ -789,10 +892,13 @@ def analyse(names, pids=None, quiet=False, obs=None, buffer=200000):
             if p.exit is None and not p.recovered:
                 diag.general("pid %d has no exit record (still running, "
                              "killed, or the log is cut short)" % p.pid)
+        stats = {"records": rs.records, "c_records": by_block.c_records,
+                 "python_sorted": sorter.rest.count if c is not None
+                 else None}
     finally:
         sorter.close()
     diag.finish()
-    return Run(names, diag, rs, procs, [p.res for p in sel])
+    return Run(names, diag, rs, procs, [p.res for p in sel], stats)
 
 
 

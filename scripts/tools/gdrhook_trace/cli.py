@@ -6,14 +6,21 @@ import json
 import os
 import sys
 
-from . import __version__, analysis, perfetto, reports, schema, svg
+from . import __version__, analysis, core, perfetto, reports, schema, svg
 from .reader import Fatal, PROG, EXIT_OK, EXIT_USAGE, expand
+
+
+def reader_stats(args, run):
+    if args.reader_stats:
+        sys.stderr.write("%s: reader: %s\n" % (PROG, json.dumps(
+            run.reader, sort_keys=True)))
 
 
 def cmd_summary(args):
     run = analysis.analyse(args.log, args.pid, args.quiet,
-                           buffer=args.buffer)
+                           buffer=args.buffer, c=args.c)
     js = reports.summary_json(run)
+    reader_stats(args, run)
     if args.json:
         reports.write_out(args.output, json.dumps(js, indent=1) + "\n")
     else:
@@ -23,8 +30,9 @@ def cmd_summary(args):
 
 def cmd_leaks(args):
     run = analysis.analyse(args.log, args.pid, args.quiet,
-                           buffer=args.buffer)
+                           buffer=args.buffer, c=args.c)
     js = reports.leaks_json(run)
+    reader_stats(args, run)
     if args.json:
         reports.write_out(args.output, json.dumps(js, indent=1) + "\n")
     else:
@@ -37,8 +45,9 @@ def cmd_perfetto(args):
     w = perfetto.Writer(args.output, args.pid)
     try:
         run = analysis.analyse(args.log, args.pid, args.quiet, obs=w,
-                               buffer=args.buffer)
+                               buffer=args.buffer, c=args.c)
         w.finish(run)
+        reader_stats(args, run)
     finally:
         w.close()
     return EXIT_OK
@@ -47,7 +56,8 @@ def cmd_perfetto(args):
 def cmd_plot(args):
     plot = svg.Plot(args.width)
     run = analysis.analyse(args.log, args.pid, args.quiet, obs=plot,
-                           buffer=args.buffer)
+                           buffer=args.buffer, c=args.c)
+    reader_stats(args, run)
     reports.write_out(args.output, svg.plot_svg(run.results, plot))
     return EXIT_OK
 
@@ -86,6 +96,19 @@ def buffer_arg(s):
     return v
 
 
+class VersionAction(argparse.Action):
+    """--version, with the reader in use (finding it takes a moment)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        mod, where = core.load()
+        sys.stdout.write("%s %s (reads log format versions %s)\nreader: %s\n"
+                         % (PROG, __version__,
+                            ", ".join(str(v) for v in sorted(schema.SCHEMAS)),
+                            "C (%s)" % where if mod is not None else
+                            "pure Python (%s)" % where))
+        parser.exit()
+
+
 def build_parser():
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("log", metavar="LOG", nargs="+",
@@ -103,15 +126,23 @@ def build_parser():
     # file (tests use a tiny one to exercise the merge).
     common.add_argument("--buffer", type=buffer_arg, default=200000,
                         help=argparse.SUPPRESS)
+    common.add_argument("--reader", choices=("auto", "c", "python"),
+                        default="auto",
+                        help="read allocation records with the C reader "
+                        "built with the tool (c), in pure Python (python), "
+                        "or with the C reader where it is installed (auto, "
+                        "the default); the results are the same")
+    # How many records the C reader took (tests/trace/run).
+    common.add_argument("--reader-stats", action="store_true",
+                        help=argparse.SUPPRESS)
     ap = Parser(prog=PROG, description="Read a gdrhook event log "
                 "(GDRHOOK_LOG): summarise it, list leaks, export it to "
                 "Perfetto, or plot memory over time.",
                 epilog="Exit status: 0 ok, 1 usage error or unreadable file,"
                 " 2 the log held no usable events.")
-    ap.add_argument("--version", action="version",
-                    version="%s %s (reads log format versions %s)" % (
-                        PROG, __version__,
-                        ", ".join(str(v) for v in sorted(schema.SCHEMAS))))
+    ap.add_argument("--version", action=VersionAction, nargs=0,
+                    help="show the version, the log format versions read "
+                    "and the reader, and exit")
     sub = ap.add_subparsers(dest="cmd", metavar="SUBCOMMAND",
                             parser_class=Parser)
     sub.required = True
@@ -160,6 +191,10 @@ def main(argv=None):
     ap = build_parser()
     args = ap.parse_args(argv)
     args.log = expand(args.log)
+    try:
+        args.c = core.load(args.reader)[0]
+    except ImportError as e:
+        raise Fatal("--reader c: %s" % e) from None
     return args.func(args)
 
 

@@ -44,7 +44,6 @@ class Writer:
                                     check_circular=False).encode
         self.hex = schema.HEX_FIELDS
         self.strs = {}
-        self.heads = {}
 
     def _str(self, v):
         """JSON text of a string (API and event names repeat)."""
@@ -108,6 +107,16 @@ class Writer:
         if self.pids is None or p.pid in self.pids:
             self._slice(p, name, ev, rc, t, d, tid, args)
 
+    def slices(self, p):
+        """For the C reader, which writes the slices of a block of hooked
+        calls of `p` itself, as _slice() does: (the list they go to, the
+        process's Perfetto pid, what to call after the block: a block's
+        text is a megabyte or so, written at once), or None when p's
+        records are not wanted."""
+        if self.pids is not None and p.pid not in self.pids:
+            return None
+        return self.parts, p.trace_pid, self._flush
+
     def _slice(self, p, name, ev, rc, t, d, tid, args):
         if rc:
             name = "%s (rc=%d)" % (name, rc)
@@ -129,9 +138,9 @@ class Writer:
     def counter(self, res, s, t, v):
         # one call per allocation and free: the series' fixed head is
         # made once, the time written out here as us() does
-        head = self.heads.get((s.kind, s.dev, res.proc.trace_pid))
+        head = s.tag
         if head is None:
-            head = self.heads[(s.kind, s.dev, res.proc.trace_pid)] = (
+            head = s.tag = (
                 '{"ph":"C","name":"%s","pid":%d,"tid":0,"ts":' % (
                     counter_name(s.kind, s.dev), res.proc.trace_pid))
         parts = self.parts
@@ -140,8 +149,7 @@ class Writer:
         if len(parts) >= FLUSH:
             self._flush()
 
-    def marker(self, res, t, dev, kind):
-        pass
+    marker = None           # no alloc/free/cache markers: the replay skips
 
     def finish(self, run):
         for sort_i, res in enumerate(run.results):

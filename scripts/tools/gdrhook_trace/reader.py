@@ -638,8 +638,13 @@ class Sorter:
 
     def add(self, item):
         self.buf.append(item)
+        self.count += 1
         if len(self.buf) >= self.limit:
             self.spill()
+
+    def full(self):
+        """Whether the caller that appends to buf should spill now."""
+        return len(self.buf) >= self.limit
 
     def spill(self):
         if not self.buf:
@@ -672,3 +677,45 @@ class Sorter:
         if self.tmp is not None:
             self.tmp.close()
             self.tmp = None
+
+
+class CSorter:
+    """Sorter by the C reader (_core_sort.c): the operations as fixed
+    records, not tuples; the C reader's blocks go into it directly
+    (`handle`).  An operation it cannot hold (an int past 64 bits) goes to
+    a Sorter of its own, merged in at the end."""
+
+    def __init__(self, limit, c):
+        self.c = c
+        self.limit = max(2, limit)
+        self.handle = c.sorter_new(self.limit, tempfile.gettempdir())
+        self.rest = Sorter(limit)
+
+    def add(self, item):
+        if not self.c.sorter_add(self.handle, item):
+            self.rest.add(item)
+
+    def full(self):
+        return False            # the C sorter spills by itself
+
+    def spill(self):
+        pass
+
+    def _sorted(self):
+        batch = self.c.sorter_batch
+        h = self.handle
+        while True:
+            items = batch(h, 4096)
+            if not items:
+                return
+            yield from items
+
+    def __iter__(self):
+        rest = self.rest
+        if not rest.buf and not rest.runs:
+            return self._sorted()
+        return heapq.merge(self._sorted(), iter(rest))
+
+    def close(self):
+        self.c.sorter_close(self.handle)
+        self.rest.close()

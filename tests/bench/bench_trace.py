@@ -3,7 +3,8 @@
 """Time and memory of gdrhook-trace on a large synthetic log.
 
 Usage: tests/bench/bench_trace.py [--events N] [--threads T] [--keep DIR]
-                                  [--log-version V] [--compare OTHER-TOOL]
+                                  [--log-version V] [--cache F]
+                                  [--compare OTHER-TOOL]
 
 Writes a log of N events (default 1e6) the way the library writes one:
 T threads allocating and freeing, each thread's records flushed in chunks,
@@ -39,7 +40,9 @@ print(n)
 """
 
 
-def write_log(path, events, threads, seed=11, version=1):
+def write_log(path, events, threads, seed=11, version=1, cache=0.0):
+    """`cache`: the share of events that are registration-cache hits on a
+    live buffer (`hit` records, read by the general path)."""
     rng = random.Random(seed)
     pid = 5000
     t = 7_000_000_000_000
@@ -62,6 +65,16 @@ def write_log(path, events, threads, seed=11, version=1):
             t += rng.randint(200, 3000)
             dur = rng.randint(1000, 30000)
             lv = live[tid]
+            if lv and cache and rng.random() < cache:
+                g, ptr, size = lv[rng.randrange(len(lv))]
+                bufs[tid].append(
+                    '{"t":%d,"pid":%d,"tid":%d,"ev":"hit","api":'
+                    '"ibv_reg_mr","ptr":"0x%x","size":%d,"gen":%d,"dev":0,'
+                    '"mr":"0x%x","pd":"0x7000","access":15,"dur_ns":%d}'
+                    % (t, pid, tid, ptr, size, g, 0x600000 + g, dur // 40))
+                t += dur // 40
+                n += 1
+                continue
             if lv and (len(lv) > 64 or rng.random() < 0.5):
                 g, ptr, size = lv.pop(rng.randrange(len(lv)))
                 ev, api, fapi = "free", "cuMemFree_v2", None
@@ -122,6 +135,9 @@ def main():
                     help="format version the log announces (default 2, "
                     "what the library writes; the records' layout is the "
                     "same)")
+    ap.add_argument("--cache", type=float, default=0.0, metavar="F",
+                    help="share of events that are registration-cache hits "
+                    "(default 0: allocations and frees only)")
     ap.add_argument("--keep", metavar="DIR",
                     help="write the log here and keep it")
     ap.add_argument("--compare", metavar="TOOL",
@@ -136,10 +152,12 @@ def main():
     try:
         log = os.path.join(tmp, "bench.jsonl")
         n = write_log(log, args.events, args.threads,
-                      version=args.log_version)
-        print("log: %d events, %d threads, %.1f MiB; %d CPUs, load %.2f"
-              % (n, args.threads, os.path.getsize(log) / 2 ** 20,
-                 os.cpu_count(), os.getloadavg()[0]))
+                      version=args.log_version, cache=args.cache)
+        print("log: %d events (%.0f%% cache hits), %d threads, %.1f MiB; "
+              "%d CPUs, load %.2f"
+              % (n, args.cache * 100, args.threads,
+                 os.path.getsize(log) / 2 ** 20, os.cpu_count(),
+                 os.getloadavg()[0]))
         ver = subprocess.run([sys.executable, TOOL, "--version"],
                              capture_output=True, text=True).stdout
         print("tool: " + " / ".join(ver.split("\n")[:2]))

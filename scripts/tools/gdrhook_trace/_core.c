@@ -27,8 +27,24 @@ struct row {
 	uint8_t ev, tracked, implicit, pad[5];
 };
 
-enum { EV_ALLOC, EV_FREE, EV_RESTORE, EV_N };
-static const char *const ev_name[EV_N] = { "alloc", "free", "restore" };
+/* The `mem` family (alloc, free, restore) and the `lookup` one (hit,
+ * miss: the registration cache's answers) in the library's layout. */
+enum { EV_ALLOC, EV_FREE, EV_RESTORE, EV_HIT, EV_MISS, EV_N };
+static const char *const ev_name[EV_N] = {
+	"alloc", "free", "restore", "hit", "miss"
+};
+#define EVTAB 14		/* 3 mem events x 4 flag sets, hit, miss */
+
+static int is_mem(int ev)
+{
+	return ev <= EV_RESTORE;
+}
+
+static int evtab_index(const struct row *r)
+{
+	return is_mem(r->ev) ? r->ev * 4 + r->tracked * 2 + r->implicit :
+			       12 + r->ev - EV_HIT;
+}
 
 /* Decimal numbers past this many digits go to Python (its ints have no
  * bound; 18 digits always fit, and sums of them fit in 128 bits). */
@@ -130,6 +146,26 @@ static int str(struct cur *c, const char *base, uint32_t *off, uint32_t *len)
 	return LIT(c, "\"");
 }
 
+/* the rest of a hit or miss record: api, ptr, size, gen, dev, mr, pd,
+ * access, dur_ns (mr in ctx; pd and access are not counted) */
+static int parse_lookup(struct cur *c, const char *base, struct row *r)
+{
+	uint64_t pd, access;
+
+	if (!LIT(c, ",\"api\":") || !str(c, base, &r->api, &r->api_len) ||
+	    !LIT(c, ",\"ptr\":") || !hex(c, &r->ptr) ||
+	    !LIT(c, ",\"size\":") || !dec(c, &r->size) ||
+	    !LIT(c, ",\"gen\":") || !dec(c, &r->gen) ||
+	    !LIT(c, ",\"dev\":") || !sdec(c, &r->dev) ||
+	    !LIT(c, ",\"mr\":") || !hex(c, &r->ctx) ||
+	    !LIT(c, ",\"pd\":") || !hex(c, &pd) ||
+	    !LIT(c, ",\"access\":") || !dec(c, &access) ||
+	    !LIT(c, ",\"dur_ns\":") || !dec(c, &r->dur) || !LIT(c, "}"))
+		return 0;
+	r->line_len = (uint32_t)(c->p - base) - r->line;
+	return LIT(c, "\n");
+}
+
 static int parse_line(struct cur *c, const char *base, struct row *r)
 {
 	memset(r, 0, sizeof(*r));
@@ -145,8 +181,14 @@ static int parse_line(struct cur *c, const char *base, struct row *r)
 		r->ev = EV_FREE;
 	else if (LIT(c, "restore\""))
 		r->ev = EV_RESTORE;
+	else if (LIT(c, "hit\""))
+		r->ev = EV_HIT;
+	else if (LIT(c, "miss\""))
+		r->ev = EV_MISS;
 	else
 		return 0;
+	if (!is_mem(r->ev))
+		return parse_lookup(c, base, r);
 	if (!LIT(c, ",\"api\":") || !str(c, base, &r->api, &r->api_len) ||
 	    !LIT(c, ",\"ptr\":") || !hex(c, &r->ptr) ||
 	    !LIT(c, ",\"size\":") || !dec(c, &r->size) ||
@@ -197,21 +239,24 @@ static int seg_close(PyObject *list, struct seg *g, Py_ssize_t hi)
 }
 
 /*
- * segments(data, max_line) -> [(lo, hi, first line, pid, rows)...]: data
- * (whole lines, each ended by a newline) cut into runs of lines in order:
- * a run of one process's allocation records in the library's layout has
- * its pid and rows (the parsed lines, an opaque bytes object for
- * emit()); any other run has None for both and is read in Python.  A
- * line of max_line bytes or more is never a record here.
+ * segments(data, max_line, events) -> [(lo, hi, first line, pid, rows)...]:
+ * data (whole lines, each ended by a newline) cut into runs of lines in
+ * order: a run of one process's records in the library's layout has its
+ * pid and rows (the parsed lines, an opaque bytes object for emit()); any
+ * other run has None for both and is read in Python.  events: a mask of
+ * the events taken (1 << alloc, free, restore, hit, miss, in this order);
+ * a line of max_line bytes or more is never a record here.
  */
 static PyObject *core_segments(PyObject *self, PyObject *args)
 {
 	const char *data, *p, *end;
 	Py_ssize_t len, max_line, line = 0;
 	struct seg g = { 0 };
+	unsigned int events;
 	PyObject *list;
 
-	if (!PyArg_ParseTuple(args, "y#n:segments", &data, &len, &max_line))
+	if (!PyArg_ParseTuple(args, "y#nI:segments", &data, &len, &max_line,
+			      &events))
 		return NULL;
 	if (len > INT32_MAX) {
 		PyErr_SetString(PyExc_ValueError, "segments: block too large");
@@ -228,7 +273,7 @@ static PyObject *core_segments(PyObject *self, PyObject *args)
 		struct cur c = { p, next };
 		struct row r;
 		int ok = nl && nl - p < max_line && parse_line(&c, data, &r) &&
-			 c.p == next;
+			 c.p == next && (events >> r.ev & 1);
 
 		if (!ok || !g.layout || r.pid != g.pid) {
 			if (line && (ok || g.layout) &&
@@ -328,7 +373,7 @@ static long sorter_name(struct sorter *srt, const char *s, uint32_t len,
 }
 
 /* Per (API, operation) counts of one block, as ApiStat keeps them. */
-enum { OPC_ALLOC, OPC_FREE, OPC_IMPLICIT_FREE };
+enum { OPC_ALLOC, OPC_FREE, OPC_IMPLICIT_FREE, OPC_HIT, OPC_MISS };
 #define STATS 32
 struct apistat {
 	const char *api;
@@ -526,19 +571,21 @@ static int tid_add(int64_t *set, uint8_t *used, size_t mask, int64_t tid)
 
 /*
  * emit(data, rows, evtab, seq, pi, ops, sorter, parts, trace_pid) ->
- *      (records, stats, implicit frees, untracked frees, restores,
- *      earliest start, latest effect time, tids) or None.
+ *      (records, stats, implicit frees, untracked frees, restores, hits,
+ *      misses, earliest start, latest effect time, tids) or None.
  *
- * stats: (API, 0 alloc | 1 free | 2 implicit free, calls, failed, bytes,
+ * stats: (API, 0 alloc | 1 free | 2 implicit free | 3 hit | 4 miss,
+ * calls, failed, bytes,
  * untracked, timed calls, their time, the longest) per API and operation
- * in order of first appearance.  evtab: 12 entries,
- * [ev * 4 + tracked * 2 + implicit] = None (that record is not in this
- * version: None, read it in Python) or (event name, time is "end", effect
- * at the end, a hooked call).  ops: the codes of (OP_ALLOC, OP_FREE,
+ * in order of first appearance.  evtab: 14 entries, [ev * 4 + tracked *
+ * 2 + implicit] for alloc, free, restore, then hit, miss: None (that
+ * record is not in this version: None, read it in Python) or (event name,
+ * time is "end", effect at the end, a hooked call).  ops: the codes of (OP_ALLOC, OP_FREE,
  * OP_RESTORE, OP_MARK) and the mark of a failed allocation, "failed".
  * sorter: gets each operation.  parts: None, or the Perfetto writer's
  * list that gets the block's slices, one per record, as one text (then
- * every record must be a hooked call, else None).  Nothing is handed out
+ * every record must be a hooked call, hits and misses of version 2
+ * included, else None).  Nothing is handed out
  * unless the whole block is taken.
  */
 static PyObject *core_emit(PyObject *self, PyObject *args)
@@ -550,10 +597,12 @@ static PyObject *core_emit(PyObject *self, PyObject *args)
 	unsigned int pi;
 	int op_alloc, op_free, op_restore, op_mark;
 	uint64_t t_first = UINT64_MAX, t_last = 0;
-	struct evinfo ev[12];
+	struct evinfo ev[EVTAB];
 	struct apistat st[STATS];
 	int nst = 0;
 	uint64_t n_implicit = 0, n_untracked = 0, n_restore = 0;
+	uint64_t n_lookup[2] = { 0, 0 };
+	long lookup_idx[2] = { -1, -1 };
 	uint64_t *keys = NULL, *ts = NULL;
 	uint32_t *api_idx = NULL, *kind_idx = NULL;
 	long cache[NAMES];
@@ -580,11 +629,11 @@ static PyObject *core_emit(PyObject *self, PyObject *args)
 		return NULL;
 	}
 	if (rlen % (Py_ssize_t)sizeof(struct row) || rlen == 0 ||
-	    PyTuple_Size(evtab) != 12) {
+	    PyTuple_Size(evtab) != EVTAB) {
 		PyErr_SetString(PyExc_ValueError, "emit: bad arguments");
 		return NULL;
 	}
-	for (i = 0; i < 12; i++)
+	for (i = 0; i < EVTAB; i++)
 		if (evinfo_of(evtab, (int)i, &ev[i]))
 			return NULL;
 	for (i = 0; i < NAMES; i++)
@@ -626,8 +675,7 @@ static PyObject *core_emit(PyObject *self, PyObject *args)
 	}
 	for (i = 0; i < n; i++) {
 		const struct row *r = &rows[i];
-		const struct evinfo *e =
-			&ev[r->ev * 4 + r->tracked * 2 + r->implicit];
+		const struct evinfo *e = &ev[evtab_index(r)];
 		uint64_t t = r->t, key;
 		const char *api = data + r->api;
 		uint32_t api_len = r->api_len;
@@ -637,6 +685,7 @@ static PyObject *core_emit(PyObject *self, PyObject *args)
 
 		if (!e->name)
 			goto none;
+		/* Perfetto: a slice per record, all hooked calls */
 		if (parts != Py_None && (!e->call || r->implicit))
 			goto none;
 		if (e->end) {
@@ -671,6 +720,30 @@ static PyObject *core_emit(PyObject *self, PyObject *args)
 		}
 		if (r->ev == EV_RESTORE) {
 			n_restore++;
+			continue;
+		}
+		if (!is_mem(r->ev)) {
+			/* analysis.Result.cache_event() of a hit or miss */
+			int k = r->ev - EV_HIT;
+
+			if (lookup_idx[k] < 0) {
+				lookup_idx[k] = core_sorter_name(srt, e->name,
+								 &full);
+				if (lookup_idx[k] < 0) {
+					if (full)
+						goto none;
+					goto done;
+				}
+			}
+			n_lookup[k]++;
+			s = stat_of(st, &nst, api, api_len, OPC_HIT + k);
+			if (!s)
+				goto none;
+			s->calls++;
+			s->dur_n++;
+			s->dur_sum += r->dur;
+			if (r->dur > s->dur_max)
+				s->dur_max = r->dur;
 			continue;
 		}
 		opc = r->ev == EV_ALLOC ? OPC_ALLOC :
@@ -717,7 +790,13 @@ static PyObject *core_emit(PyObject *self, PyObject *args)
 		o.seq = seq;
 		o.pi = pi;
 		o.flags = OPF_SIZE | OPF_DEV;
-		if (r->ev == EV_FREE) {
+		if (!is_mem(r->ev)) {
+			/* (key, seq, pi, OP_MARK, None, None, 0, dev, "hit") */
+			o.op = (uint8_t)op_mark;
+			o.dev = r->dev;
+			o.extra = XTRA_NAME;
+			o.api = (uint32_t)lookup_idx[r->ev - EV_HIT];
+		} else if (r->ev == EV_FREE) {
 			if (r->rc || r->tracked)
 				continue;
 			/* (key, seq, pi, OP_FREE, gen, ptr, 0, 0, None) */
@@ -788,10 +867,12 @@ static PyObject *core_emit(PyObject *self, PyObject *args)
 		    put(tids, (Py_ssize_t)ntids++,
 			PyLong_FromLongLong(tidset[i])))
 			goto done;
-	res = Py_BuildValue("(nOKKKKKO)", n, stats,
+	res = Py_BuildValue("(nOKKKKKKKO)", n, stats,
 			    (unsigned long long)n_implicit,
 			    (unsigned long long)n_untracked,
 			    (unsigned long long)n_restore,
+			    (unsigned long long)n_lookup[0],
+			    (unsigned long long)n_lookup[1],
 			    (unsigned long long)t_first,
 			    (unsigned long long)t_last, tids);
 	goto done;
@@ -813,7 +894,8 @@ done:
 
 static PyMethodDef core_methods[] = {
 	{ "segments", core_segments, METH_VARARGS,
-	  "segments(data, max_line) -> [(lo, hi, first line, pid, rows)...]" },
+	  "segments(data, max_line, events) -> "
+	  "[(lo, hi, first line, pid, rows)...]" },
 	{ "emit", core_emit, METH_VARARGS,
 	  "emit(data, rows, evtab, seq, pi, ops, sorter, parts, trace_pid) "
 	  "-> counts or None" },
@@ -835,7 +917,7 @@ static struct PyModuleDef core_module = {
 };
 
 /* core.py refuses a module whose calls differ from what it expects. */
-#define CORE_ABI 3
+#define CORE_ABI 4
 
 PyMODINIT_FUNC PyInit__core(void);
 PyMODINIT_FUNC PyInit__core(void)

@@ -479,6 +479,7 @@ class BlockReader:
         self.c_sorter = c_sorter    # its sorter (reader.CSorter.handle)
         self.c_records = 0      # records the C reader took
         self.c_evs = {}         # version -> its emit()'s evtab
+        self.c_mask = {}        # version -> its segments()'s events
         self.c_ops = (OP_ALLOC, OP_FREE, OP_RESTORE, OP_MARK, "failed")
         for v, tab in tables.items():
             ok = reader.fast_mem_events(v)
@@ -486,12 +487,22 @@ class BlockReader:
                 k: (ev, tab[ev]["time"] == "end",
                     ev in schema.EFFECT_AT_END, bool(k[1]), bool(k[2]))
                 for k, ev in ok.items()}
-            evtab = [None] * 12
+            evtab = [None] * 14
+            mask = 0
             for (e, tr, im), (ev, end, at_end, _, _) in self.evs[v].items():
-                i = (b"alloc", b"free", b"restore").index(e) * 4 + \
-                    (2 if tr else 0) + (1 if im else 0)
-                evtab[i] = (ev, end, at_end, bool(tab[ev]["call"]))
+                k = (b"alloc", b"free", b"restore").index(e)
+                evtab[k * 4 + (2 if tr else 0) + (1 if im else 0)] = (
+                    ev, end, at_end, bool(tab[ev]["call"]))
+                mask |= 1 << k
+            for k, ev in enumerate(("hit", "miss")):
+                f = tab.get(ev, {}).get("fields", {})
+                if all(f.get(n) == ty for n, ty in self.C_LOOKUP):
+                    evtab[12 + k] = (ev, tab[ev]["time"] == "end",
+                                     ev in schema.EFFECT_AT_END,
+                                     bool(tab[ev]["call"]))
+                    mask |= 1 << (3 + k)
             self.c_evs[v] = tuple(evtab)
+            self.c_mask[v] = mask
 
     def _str(self, col):
         names = self.names
@@ -625,7 +636,12 @@ class BlockReader:
         rs.records += n
         return True
 
-    STAT_OPS = ("alloc", "free", "implicit free")
+    STAT_OPS = ("alloc", "free", "implicit free", "hit", "miss")
+    # the fields of a hit or miss record as the library writes them, in
+    # order (_core.c's parse_lookup())
+    C_LOOKUP = (("api", "s"), ("ptr", "x"), ("size", "u"), ("gen", "u"),
+                ("dev", "i"), ("mr", "x"), ("pd", "x"), ("access", "u"),
+                ("dur_ns", "u"))
 
     def c_lines(self, name, fidx, vers, cur, rs, rec, slices):
         """Lists of the lines of log `name` (items as reader.blocks()
@@ -637,7 +653,8 @@ class BlockReader:
             if data is None:
                 yield items
                 continue
-            for lo, hi, k, pid, rows in segments(data, reader.MAX_LINE):
+            for lo, hi, k, pid, rows in segments(data, reader.MAX_LINE,
+                                                 self.c_mask[vers[0]]):
                 if rows is not None and self.c_block(
                         data, rows, pid, n0 + k, fidx, vers[0], cur, rs,
                         rec, slices):
@@ -663,7 +680,8 @@ class BlockReader:
                           self.c_sorter, parts, trace_pid)
         if got is None:
             return False
-        n, stats, implicit, untracked, restores, t_first, t_last, tids = got
+        (n, stats, implicit, untracked, restores, hits, misses, t_first,
+         t_last, tids) = got
         res = p.res
         ops = self.STAT_OPS
         for api, opc, calls, failed, nbytes, untr, dur_n, dur_sum, \
@@ -680,6 +698,10 @@ class BlockReader:
         res.implicit_frees += implicit
         res.untracked_frees += untracked
         res.restores += restores
+        if hits or misses:      # Result.cache_event()
+            res.cache_seen = True
+            res.cache["hit"] += hits
+            res.cache["miss"] += misses
         if t_first < p.t_first:
             p.t_first = t_first
         if t_last > p.t_last:

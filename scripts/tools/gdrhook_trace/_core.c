@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: MIT
 /*
- * gdrhook-trace's optional reader in C: a block of allocation records in
- * the library's own layout (reader._MEM, one line each), parsed, counted
- * and turned into the replay's operations as analysis.BlockReader does
- * it in Python.  The Python code stays the definition: any block this
- * file is not sure about (another layout, a number past 18 digits, several
- * processes, a flag the format version lacks) is answered None and read
- * there, and tests/trace/run checks that both give the same outputs.
+ * gdrhook-trace's optional reader in C: runs of one process's allocation
+ * and registration-cache lookup records in the library's own layout
+ * (reader._MEM, parse_lookup()), parsed, counted and turned into the
+ * replay's operations as analysis.py does it for such records in Python.
+ * The Python code stays the definition: a line this file is not sure
+ * about (another layout, a number past 18 digits, an event the format
+ * version does not give this layout) is left to it, and tests/trace/run
+ * checks that both give the same outputs.
  *
  * Built against the stable ABI (Py_LIMITED_API), so one build serves any
  * python3 >= 3.9; the tool runs without it, only slower.

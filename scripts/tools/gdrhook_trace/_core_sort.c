@@ -502,7 +502,11 @@ static int finish_adding(struct sorter *s)
 		return -1;
 	}
 	for (i = 0; i < s->nruns; i++) {
-		s->runs[i].b = malloc(RUN_BUF * sizeof(struct op));
+		/* a short run (a small --buffer) gets a short buffer */
+		size_t want = s->runs[i].left < RUN_BUF ? s->runs[i].left :
+			      RUN_BUF;
+
+		s->runs[i].b = malloc(want * sizeof(struct op));
 		if (!s->runs[i].b) {
 			PyErr_NoMemory();
 			return -1;

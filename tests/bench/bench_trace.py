@@ -41,14 +41,17 @@ print(n)
 
 
 def write_log(path, events, threads, seed=11, version=1, cache=0.0):
-    """`cache`: the share of events that are registration-cache hits on a
-    live buffer (`hit` records, read by the general path)."""
+    """`cache`: the share of steps that register a live buffer, as the
+    library's registration cache logs it: the first time a `miss`, `pin`
+    and `reg`, then a `hit`; freeing a pinned buffer logs `dereg` and
+    `unpin` (one in ten: `revoke`) before the `free`."""
     rng = random.Random(seed)
     pid = 5000
     t = 7_000_000_000_000
     gen = 1
     bufs = {tid: [] for tid in range(pid, pid + threads)}
     live = {tid: [] for tid in bufs}
+    pinned = set()
     n = 0
     with open(path, "w") as f:
         def put(s):
@@ -65,19 +68,52 @@ def write_log(path, events, threads, seed=11, version=1, cache=0.0):
             t += rng.randint(200, 3000)
             dur = rng.randint(1000, 30000)
             lv = live[tid]
+            head = '{"t":%d,"pid":%d,"tid":%d,"ev":' % (t, pid, tid)
             if lv and cache and rng.random() < cache:
                 g, ptr, size = lv[rng.randrange(len(lv))]
+                fresh = g not in pinned
+                if fresh:
+                    pinned.add(g)
+                    bufs[tid].append(
+                        head + '"pin","ptr":"0x%x","size":%d,"gen":%d,'
+                        '"dev":0,"backend":"dmabuf","rc":0,"dur_ns":%d}'
+                        % (ptr, size, g, dur))
+                    bufs[tid].append(
+                        head + '"reg","ptr":"0x%x","size":%d,"gen":%d,'
+                        '"mr":"0x%x","pd":"0x7000","access":15,"rc":0,'
+                        '"dur_ns":%d}' % (ptr, size, g, 0x600000 + g,
+                                          dur // 2))
+                    n += 2
                 bufs[tid].append(
-                    '{"t":%d,"pid":%d,"tid":%d,"ev":"hit","api":'
-                    '"ibv_reg_mr","ptr":"0x%x","size":%d,"gen":%d,"dev":0,'
-                    '"mr":"0x%x","pd":"0x7000","access":15,"dur_ns":%d}'
-                    % (t, pid, tid, ptr, size, g, 0x600000 + g, dur // 40))
+                    head + '"%s","api":"ibv_reg_mr","ptr":"0x%x","size":%d,'
+                    '"gen":%d,"dev":0,"mr":"0x%x","pd":"0x7000",'
+                    '"access":15,"dur_ns":%d}'
+                    % ("miss" if fresh else "hit", ptr, size, g,
+                       0x600000 + g, dur // 40))
                 t += dur // 40
                 n += 1
                 continue
             if lv and (len(lv) > 64 or rng.random() < 0.5):
                 g, ptr, size = lv.pop(rng.randrange(len(lv)))
                 ev, api, fapi = "free", "cuMemFree_v2", None
+                if g in pinned:
+                    pinned.discard(g)
+                    if rng.random() < 0.1:
+                        bufs[tid].append(
+                            head + '"revoke","ptr":"0x%x","size":%d,'
+                            '"gen":%d,"dev":0}' % (ptr, size, g))
+                        n += 1
+                    else:
+                        bufs[tid].append(
+                            head + '"dereg","ptr":"0x%x","size":%d,'
+                            '"gen":%d,"mr":"0x%x","pd":"0x7000",'
+                            '"access":15,"rc":0,"dur_ns":%d}'
+                            % (ptr, size, g, 0x600000 + g, dur // 3))
+                        bufs[tid].append(
+                            head + '"unpin","ptr":"0x%x","size":%d,'
+                            '"gen":%d,"dev":0,"backend":"dmabuf","rc":0,'
+                            '"dur_ns":%d}' % (ptr, size, g, dur // 4))
+                        n += 2
             else:
                 gen += 1
                 g, ptr, size = gen, 0x7f0000000000 + gen * 0x200000, \

@@ -25,16 +25,22 @@ struct row {
 	uint32_t line, line_len;
 	uint32_t api, api_len;
 	uint32_t kind, kind_len;
-	uint8_t ev, tracked, implicit, pad[5];
+	uint8_t ev, tracked, implicit, has_dur, pad[4];
 };
 
-/* The `mem` family (alloc, free, restore) and the `lookup` one (hit,
- * miss: the registration cache's answers) in the library's layout. */
-enum { EV_ALLOC, EV_FREE, EV_RESTORE, EV_HIT, EV_MISS, EV_N };
-static const char *const ev_name[EV_N] = {
-	"alloc", "free", "restore", "hit", "miss"
+/* The `mem` family (alloc, free, restore) and the registration cache's
+ * events in the library's layout (hooks/events.table: families lookup,
+ * pin, reg, revoke); the order is that of analysis.BlockReader.C_EVENTS. */
+enum {
+	EV_ALLOC, EV_FREE, EV_RESTORE,
+	EV_HIT, EV_MISS, EV_PIN, EV_UNPIN, EV_REG, EV_DEREG, EV_REVOKE,
+	EV_N
 };
-#define EVTAB 14		/* 3 mem events x 4 flag sets, hit, miss */
+static const char *const ev_name[EV_N] = {
+	"alloc", "free", "restore",
+	"hit", "miss", "pin", "unpin", "reg", "dereg", "revoke"
+};
+#define EVTAB (12 + EV_N - EV_HIT)	/* mem events x 4 flag sets, others */
 
 static int is_mem(int ev)
 {
@@ -147,21 +153,45 @@ static int str(struct cur *c, const char *base, uint32_t *off, uint32_t *len)
 	return LIT(c, "\"");
 }
 
-/* the rest of a hit or miss record: api, ptr, size, gen, dev, mr, pd,
- * access, dur_ns (mr in ctx; pd and access are not counted) */
-static int parse_lookup(struct cur *c, const char *base, struct row *r)
+/*
+ * The rest of a registration-cache record, fields in the library's order
+ * (BlockReader.C_LAYOUTS): lookup (hit, miss): api ptr size gen dev mr pd
+ * access dur_ns; pin (pin, unpin): ptr size gen dev backend rc dur_ns;
+ * reg (reg, dereg): ptr size gen mr pd access rc dur_ns; revoke: ptr size
+ * gen dev.  Only ptr, size, gen, dev, rc, dur_ns and api are counted.
+ */
+static int parse_cache(struct cur *c, const char *base, struct row *r)
 {
-	uint64_t pd, access;
+	uint64_t skip;
+	uint32_t off, len;
+	int lookup = r->ev == EV_HIT || r->ev == EV_MISS;
+	int pin = r->ev == EV_PIN || r->ev == EV_UNPIN;
+	int reg = r->ev == EV_REG || r->ev == EV_DEREG;
 
-	if (!LIT(c, ",\"api\":") || !str(c, base, &r->api, &r->api_len) ||
-	    !LIT(c, ",\"ptr\":") || !hex(c, &r->ptr) ||
+	if (lookup && (!LIT(c, ",\"api\":") ||
+		       !str(c, base, &r->api, &r->api_len)))
+		return 0;
+	if (!LIT(c, ",\"ptr\":") || !hex(c, &r->ptr) ||
 	    !LIT(c, ",\"size\":") || !dec(c, &r->size) ||
-	    !LIT(c, ",\"gen\":") || !dec(c, &r->gen) ||
-	    !LIT(c, ",\"dev\":") || !sdec(c, &r->dev) ||
-	    !LIT(c, ",\"mr\":") || !hex(c, &r->ctx) ||
-	    !LIT(c, ",\"pd\":") || !hex(c, &pd) ||
-	    !LIT(c, ",\"access\":") || !dec(c, &access) ||
-	    !LIT(c, ",\"dur_ns\":") || !dec(c, &r->dur) || !LIT(c, "}"))
+	    !LIT(c, ",\"gen\":") || !dec(c, &r->gen))
+		return 0;
+	if (!reg && (!LIT(c, ",\"dev\":") || !sdec(c, &r->dev)))
+		return 0;
+	if (pin && (!LIT(c, ",\"backend\":") || !str(c, base, &off, &len)))
+		return 0;
+	if ((lookup || reg) &&
+	    (!LIT(c, ",\"mr\":") || !hex(c, &skip) ||
+	     !LIT(c, ",\"pd\":") || !hex(c, &skip) ||
+	     !LIT(c, ",\"access\":") || !dec(c, &skip)))
+		return 0;
+	if ((pin || reg) && (!LIT(c, ",\"rc\":") || !sdec(c, &r->rc)))
+		return 0;
+	if (r->ev != EV_REVOKE) {
+		if (!LIT(c, ",\"dur_ns\":") || !dec(c, &r->dur))
+			return 0;
+		r->has_dur = 1;
+	}
+	if (!LIT(c, "}"))
 		return 0;
 	r->line_len = (uint32_t)(c->p - base) - r->line;
 	return LIT(c, "\n");
@@ -186,10 +216,20 @@ static int parse_line(struct cur *c, const char *base, struct row *r)
 		r->ev = EV_HIT;
 	else if (LIT(c, "miss\""))
 		r->ev = EV_MISS;
+	else if (LIT(c, "pin\""))
+		r->ev = EV_PIN;
+	else if (LIT(c, "unpin\""))
+		r->ev = EV_UNPIN;
+	else if (LIT(c, "reg\""))
+		r->ev = EV_REG;
+	else if (LIT(c, "dereg\""))
+		r->ev = EV_DEREG;
+	else if (LIT(c, "revoke\""))
+		r->ev = EV_REVOKE;
 	else
 		return 0;
 	if (!is_mem(r->ev))
-		return parse_lookup(c, base, r);
+		return parse_cache(c, base, r);
 	if (!LIT(c, ",\"api\":") || !str(c, base, &r->api, &r->api_len) ||
 	    !LIT(c, ",\"ptr\":") || !hex(c, &r->ptr) ||
 	    !LIT(c, ",\"size\":") || !dec(c, &r->size) ||
@@ -200,6 +240,7 @@ static int parse_line(struct cur *c, const char *base, struct row *r)
 	    !LIT(c, ",\"rc\":") || !sdec(c, &r->rc) ||
 	    !LIT(c, ",\"dur_ns\":") || !dec(c, &r->dur))
 		return 0;
+	r->has_dur = 1;
 	r->tracked = LIT(c, ",\"tracked\":false");
 	r->implicit = LIT(c, ",\"implicit\":true");
 	if (!LIT(c, "}"))
@@ -374,7 +415,8 @@ static long sorter_name(struct sorter *srt, const char *s, uint32_t len,
 }
 
 /* Per (API, operation) counts of one block, as ApiStat keeps them. */
-enum { OPC_ALLOC, OPC_FREE, OPC_IMPLICIT_FREE, OPC_HIT, OPC_MISS };
+/* alloc, free, implicit free, then each cache event's own (STAT_OPS) */
+enum { OPC_ALLOC, OPC_FREE, OPC_IMPLICIT_FREE, OPC_CACHE };
 #define STATS 32
 struct apistat {
 	const char *api;
@@ -555,6 +597,34 @@ static int add_slice(struct text *x, const char *data, const struct row *r,
 	return 0;
 }
 
+/* perfetto.Writer.record()'s text of a record that is not a hooked call
+ * (a revocation; a hit or miss of format version 1 is never read here) */
+static int add_instant(struct text *x, const char *data, const struct row *r,
+		       const char *name, size_t name_len, const char *ev,
+		       long long trace_pid, uint64_t t)
+{
+	if ((x->len && TEXT_LIT(x, ",\n")) ||
+	    TEXT_LIT(x, "{\"ph\":\"i\",\"s\":\"t\",\"name\":\""))
+		return -1;
+	/* the event's name for those perfetto.NAMED_INSTANTS has, else
+	 * "event: api" */
+	if (r->ev == EV_HIT || r->ev == EV_MISS || r->ev == EV_REVOKE) {
+		if (text_put(x, ev, strlen(ev)))
+			return -1;
+	} else if (text_put(x, ev, strlen(ev)) || TEXT_LIT(x, ": ") ||
+		   text_put(x, name, name_len)) {
+		return -1;
+	}
+	if (TEXT_LIT(x, "\",\"cat\":\"") || text_put(x, ev, strlen(ev)) ||
+	    TEXT_LIT(x, "\",\"ts\":") || text_us(x, t) ||
+	    TEXT_LIT(x, ",\"pid\":") || text_i64(x, trace_pid) ||
+	    TEXT_LIT(x, ",\"tid\":") || text_i64(x, r->tid) ||
+	    TEXT_LIT(x, ",\"args\":") ||
+	    text_put(x, data + r->line, r->line_len) || TEXT_LIT(x, "}"))
+		return -1;
+	return 0;
+}
+
 /* A tid seen in the block, for the process's set of threads. */
 static int tid_add(int64_t *set, uint8_t *used, size_t mask, int64_t tid)
 {
@@ -570,24 +640,34 @@ static int tid_add(int64_t *set, uint8_t *used, size_t mask, int64_t tid)
 	return 1;
 }
 
+/* What a block adds to the registration-cache counts of its process
+ * (analysis.Result.cache, and whether it saw any cache event). */
+struct cache_counts {
+	uint64_t rows;
+	uint64_t n[EV_N - EV_HIT];
+	unsigned __int128 pin_bytes;
+};
+
 /*
  * emit(data, rows, evtab, seq, pi, ops, sorter, parts, trace_pid) ->
- *      (records, stats, implicit frees, untracked frees, restores, hits,
- *      misses, earliest start, latest effect time, tids) or None.
+ *      (records, stats, implicit frees, untracked frees, restores,
+ *      (cache records, hit, miss, pin, unpin, reg, dereg, revoke,
+ *      pinned bytes), earliest start, latest effect time, tids) or None.
  *
- * stats: (API, 0 alloc | 1 free | 2 implicit free | 3 hit | 4 miss,
- * calls, failed, bytes,
- * untracked, timed calls, their time, the longest) per API and operation
- * in order of first appearance.  evtab: 14 entries, [ev * 4 + tracked *
- * 2 + implicit] for alloc, free, restore, then hit, miss: None (that
- * record is not in this version: None, read it in Python) or (event name,
- * time is "end", effect at the end, a hooked call).  ops: the codes of (OP_ALLOC, OP_FREE,
- * OP_RESTORE, OP_MARK) and the mark of a failed allocation, "failed".
+ * stats: (API, operation, calls, failed, bytes, untracked, timed calls,
+ * their time, the longest) per API and operation in order of first
+ * appearance; operation: 0 alloc, 1 free, 2 implicit free, 3 on: the
+ * cache events from hit on, as BlockReader.STAT_OPS names them.
+ * evtab: [ev * 4 + tracked * 2 + implicit] for alloc, free and restore,
+ * then one entry for each cache event from hit on: None (that record does
+ * not have this layout in this version: None, read it in Python) or
+ * (event name, time is "end", effect at the end, a hooked call).
+ * ops: the codes of (OP_ALLOC, OP_FREE, OP_RESTORE, OP_MARK, OP_PIN,
+ * OP_UNPIN) and the mark of a failed allocation, "failed".
  * sorter: gets each operation.  parts: None, or the Perfetto writer's
- * list that gets the block's slices, one per record, as one text (then
- * every record must be a hooked call, hits and misses of version 2
- * included, else None).  Nothing is handed out
- * unless the whole block is taken.
+ * list that gets the block's text: a slice per hooked call, an instant
+ * per other cache record (None if an allocation record is neither: an
+ * implicit free).  Nothing is handed out unless the whole block is taken.
  */
 static PyObject *core_emit(PyObject *self, PyObject *args)
 {
@@ -596,14 +676,14 @@ static PyObject *core_emit(PyObject *self, PyObject *args)
 	PyObject *evtab, *cap, *parts, *failed, *res = NULL;
 	long long seq, trace_pid;
 	unsigned int pi;
-	int op_alloc, op_free, op_restore, op_mark;
+	int op_alloc, op_free, op_restore, op_mark, op_pin, op_unpin;
 	uint64_t t_first = UINT64_MAX, t_last = 0;
 	struct evinfo ev[EVTAB];
 	struct apistat st[STATS];
 	int nst = 0;
 	uint64_t n_implicit = 0, n_untracked = 0, n_restore = 0;
-	uint64_t n_lookup[2] = { 0, 0 };
-	long lookup_idx[2] = { -1, -1 };
+	struct cache_counts cc;
+	long mark_idx[2] = { -1, -1 };	/* "hit", "miss" */
 	uint64_t *keys = NULL, *ts = NULL;
 	uint32_t *api_idx = NULL, *kind_idx = NULL;
 	long cache[NAMES];
@@ -613,14 +693,15 @@ static PyObject *core_emit(PyObject *self, PyObject *args)
 	size_t tmask = 0, ntids = 0;
 	const struct row *rows;
 	struct sorter *srt;
-	PyObject *stats = NULL, *tids = NULL;
+	PyObject *stats = NULL, *tids = NULL, *counts = NULL;
 	struct text slices = { 0 };
 	int full;
 
-	if (!PyArg_ParseTuple(args, "y#y#O!LI(iiiiU)OOL:emit", &data, &dlen,
-			      &rb, &rlen, &PyTuple_Type, &evtab, &seq, &pi,
-			      &op_alloc, &op_free, &op_restore, &op_mark,
-			      &failed, &cap, &parts, &trace_pid))
+	if (!PyArg_ParseTuple(args, "y#y#O!LI(iiiiiiU)OOL:emit", &data,
+			      &dlen, &rb, &rlen, &PyTuple_Type, &evtab, &seq,
+			      &pi, &op_alloc, &op_free, &op_restore, &op_mark,
+			      &op_pin, &op_unpin, &failed, &cap, &parts,
+			      &trace_pid))
 		return NULL;
 	srt = core_sorter(cap);
 	if (!srt)
@@ -639,6 +720,7 @@ static PyObject *core_emit(PyObject *self, PyObject *args)
 			return NULL;
 	for (i = 0; i < NAMES; i++)
 		cache[i] = -1;
+	memset(&cc, 0, sizeof(cc));
 	rows = (const struct row *)rb;
 	n = rlen / (Py_ssize_t)sizeof(struct row);
 	for (i = 0; i < n; i++) {
@@ -686,8 +768,9 @@ static PyObject *core_emit(PyObject *self, PyObject *args)
 
 		if (!e->name)
 			goto none;
-		/* Perfetto: a slice per record, all hooked calls */
-		if (parts != Py_None && (!e->call || r->implicit))
+		/* Perfetto: an allocation record is always a slice here */
+		if (parts != Py_None && is_mem(r->ev) &&
+		    (!e->call || r->implicit))
 			goto none;
 		if (e->end) {
 			key = t;
@@ -724,27 +807,45 @@ static PyObject *core_emit(PyObject *self, PyObject *args)
 			continue;
 		}
 		if (!is_mem(r->ev)) {
-			/* analysis.Result.cache_event() of a hit or miss */
+			/* analysis.Result.cache_event() */
 			int k = r->ev - EV_HIT;
 
-			if (lookup_idx[k] < 0) {
-				lookup_idx[k] = core_sorter_name(srt, e->name,
-								 &full);
-				if (lookup_idx[k] < 0) {
+			cc.rows++;
+			s = NULL;
+			if (r->has_dur || r->ev == EV_PIN ||
+			    r->ev == EV_UNPIN || r->ev == EV_REG ||
+			    r->ev == EV_DEREG) {
+				s = stat_of(st, &nst, api, api_len,
+					    OPC_CACHE + k);
+				if (!s)
+					goto none;
+				s->calls++;
+				if (r->rc)
+					s->failed++;
+				if (r->has_dur) {
+					s->dur_n++;
+					s->dur_sum += r->dur;
+					if (r->dur > s->dur_max)
+						s->dur_max = r->dur;
+				}
+			}
+			if (r->rc)
+				continue;
+			cc.n[k]++;
+			if (r->ev == EV_PIN) {
+				cc.pin_bytes += r->size;
+				s->bytes += r->size;
+			}
+			if ((r->ev == EV_HIT || r->ev == EV_MISS) &&
+			    mark_idx[k] < 0) {
+				mark_idx[k] = core_sorter_name(srt, e->name,
+							       &full);
+				if (mark_idx[k] < 0) {
 					if (full)
 						goto none;
 					goto done;
 				}
 			}
-			n_lookup[k]++;
-			s = stat_of(st, &nst, api, api_len, OPC_HIT + k);
-			if (!s)
-				goto none;
-			s->calls++;
-			s->dur_n++;
-			s->dur_sum += r->dur;
-			if (r->dur > s->dur_max)
-				s->dur_max = r->dur;
 			continue;
 		}
 		opc = r->ev == EV_ALLOC ? OPC_ALLOC :
@@ -771,9 +872,10 @@ static PyObject *core_emit(PyObject *self, PyObject *args)
 		}
 	}
 
-	/* Second pass: the operations (and slices), in line order. */
+	/* Second pass: the operations (and Perfetto text), in line order. */
 	for (i = 0; i < n; i++, seq++) {
 		const struct row *r = &rows[i];
+		const struct evinfo *e = &ev[evtab_index(r)];
 		const char *api = data + r->api;
 		uint32_t api_len = r->api_len;
 		struct op o;
@@ -783,37 +885,67 @@ static PyObject *core_emit(PyObject *self, PyObject *args)
 			api_len = (uint32_t)strlen(api);
 		}
 		if (parts != Py_None &&
-		    add_slice(&slices, data, r, api, api_len, ev_name[r->ev],
-			      trace_pid, ts[i]))
+		    (e->call ?
+		     add_slice(&slices, data, r, api, api_len, ev_name[r->ev],
+			       trace_pid, ts[i]) :
+		     add_instant(&slices, data, r, api, api_len,
+				 ev_name[r->ev], trace_pid, ts[i])))
 			goto done;
+		if (r->rc && (r->ev == EV_FREE || !is_mem(r->ev)))
+			continue;	/* a failed free or cache call */
 		memset(&o, 0, sizeof(o));
 		o.key = keys[i];
 		o.seq = seq;
 		o.pi = pi;
 		o.flags = OPF_SIZE | OPF_DEV;
-		if (!is_mem(r->ev)) {
+		switch (r->ev) {
+		case EV_HIT:
+		case EV_MISS:
 			/* (key, seq, pi, OP_MARK, None, None, 0, dev, "hit") */
 			o.op = (uint8_t)op_mark;
 			o.dev = r->dev;
 			o.extra = XTRA_NAME;
-			o.api = (uint32_t)lookup_idx[r->ev - EV_HIT];
-		} else if (r->ev == EV_FREE) {
-			if (r->rc || r->tracked)
+			o.api = (uint32_t)mark_idx[r->ev - EV_HIT];
+			break;
+		case EV_PIN:
+			/* (key, seq, pi, OP_PIN, gen, ptr, size, dev, None) */
+			o.op = (uint8_t)op_pin;
+			o.flags |= OPF_GEN | OPF_PTR;
+			o.gen = r->gen;
+			o.ptr = r->ptr;
+			o.size = r->size;
+			o.dev = r->dev;
+			break;
+		case EV_UNPIN:
+		case EV_REVOKE:
+			/* (key, seq, pi, OP_UNPIN, gen, ptr, 0, 0, None) */
+			o.op = (uint8_t)op_unpin;
+			o.flags |= OPF_GEN | OPF_PTR;
+			o.gen = r->gen;
+			o.ptr = r->ptr;
+			break;
+		case EV_REG:
+		case EV_DEREG:
+			continue;	/* counted only */
+		case EV_FREE:
+			if (r->tracked)
 				continue;
 			/* (key, seq, pi, OP_FREE, gen, ptr, 0, 0, None) */
 			o.op = (uint8_t)op_free;
 			o.flags |= OPF_GEN | OPF_PTR;
 			o.gen = r->gen;
 			o.ptr = r->ptr;
-			o.extra = XTRA_NONE;
-		} else if (r->ev == EV_ALLOC && r->rc) {
-			/* (key, seq, pi, OP_MARK, None, None, 0, dev,
-			 * "failed") */
-			o.op = (uint8_t)op_mark;
-			o.dev = r->dev;
-			o.extra = XTRA_NAME;
-			o.api = (uint32_t)failed_idx;
-		} else {
+			break;
+		default:
+			if (r->ev == EV_ALLOC && r->rc) {
+				/* (key, seq, pi, OP_MARK, None, None, 0,
+				 * dev, "failed") */
+				o.op = (uint8_t)op_mark;
+				o.dev = r->dev;
+				o.extra = XTRA_NAME;
+				o.api = (uint32_t)failed_idx;
+				break;
+			}
 			/* (key, seq, pi, OP_ALLOC | OP_RESTORE, gen, ptr,
 			 * size, dev, (api, tid, kind)) */
 			o.op = (uint8_t)(r->ev == EV_ALLOC ? op_alloc :
@@ -827,6 +959,7 @@ static PyObject *core_emit(PyObject *self, PyObject *args)
 			o.api = api_idx[i];
 			o.tid = r->tid;
 			o.kind = kind_idx[i];
+			break;
 		}
 		if (core_sorter_put(srt, &o))
 			goto done;
@@ -868,12 +1001,21 @@ static PyObject *core_emit(PyObject *self, PyObject *args)
 		    put(tids, (Py_ssize_t)ntids++,
 			PyLong_FromLongLong(tidset[i])))
 			goto done;
-	res = Py_BuildValue("(nOKKKKKKKO)", n, stats,
+	counts = Py_BuildValue("(KKKKKKKKN)", (unsigned long long)cc.rows,
+			       (unsigned long long)cc.n[0],
+			       (unsigned long long)cc.n[1],
+			       (unsigned long long)cc.n[2],
+			       (unsigned long long)cc.n[3],
+			       (unsigned long long)cc.n[4],
+			       (unsigned long long)cc.n[5],
+			       (unsigned long long)cc.n[6],
+			       u128(cc.pin_bytes));
+	if (!counts)
+		goto done;
+	res = Py_BuildValue("(nOKKKOKKO)", n, stats,
 			    (unsigned long long)n_implicit,
 			    (unsigned long long)n_untracked,
-			    (unsigned long long)n_restore,
-			    (unsigned long long)n_lookup[0],
-			    (unsigned long long)n_lookup[1],
+			    (unsigned long long)n_restore, counts,
 			    (unsigned long long)t_first,
 			    (unsigned long long)t_last, tids);
 	goto done;
@@ -883,6 +1025,7 @@ none:
 done:
 	Py_XDECREF(stats);
 	Py_XDECREF(tids);
+	Py_XDECREF(counts);
 	free(keys);
 	free(ts);
 	free(api_idx);
@@ -918,7 +1061,7 @@ static struct PyModuleDef core_module = {
 };
 
 /* core.py refuses a module whose calls differ from what it expects. */
-#define CORE_ABI 4
+#define CORE_ABI 5
 
 PyMODINIT_FUNC PyInit__core(void);
 PyMODINIT_FUNC PyInit__core(void)

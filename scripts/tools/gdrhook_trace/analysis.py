@@ -480,23 +480,24 @@ class BlockReader:
         self.c_records = 0      # records the C reader took
         self.c_evs = {}         # version -> its emit()'s evtab
         self.c_mask = {}        # version -> its segments()'s events
-        self.c_ops = (OP_ALLOC, OP_FREE, OP_RESTORE, OP_MARK, "failed")
+        self.c_ops = (OP_ALLOC, OP_FREE, OP_RESTORE, OP_MARK, OP_PIN,
+                      OP_UNPIN, "failed")
         for v, tab in tables.items():
             ok = reader.fast_mem_events(v)
             self.evs[v] = {
                 k: (ev, tab[ev]["time"] == "end",
                     ev in schema.EFFECT_AT_END, bool(k[1]), bool(k[2]))
                 for k, ev in ok.items()}
-            evtab = [None] * 14
+            evtab = [None] * (12 + len(self.C_CACHE))
             mask = 0
             for (e, tr, im), (ev, end, at_end, _, _) in self.evs[v].items():
                 k = (b"alloc", b"free", b"restore").index(e)
                 evtab[k * 4 + (2 if tr else 0) + (1 if im else 0)] = (
                     ev, end, at_end, bool(tab[ev]["call"]))
                 mask |= 1 << k
-            for k, ev in enumerate(("hit", "miss")):
+            for k, (ev, layout) in enumerate(self.C_CACHE):
                 f = tab.get(ev, {}).get("fields", {})
-                if all(f.get(n) == ty for n, ty in self.C_LOOKUP):
+                if all(f.get(n) == ty for n, ty in layout):
                     evtab[12 + k] = (ev, tab[ev]["time"] == "end",
                                      ev in schema.EFFECT_AT_END,
                                      bool(tab[ev]["call"]))
@@ -636,12 +637,24 @@ class BlockReader:
         rs.records += n
         return True
 
-    STAT_OPS = ("alloc", "free", "implicit free", "hit", "miss")
-    # the fields of a hit or miss record as the library writes them, in
-    # order (_core.c's parse_lookup())
-    C_LOOKUP = (("api", "s"), ("ptr", "x"), ("size", "u"), ("gen", "u"),
-                ("dev", "i"), ("mr", "x"), ("pd", "x"), ("access", "u"),
-                ("dur_ns", "u"))
+    # The registration cache's events the C reader takes, in its order,
+    # with their fields as the library writes them (hooks/events.table;
+    # _core.c's parse_cache()): taken in a format version whose schema
+    # has those fields with those types.
+    _LOOKUP = (("api", "s"), ("ptr", "x"), ("size", "u"), ("gen", "u"),
+               ("dev", "i"), ("mr", "x"), ("pd", "x"), ("access", "u"),
+               ("dur_ns", "u"))
+    _PIN = (("ptr", "x"), ("size", "u"), ("gen", "u"), ("dev", "i"),
+            ("backend", "s"), ("rc", "i"), ("dur_ns", "u"))
+    _REG = (("ptr", "x"), ("size", "u"), ("gen", "u"), ("mr", "x"),
+            ("pd", "x"), ("access", "u"), ("rc", "i"), ("dur_ns", "u"))
+    _REVOKE = (("ptr", "x"), ("size", "u"), ("gen", "u"), ("dev", "i"))
+    C_CACHE = (("hit", _LOOKUP), ("miss", _LOOKUP), ("pin", _PIN),
+               ("unpin", _PIN), ("reg", _REG), ("dereg", _REG),
+               ("revoke", _REVOKE))
+    # emit()'s operations of its stats
+    STAT_OPS = ("alloc", "free", "implicit free") + tuple(
+        ev for ev, _ in C_CACHE)
 
     def c_lines(self, name, fidx, vers, cur, rs, rec, slices):
         """Lists of the lines of log `name` (items as reader.blocks()
@@ -653,13 +666,23 @@ class BlockReader:
             if data is None:
                 yield items
                 continue
-            for lo, hi, k, pid, rows in segments(data, reader.MAX_LINE,
-                                                 self.c_mask[vers[0]]):
-                if rows is not None and self.c_block(
-                        data, rows, pid, n0 + k, fidx, vers[0], cur, rs,
-                        rec, slices):
-                    continue
-                yield reader.split_block(n0 + k, data[lo:hi])
+            while data:
+                v = vers[0]
+                rest = b""
+                for lo, hi, k, pid, rows in segments(data, reader.MAX_LINE,
+                                                     self.c_mask[v]):
+                    if rows is not None and self.c_block(
+                            data, rows, pid, n0 + k, fidx, v, cur, rs, rec,
+                            slices):
+                        continue
+                    yield reader.split_block(n0 + k, data[lo:hi])
+                    if vers[0] != v:
+                        # a start record changed the format version: the
+                        # rest of the block is cut again by the new one
+                        rest = data[hi:]
+                        n0 += k + data.count(b"\n", lo, hi)
+                        break
+                data = rest
 
     def c_block(self, data, rows, pid, n0, fidx, version, cur, rs, rec,
                 slices):
@@ -680,8 +703,8 @@ class BlockReader:
                           self.c_sorter, parts, trace_pid)
         if got is None:
             return False
-        (n, stats, implicit, untracked, restores, hits, misses, t_first,
-         t_last, tids) = got
+        (n, stats, implicit, untracked, restores, counts, t_first, t_last,
+         tids) = got
         res = p.res
         ops = self.STAT_OPS
         for api, opc, calls, failed, nbytes, untr, dur_n, dur_sum, \
@@ -698,10 +721,12 @@ class BlockReader:
         res.implicit_frees += implicit
         res.untracked_frees += untracked
         res.restores += restores
-        if hits or misses:      # Result.cache_event()
+        if counts[0]:           # Result.cache_event()
             res.cache_seen = True
-            res.cache["hit"] += hits
-            res.cache["miss"] += misses
+            c = res.cache
+            for (ev, _), k in zip(self.C_CACHE, counts[1:]):
+                c[ev] += k
+            c["pin_bytes"] += counts[-1]
         if t_first < p.t_first:
             p.t_first = t_first
         if t_last > p.t_last:

@@ -118,6 +118,7 @@ class Result:
         self.live = {}          # key -> Alloc
         self.by_ptr = {}        # ptr -> key of the newest live alloc there
         self.pins = {}          # (gen, ptr) -> (size, dev)
+        self.pins_of = {}       # gen -> {(gen, ptr): None}, in pins' order
         self.live_s = {}        # dev -> Series
         self.pin_s = {}         # dev -> Series
         self.untrusted = []
@@ -311,21 +312,29 @@ class Result:
         if key in self.pins:
             self.drop_pin(key, t)
         self.pins[key] = (size, dev)
+        self.pins_of.setdefault(key[0], {})[key] = None
         s = self._series(self.pin_s, "pinned", dev, t)
         s.set(t, s.value + size)
 
     def drop_pin(self, key, t):
         size, dev = self.pins.pop(key)
+        same = self.pins_of[key[0]]
+        del same[key]
+        if not same:
+            del self.pins_of[key[0]]
         s = self._series(self.pin_s, "pinned", dev, t)
         s.set(t, max(0, s.value - size))
 
     def find_pin(self, gen, ptr):
         if (gen, ptr) in self.pins:
             return (gen, ptr)
-        for k in self.pins:
-            if (gen is not None and k[0] == gen) or \
-                    (gen is None and ptr is not None and k[1] == ptr):
-                return k
+        if gen is not None:     # the first pin of that generation
+            same = self.pins_of.get(gen)
+            return next(iter(same)) if same else None
+        if ptr is not None:     # no generation: the first pin there
+            for k in self.pins:
+                if k[1] == ptr:
+                    return k
         return None
 
     def replay(self, item, results):
@@ -381,8 +390,9 @@ class Result:
                 if obs.marker is not None:
                     obs.marker(self, t, a.dev, "free")
             # Pins die with their allocation (the library unpins first).
-            if a.gen is not None and self.pins:
-                for pk in [k for k in self.pins if k[0] == a.gen]:
+            same = self.pins_of.get(a.gen) if a.gen is not None else None
+            if same:
+                for pk in list(same):
                     self.drop_pin(pk, t)
                     self.cache["unpin_implicit"] += 1
         elif op == OP_RESTORE:

@@ -1036,6 +1036,61 @@ done:
 	return res;
 }
 
+/*
+ * counters(pts) -> str or None: perfetto.Writer._counters()'s text of one
+ * series' points, pts = [head, t, v, t, v...]: for each point head, t in
+ * microseconds, ',"args":{"bytes":' v '}}', joined by ",\n".  None when a
+ * value is not an int of 64 bits (Python writes those).
+ */
+static PyObject *core_counters(PyObject *self, PyObject *args)
+{
+	PyObject *pts, *head_b = NULL, *res = NULL;
+	const char *head;
+	Py_ssize_t head_len, n, i;
+	struct text x = { 0 };
+
+	if (!PyArg_ParseTuple(args, "O!:counters", &PyList_Type, &pts))
+		return NULL;
+	n = PyList_Size(pts);
+	if (n < 1 || !PyUnicode_Check(PyList_GetItem(pts, 0)) || !(n & 1)) {
+		PyErr_SetString(PyExc_ValueError, "counters: [head, t, v...]");
+		return NULL;
+	}
+	head_b = PyUnicode_AsUTF8String(PyList_GetItem(pts, 0));
+	if (!head_b || PyBytes_AsStringAndSize(head_b, (char **)&head,
+					       &head_len))
+		goto out;
+	for (i = 1; i + 1 < n; i += 2) {
+		PyObject *to = PyList_GetItem(pts, i);
+		PyObject *vo = PyList_GetItem(pts, i + 1);
+		unsigned long long t, v;
+
+		if (!PyLong_CheckExact(to) || !PyLong_CheckExact(vo))
+			goto none;
+		t = PyLong_AsUnsignedLongLong(to);
+		if (t == (unsigned long long)-1 && PyErr_Occurred())
+			goto none;
+		v = PyLong_AsUnsignedLongLong(vo);
+		if (v == (unsigned long long)-1 && PyErr_Occurred())
+			goto none;
+		if ((i > 1 && TEXT_LIT(&x, ",\n")) ||
+		    text_put(&x, head, (size_t)head_len) || text_us(&x, t) ||
+		    TEXT_LIT(&x, ",\"args\":{\"bytes\":") || text_u64(&x, v) ||
+		    TEXT_LIT(&x, "}}"))
+			goto out;
+	}
+	res = PyUnicode_FromStringAndSize(x.s ? x.s : "", (Py_ssize_t)x.len);
+	goto out;
+none:
+	PyErr_Clear();
+	res = Py_None;
+	Py_INCREF(res);
+out:
+	Py_XDECREF(head_b);
+	free(x.s);
+	return res;
+}
+
 static PyMethodDef core_methods[] = {
 	{ "segments", core_segments, METH_VARARGS,
 	  "segments(data, max_line, events) -> "
@@ -1043,6 +1098,8 @@ static PyMethodDef core_methods[] = {
 	{ "emit", core_emit, METH_VARARGS,
 	  "emit(data, rows, evtab, seq, pi, ops, sorter, parts, trace_pid) "
 	  "-> counts or None" },
+	{ "counters", core_counters, METH_VARARGS,
+	  "counters([head, t, v, t, v...]) -> Perfetto counter events" },
 	{ "sorter_new", core_sorter_new, METH_VARARGS,
 	  "sorter_new(limit, tmpdir) -> a sorter of operations" },
 	{ "sorter_add", core_sorter_add, METH_VARARGS,
@@ -1061,7 +1118,7 @@ static struct PyModuleDef core_module = {
 };
 
 /* core.py refuses a module whose calls differ from what it expects. */
-#define CORE_ABI 5
+#define CORE_ABI 6
 
 PyMODINIT_FUNC PyInit__core(void);
 PyMODINIT_FUNC PyInit__core(void)

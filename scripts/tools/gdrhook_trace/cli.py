@@ -42,7 +42,7 @@ def cmd_leaks(args):
 
 
 def cmd_perfetto(args):
-    w = perfetto.Writer(args.output, args.pid)
+    w = perfetto.Writer(args.output, args.pid, args.c)
     try:
         run = analysis.analyse(args.log, args.pid, args.quiet, obs=w,
                                buffer=args.buffer, c=args.c)

@@ -2,8 +2,8 @@
 """Chrome trace event JSON for ui.perfetto.dev, written while reading.
 
 Slices and instants are written in file order as records are read, and
-the live/pinned counters in time order during the replay (the format does
-not need events sorted).  Times are CLOCK_MONOTONIC microseconds, as the
+the live/pinned counters during the replay, a batch of each series at a
+time, each batch in time order (the format does not need events sorted).  Times are CLOCK_MONOTONIC microseconds, as the
 log's; Perfetto shows them from the trace's first event.
 """
 
@@ -21,6 +21,7 @@ ARG_KEYS = frozenset((
 NAMED_INSTANTS = frozenset(("start", "exit", "fork", "restore", "hit",
                             "miss", "revoke"))
 FLUSH = 2048
+COUNTER_POINTS = 1 << 16    # counter points kept before they are written
 
 
 def us(ns):
@@ -35,9 +36,12 @@ def counter_name(kind, dev):
 class Writer:
     """An analysis observer that writes the trace as it goes."""
 
-    def __init__(self, path, pids):
+    def __init__(self, path, pids, c=None):
         self.path = path
         self.pids = pids
+        self.c = c              # the C reader (core.load()), or None
+        self.series = []        # each series' points not written yet
+        self.pending = 0
         self.f = None
         self.parts = []
         self.enc = json.JSONEncoder(separators=(",", ":"),
@@ -136,22 +140,40 @@ class Writer:
         pass
 
     def counter(self, res, s, t, v):
-        # one call per allocation and free: the series' fixed head is
-        # made once, the time written out here as us() does
-        head = s.tag
-        if head is None:
-            head = s.tag = (
-                '{"ph":"C","name":"%s","pid":%d,"tid":0,"ts":' % (
-                    counter_name(s.kind, s.dev), res.proc.trace_pid))
-        parts = self.parts
-        parts.append('%s%d.%03d,"args":{"bytes":%d}}' % (
-            head, t // 1000, t % 1000, v if v > 0 else 0))
-        if len(parts) >= FLUSH:
-            self._flush()
+        # One call per allocation and free: the point is kept with its
+        # series (s.tag: [fixed head, t, v, t, v...]) and written with the
+        # series' next ones (_counters()).
+        pts = s.tag
+        if pts is None:
+            pts = s.tag = ['{"ph":"C","name":"%s","pid":%d,"tid":0,"ts":' % (
+                counter_name(s.kind, s.dev), res.proc.trace_pid)]
+            self.series.append(pts)
+        pts.append(t)
+        pts.append(v if v > 0 else 0)
+        self.pending += 1
+        if self.pending >= COUNTER_POINTS:
+            self._counters()
+
+    def _counters(self):
+        """Every series' points so far, as counter events."""
+        for pts in self.series:
+            if len(pts) > 1:
+                text = self.c.counters(pts) if self.c is not None else None
+                if text is None:
+                    head = pts[0]
+                    text = ",\n".join(
+                        '%s%d.%03d,"args":{"bytes":%d}}' % (
+                            head, t // 1000, t % 1000, v)
+                        for t, v in zip(pts[1::2], pts[2::2]))
+                self.parts.append(text)
+                del pts[1:]
+        self.pending = 0
+        self._flush()           # a few megabytes: written at once
 
     marker = None           # no alloc/free/cache markers: the replay skips
 
     def finish(self, run):
+        self._counters()
         for sort_i, res in enumerate(run.results):
             p = res.proc
             P = p.trace_pid

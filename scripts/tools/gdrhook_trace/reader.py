@@ -10,6 +10,7 @@ memory, spilling sorted runs to a temporary file beyond that.
 import glob
 import gzip
 import heapq
+import itertools
 import json
 import json.scanner
 import marshal
@@ -701,20 +702,21 @@ class CSorter:
     def spill(self):
         pass
 
-    def _sorted(self):
+    def _batches(self):
         batch = self.c.sorter_batch
         h = self.handle
         while True:
             items = batch(h, 4096)
             if not items:
                 return
-            yield from items
+            yield items
 
     def __iter__(self):
         rest = self.rest
+        ours = itertools.chain.from_iterable(self._batches())
         if not rest.buf and not rest.runs:
-            return self._sorted()
-        return heapq.merge(self._sorted(), iter(rest))
+            return ours
+        return heapq.merge(ours, iter(rest))
 
     def close(self):
         self.c.sorter_close(self.handle)

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <infiniband/verbs.h>
 
 #define MiB		(1ULL << 20)
@@ -80,18 +81,27 @@ static struct ibv_qp *qp_new(void)
 static void qp_connect(struct ibv_qp *qp, uint32_t dest)
 {
 	struct ibv_qp_attr a;
+	int rc, tries;
 
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RESET;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE))
-		fail("modify RESET");
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
-	a.qp_access_flags = ACC;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-			  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-		fail("modify INIT");
+	/* As rdma_realloc.c: soft-RoCE may move the QP to ERR after our
+	 * RESET (a refused write's late error): reset again, up to 10 s. */
+	for (tries = 0;; tries++) {
+		memset(&a, 0, sizeof(a));
+		a.qp_state = IBV_QPS_RESET;
+		if (ibv_modify_qp(qp, &a, IBV_QP_STATE))
+			fail("modify RESET");
+		memset(&a, 0, sizeof(a));
+		a.qp_state = IBV_QPS_INIT;
+		a.port_num = 1;
+		a.qp_access_flags = ACC;
+		rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+				   IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+		if (!rc)
+			break;
+		if (rc != EINVAL || tries == 1000)
+			fail("modify INIT");
+		usleep(10000);
+	}
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTR;
 	a.path_mtu = vb.mtu;

@@ -131,8 +131,13 @@ static void qp_connect(struct ibv_qp *qp, uint32_t dest)
 				    IBV_ACCESS_LOCAL_WRITE;
 		rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
 				   IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-		if (!rc)
+		if (!rc) {
+			if (tries)
+				printf("  info: QP INIT refused %d time(s) "
+				       "after RESET (a late error): reset "
+				       "again\n", tries);
 			break;
+		}
 		if (rc != EINVAL || tries == 1000)
 			fail("modify INIT: %s (%d resets)", strerror(rc),
 			     tries + 1);

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * gdrhook-trace's optional reader in C: runs of one process's allocation
- * and registration-cache lookup records in the library's own layout
- * (reader._MEM, parse_lookup()), parsed, counted and turned into the
- * replay's operations as analysis.py does it for such records in Python.
+ * and registration-cache records in the library's own layout (reader._MEM,
+ * parse_cache()), parsed, counted and turned into the replay's operations
+ * as analysis.py does it for such records in Python.
  * The Python code stays the definition: a line this file is not sure
  * about (another layout, a number past 18 digits, an event the format
  * version does not give this layout) is left to it, and tests/trace/run
@@ -30,7 +30,8 @@ struct row {
 
 /* The `mem` family (alloc, free, restore) and the registration cache's
  * events in the library's layout (hooks/events.table: families lookup,
- * pin, reg, revoke); the order is that of analysis.BlockReader.C_EVENTS. */
+ * pin, reg, revoke).  Their order is exported as EVENTS: analysis.py's
+ * BlockReader builds emit()'s tables and segments()'s mask from it. */
 enum {
 	EV_ALLOC, EV_FREE, EV_RESTORE,
 	EV_HIT, EV_MISS, EV_PIN, EV_UNPIN, EV_REG, EV_DEREG, EV_REVOKE,
@@ -154,7 +155,7 @@ static int str(struct cur *c, const char *base, uint32_t *off, uint32_t *len)
 }
 
 /*
- * The rest of a registration-cache record, fields in the library's order
+ * The fields of a registration-cache record, in the library's order
  * (BlockReader.C_LAYOUTS): lookup (hit, miss): api ptr size gen dev mr pd
  * access dur_ns; pin (pin, unpin): ptr size gen dev backend rc dur_ns;
  * reg (reg, dereg): ptr size gen mr pd access rc dur_ns; revoke: ptr size
@@ -191,45 +192,12 @@ static int parse_cache(struct cur *c, const char *base, struct row *r)
 			return 0;
 		r->has_dur = 1;
 	}
-	if (!LIT(c, "}"))
-		return 0;
-	r->line_len = (uint32_t)(c->p - base) - r->line;
-	return LIT(c, "\n");
+	return 1;
 }
 
-static int parse_line(struct cur *c, const char *base, struct row *r)
+/* The fields of an alloc, free or restore record (reader._MEM). */
+static int parse_mem(struct cur *c, const char *base, struct row *r)
 {
-	memset(r, 0, sizeof(*r));
-	r->line = (uint32_t)(c->p - base);
-	if (!LIT(c, "{\"t\":") || !dec(c, &r->t) ||
-	    !LIT(c, ",\"pid\":") || !sdec(c, &r->pid) ||
-	    !LIT(c, ",\"tid\":") || !sdec(c, &r->tid) ||
-	    !LIT(c, ",\"ev\":\""))
-		return 0;
-	if (LIT(c, "alloc\""))
-		r->ev = EV_ALLOC;
-	else if (LIT(c, "free\""))
-		r->ev = EV_FREE;
-	else if (LIT(c, "restore\""))
-		r->ev = EV_RESTORE;
-	else if (LIT(c, "hit\""))
-		r->ev = EV_HIT;
-	else if (LIT(c, "miss\""))
-		r->ev = EV_MISS;
-	else if (LIT(c, "pin\""))
-		r->ev = EV_PIN;
-	else if (LIT(c, "unpin\""))
-		r->ev = EV_UNPIN;
-	else if (LIT(c, "reg\""))
-		r->ev = EV_REG;
-	else if (LIT(c, "dereg\""))
-		r->ev = EV_DEREG;
-	else if (LIT(c, "revoke\""))
-		r->ev = EV_REVOKE;
-	else
-		return 0;
-	if (!is_mem(r->ev))
-		return parse_cache(c, base, r);
 	if (!LIT(c, ",\"api\":") || !str(c, base, &r->api, &r->api_len) ||
 	    !LIT(c, ",\"ptr\":") || !hex(c, &r->ptr) ||
 	    !LIT(c, ",\"size\":") || !dec(c, &r->size) ||
@@ -243,7 +211,31 @@ static int parse_line(struct cur *c, const char *base, struct row *r)
 	r->has_dur = 1;
 	r->tracked = LIT(c, ",\"tracked\":false");
 	r->implicit = LIT(c, ",\"implicit\":true");
-	if (!LIT(c, "}"))
+	return 1;
+}
+
+static int parse_line(struct cur *c, const char *base, struct row *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->line = (uint32_t)(c->p - base);
+	if (!LIT(c, "{\"t\":") || !dec(c, &r->t) ||
+	    !LIT(c, ",\"pid\":") || !sdec(c, &r->pid) ||
+	    !LIT(c, ",\"tid\":") || !sdec(c, &r->tid) ||
+	    !LIT(c, ",\"ev\":\""))
+		return 0;
+	for (r->ev = 0; r->ev < EV_N; r->ev++) {
+		size_t n = strlen(ev_name[r->ev]);
+
+		/* the name and its closing quote ("pin" is no "pinned") */
+		if ((size_t)(c->end - c->p) > n &&
+		    !memcmp(c->p, ev_name[r->ev], n) && c->p[n] == '"') {
+			c->p += n + 1;
+			break;
+		}
+	}
+	if (r->ev == EV_N ||
+	    !(is_mem(r->ev) ? parse_mem(c, base, r) : parse_cache(c, base, r)) ||
+	    !LIT(c, "}"))
 		return 0;
 	r->line_len = (uint32_t)(c->p - base) - r->line;
 	return LIT(c, "\n");
@@ -286,8 +278,8 @@ static int seg_close(PyObject *list, struct seg *g, Py_ssize_t hi)
  * order: a run of one process's records in the library's layout has its
  * pid and rows (the parsed lines, an opaque bytes object for emit()); any
  * other run has None for both and is read in Python.  events: a mask of
- * the events taken (1 << alloc, free, restore, hit, miss, in this order);
- * a line of max_line bytes or more is never a record here.
+ * the events taken (bit i: EVENTS[i]); a line of max_line bytes or more
+ * is never a record here.
  */
 static PyObject *core_segments(PyObject *self, PyObject *args)
 {
@@ -414,8 +406,9 @@ static long sorter_name(struct sorter *srt, const char *s, uint32_t len,
 	return i;
 }
 
-/* Per (API, operation) counts of one block, as ApiStat keeps them. */
-/* alloc, free, implicit free, then each cache event's own (STAT_OPS) */
+/* Per (API, operation) counts of one block, as ApiStat keeps them; the
+ * operations: alloc, free, implicit free, then each cache event's own
+ * (BlockReader.stat_ops). */
 enum { OPC_ALLOC, OPC_FREE, OPC_IMPLICIT_FREE, OPC_CACHE };
 #define STATS 32
 struct apistat {
@@ -573,6 +566,23 @@ static int text_us(struct text *x, uint64_t ns)
 	return 0;
 }
 
+/* The end of a Perfetto event of record r: category, start, duration (a
+ * slice's), process, thread, and the record itself as its arguments. */
+static int add_event_end(struct text *x, const char *data,
+			 const struct row *r, const char *ev, uint64_t t,
+			 int slice, long long trace_pid)
+{
+	if (TEXT_LIT(x, "\",\"cat\":\"") || text_put(x, ev, strlen(ev)) ||
+	    TEXT_LIT(x, "\",\"ts\":") || text_us(x, t) ||
+	    (slice && (TEXT_LIT(x, ",\"dur\":") || text_us(x, r->dur))) ||
+	    TEXT_LIT(x, ",\"pid\":") || text_i64(x, trace_pid) ||
+	    TEXT_LIT(x, ",\"tid\":") || text_i64(x, r->tid) ||
+	    TEXT_LIT(x, ",\"args\":") ||
+	    text_put(x, data + r->line, r->line_len) || TEXT_LIT(x, "}"))
+		return -1;
+	return 0;
+}
+
 /* perfetto.Writer._slice()'s text of a hooked call; slices of one block
  * are separated as the writer joins its parts */
 static int add_slice(struct text *x, const char *data, const struct row *r,
@@ -586,15 +596,7 @@ static int add_slice(struct text *x, const char *data, const struct row *r,
 	if (r->rc && (TEXT_LIT(x, " (rc=") || text_i64(x, r->rc) ||
 		      TEXT_LIT(x, ")")))
 		return -1;
-	if (TEXT_LIT(x, "\",\"cat\":\"") || text_put(x, ev, strlen(ev)) ||
-	    TEXT_LIT(x, "\",\"ts\":") || text_us(x, t) ||
-	    TEXT_LIT(x, ",\"dur\":") || text_us(x, r->dur) ||
-	    TEXT_LIT(x, ",\"pid\":") || text_i64(x, trace_pid) ||
-	    TEXT_LIT(x, ",\"tid\":") || text_i64(x, r->tid) ||
-	    TEXT_LIT(x, ",\"args\":") ||
-	    text_put(x, data + r->line, r->line_len) || TEXT_LIT(x, "}"))
-		return -1;
-	return 0;
+	return add_event_end(x, data, r, ev, t, 1, trace_pid);
 }
 
 /* perfetto.Writer.record()'s text of a record that is not a hooked call
@@ -615,14 +617,20 @@ static int add_instant(struct text *x, const char *data, const struct row *r,
 		   text_put(x, name, name_len)) {
 		return -1;
 	}
-	if (TEXT_LIT(x, "\",\"cat\":\"") || text_put(x, ev, strlen(ev)) ||
-	    TEXT_LIT(x, "\",\"ts\":") || text_us(x, t) ||
-	    TEXT_LIT(x, ",\"pid\":") || text_i64(x, trace_pid) ||
-	    TEXT_LIT(x, ",\"tid\":") || text_i64(x, r->tid) ||
-	    TEXT_LIT(x, ",\"args\":") ||
-	    text_put(x, data + r->line, r->line_len) || TEXT_LIT(x, "}"))
-		return -1;
-	return 0;
+	return add_event_end(x, data, r, ev, t, 0, trace_pid);
+}
+
+/* The record's API, or its event's name for a record without one, as
+ * analysis.py's `r.get("api") or ev`. */
+static const char *api_of(const char *data, const struct row *r,
+			  uint32_t *len)
+{
+	if (r->api_len) {
+		*len = r->api_len;
+		return data + r->api;
+	}
+	*len = (uint32_t)strlen(ev_name[r->ev]);
+	return ev_name[r->ev];
 }
 
 /* A tid seen in the block, for the process's set of threads. */
@@ -760,8 +768,8 @@ static PyObject *core_emit(PyObject *self, PyObject *args)
 		const struct row *r = &rows[i];
 		const struct evinfo *e = &ev[evtab_index(r)];
 		uint64_t t = r->t, key;
-		const char *api = data + r->api;
-		uint32_t api_len = r->api_len;
+		uint32_t api_len;
+		const char *api = api_of(data, r, &api_len);
 		struct apistat *s;
 		long ai, ki;
 		int opc;
@@ -787,10 +795,6 @@ static PyObject *core_emit(PyObject *self, PyObject *args)
 		if (key > t_last)
 			t_last = key;
 		ntids += tid_add(tidset, tidused, tmask, r->tid);
-		if (!api_len) {
-			api = ev_name[r->ev];
-			api_len = (uint32_t)strlen(api);
-		}
 		if (r->ev == EV_RESTORE || (r->ev == EV_ALLOC && !r->rc)) {
 			ai = sorter_name(srt, api, api_len, cache);
 			ki = sorter_name(srt, data + r->kind, r->kind_len,
@@ -876,14 +880,10 @@ static PyObject *core_emit(PyObject *self, PyObject *args)
 	for (i = 0; i < n; i++, seq++) {
 		const struct row *r = &rows[i];
 		const struct evinfo *e = &ev[evtab_index(r)];
-		const char *api = data + r->api;
-		uint32_t api_len = r->api_len;
+		uint32_t api_len;
+		const char *api = api_of(data, r, &api_len);
 		struct op o;
 
-		if (!api_len) {
-			api = ev_name[r->ev];
-			api_len = (uint32_t)strlen(api);
-		}
 		if (parts != Py_None &&
 		    (e->call ?
 		     add_slice(&slices, data, r, api, api_len, ev_name[r->ev],
@@ -1113,20 +1113,31 @@ static PyMethodDef core_methods[] = {
 
 static struct PyModuleDef core_module = {
 	PyModuleDef_HEAD_INIT, "_core",
-	"gdrhook-trace's reader of allocation records, in C", -1,
+	"gdrhook-trace's reader of allocation and registration-cache "
+	"records, in C", -1,
 	core_methods, NULL, NULL, NULL, NULL
 };
 
 /* core.py refuses a module whose calls differ from what it expects. */
-#define CORE_ABI 6
+#define CORE_ABI 7
 
 PyMODINIT_FUNC PyInit__core(void);
 PyMODINIT_FUNC PyInit__core(void)
 {
 	PyObject *m = PyModule_Create(&core_module);
+	PyObject *events = PyTuple_New(EV_N);
+	int i;
 
-	if (m && PyModule_AddIntConstant(m, "ABI", CORE_ABI)) {
-		Py_DECREF(m);
+	for (i = 0; events && i < EV_N; i++) {
+		PyObject *name = PyUnicode_FromString(ev_name[i]);
+
+		if (!name || PyTuple_SetItem(events, i, name))
+			Py_CLEAR(events);
+	}
+	if (!m || !events || PyModule_AddIntConstant(m, "ABI", CORE_ABI) ||
+	    PyModule_AddObject(m, "EVENTS", events)) {
+		Py_XDECREF(events);
+		Py_XDECREF(m);
 		return NULL;
 	}
 	return m;

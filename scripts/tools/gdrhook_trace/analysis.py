@@ -498,22 +498,32 @@ class BlockReader:
                 k: (ev, tab[ev]["time"] == "end",
                     ev in schema.EFFECT_AT_END, bool(k[1]), bool(k[2]))
                 for k, ev in ok.items()}
-            evtab = [None] * (12 + len(self.C_CACHE))
-            mask = 0
-            for (e, tr, im), (ev, end, at_end, _, _) in self.evs[v].items():
-                k = (b"alloc", b"free", b"restore").index(e)
-                evtab[k * 4 + (2 if tr else 0) + (1 if im else 0)] = (
-                    ev, end, at_end, bool(tab[ev]["call"]))
-                mask |= 1 << k
-            for k, (ev, layout) in enumerate(self.C_CACHE):
-                f = tab.get(ev, {}).get("fields", {})
-                if all(f.get(n) == ty for n, ty in layout):
-                    evtab[12 + k] = (ev, tab[ev]["time"] == "end",
+            if c is not None:
+                self.c_evs[v], self.c_mask[v] = self._c_tables(tab, v)
+        if c is not None:
+            self.stat_ops = ("alloc", "free", "implicit free") + \
+                c.EVENTS[3:]
+
+    def _c_tables(self, tab, v):
+        """emit()'s evtab and segments()'s mask for format version v:
+        alloc, free and restore by their flags (fast_mem_events()), the
+        cache events where the schema gives them the library's fields."""
+        events = self.c.EVENTS
+        evtab = [None] * (12 + len(events) - 3)
+        mask = 0
+        for (e, tr, im), (ev, end, at_end, _, _) in self.evs[v].items():
+            k = events.index(ev)
+            evtab[k * 4 + (2 if tr else 0) + (1 if im else 0)] = (
+                ev, end, at_end, bool(tab[ev]["call"]))
+            mask |= 1 << k
+        for k, ev in enumerate(events[3:], 3):
+            f = tab.get(ev, {}).get("fields", {})
+            if all(f.get(n) == ty for n, ty in self.C_LAYOUTS[ev]):
+                evtab[12 + k - 3] = (ev, tab[ev]["time"] == "end",
                                      ev in schema.EFFECT_AT_END,
                                      bool(tab[ev]["call"]))
-                    mask |= 1 << (3 + k)
-            self.c_evs[v] = tuple(evtab)
-            self.c_mask[v] = mask
+                mask |= 1 << k
+        return tuple(evtab), mask
 
     def _str(self, col):
         names = self.names
@@ -647,10 +657,10 @@ class BlockReader:
         rs.records += n
         return True
 
-    # The registration cache's events the C reader takes, in its order,
-    # with their fields as the library writes them (hooks/events.table;
-    # _core.c's parse_cache()): taken in a format version whose schema
-    # has those fields with those types.
+    # The fields of the registration cache's events as the library writes
+    # them (hooks/events.table; _core.c's parse_cache()): the C reader
+    # takes such an event in a format version whose schema has those
+    # fields with those types.
     _LOOKUP = (("api", "s"), ("ptr", "x"), ("size", "u"), ("gen", "u"),
                ("dev", "i"), ("mr", "x"), ("pd", "x"), ("access", "u"),
                ("dur_ns", "u"))
@@ -659,12 +669,9 @@ class BlockReader:
     _REG = (("ptr", "x"), ("size", "u"), ("gen", "u"), ("mr", "x"),
             ("pd", "x"), ("access", "u"), ("rc", "i"), ("dur_ns", "u"))
     _REVOKE = (("ptr", "x"), ("size", "u"), ("gen", "u"), ("dev", "i"))
-    C_CACHE = (("hit", _LOOKUP), ("miss", _LOOKUP), ("pin", _PIN),
-               ("unpin", _PIN), ("reg", _REG), ("dereg", _REG),
-               ("revoke", _REVOKE))
-    # emit()'s operations of its stats
-    STAT_OPS = ("alloc", "free", "implicit free") + tuple(
-        ev for ev, _ in C_CACHE)
+    C_LAYOUTS = {"hit": _LOOKUP, "miss": _LOOKUP, "pin": _PIN,
+                 "unpin": _PIN, "reg": _REG, "dereg": _REG,
+                 "revoke": _REVOKE}
 
     def c_lines(self, name, fidx, vers, cur, rs, rec, slices):
         """Lists of the lines of log `name` (items as reader.blocks()
@@ -716,7 +723,7 @@ class BlockReader:
         (n, stats, implicit, untracked, restores, counts, t_first, t_last,
          tids) = got
         res = p.res
-        ops = self.STAT_OPS
+        ops = self.stat_ops
         for api, opc, calls, failed, nbytes, untr, dur_n, dur_sum, \
                 dur_max in stats:
             st = res.stat(api, ops[opc])
@@ -734,7 +741,7 @@ class BlockReader:
         if counts[0]:           # Result.cache_event()
             res.cache_seen = True
             c = res.cache
-            for (ev, _), k in zip(self.C_CACHE, counts[1:]):
+            for ev, k in zip(self.c.EVENTS[3:], counts[1:]):
                 c[ev] += k
             c["pin_bytes"] += counts[-1]
         if t_first < p.t_first:

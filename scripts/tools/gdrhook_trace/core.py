@@ -12,7 +12,7 @@ import importlib.machinery
 import importlib.util
 import os
 
-ABI = 6                 # _core.c's CORE_ABI: the calls analysis makes
+ABI = 7                 # _core.c's CORE_ABI: the calls analysis makes
 REL = os.path.join("lib", "gdrhook-trace", "_core.abi3.so")
 
 

@@ -50,6 +50,7 @@
 #include <infiniband/verbs.h>
 
 #include "gdrhook_preload.h"
+#include "qp_reset.h"
 
 #define MiB		(1ULL << 20)
 #define ACC		(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
@@ -109,40 +110,13 @@ static struct ibv_qp *qp_new(void)
 static void qp_connect(struct ibv_qp *qp, uint32_t dest)
 {
 	struct ibv_qp_attr a;
-	int rc, tries;
+	const char *step;
+	int rc;
 
-	/*
-	 * After a refused write soft-RoCE's own tasks may still move the QP
-	 * to ERR after our RESET (seen on 6.12 under TCG: "rxe_modify_qp:
-	 * returned err = -22" in dmesg); the INIT then fails with EINVAL.
-	 * Reset again, for up to 10 s.
-	 */
-	for (tries = 0;; tries++) {
-		memset(&a, 0, sizeof(a));
-		a.qp_state = IBV_QPS_RESET;
-		if (ibv_modify_qp(qp, &a, IBV_QP_STATE))
-			fail("modify RESET: %s", strerror(errno));
-		memset(&a, 0, sizeof(a));
-		a.qp_state = IBV_QPS_INIT;
-		a.port_num = 1;
-		a.pkey_index = 0;
-		a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
-				    IBV_ACCESS_REMOTE_READ |
-				    IBV_ACCESS_LOCAL_WRITE;
-		rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-				   IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-		if (!rc) {
-			if (tries)
-				printf("  info: QP INIT refused %d time(s) "
-				       "after RESET (a late error): reset "
-				       "again\n", tries);
-			break;
-		}
-		if (rc != EINVAL || tries == 1000)
-			fail("modify INIT: %s (%d resets)", strerror(rc),
-			     tries + 1);
-		usleep(10000);
-	}
+	rc = qp_reset_init(qp, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+			   IBV_ACCESS_LOCAL_WRITE, &step);
+	if (rc)
+		fail("modify %s: %s", step, strerror(rc));
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTR;
 	a.path_mtu = vb.mtu;

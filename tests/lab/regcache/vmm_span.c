@@ -25,8 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 #include <infiniband/verbs.h>
+
+#include "qp_reset.h"
 
 #define MiB		(1ULL << 20)
 #define CHUNK		(2 * MiB)	/* the double's VMM granularity */
@@ -81,32 +82,10 @@ static struct ibv_qp *qp_new(void)
 static void qp_connect(struct ibv_qp *qp, uint32_t dest)
 {
 	struct ibv_qp_attr a;
-	int rc, tries;
+	const char *step;
 
-	/* As rdma_realloc.c: soft-RoCE may move the QP to ERR after our
-	 * RESET (a refused write's late error): reset again, up to 10 s. */
-	for (tries = 0;; tries++) {
-		memset(&a, 0, sizeof(a));
-		a.qp_state = IBV_QPS_RESET;
-		if (ibv_modify_qp(qp, &a, IBV_QP_STATE))
-			fail("modify RESET");
-		memset(&a, 0, sizeof(a));
-		a.qp_state = IBV_QPS_INIT;
-		a.port_num = 1;
-		a.qp_access_flags = ACC;
-		rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-				   IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-		if (!rc) {
-			if (tries)
-				printf("  info: QP INIT refused %d time(s) "
-				       "after RESET (a late error): reset "
-				       "again\n", tries);
-			break;
-		}
-		if (rc != EINVAL || tries == 1000)
-			fail("modify INIT");
-		usleep(10000);
-	}
+	if (qp_reset_init(qp, ACC, &step))
+		fail("modify %s", step);
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTR;
 	a.path_mtu = vb.mtu;

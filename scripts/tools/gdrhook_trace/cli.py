@@ -128,10 +128,11 @@ def build_parser():
                         help=argparse.SUPPRESS)
     common.add_argument("--reader", choices=("auto", "c", "python"),
                         default="auto",
-                        help="read allocation records with the C reader "
-                        "built with the tool (c), in pure Python (python), "
-                        "or with the C reader where it is installed (auto, "
-                        "the default); the results are the same")
+                        help="read the library's allocation and "
+                        "registration-cache records with the C reader "
+                        "installed with the tool (c), in pure Python "
+                        "(python), or with the C reader when there is one "
+                        "(auto, the default); the results are the same")
     # How many records the C reader took (tests/trace/run).
     common.add_argument("--reader-stats", action="store_true",
                         help=argparse.SUPPRESS)

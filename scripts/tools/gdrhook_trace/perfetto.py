@@ -3,8 +3,9 @@
 
 Slices and instants are written in file order as records are read, and
 the live/pinned counters during the replay, a batch of each series at a
-time, each batch in time order (the format does not need events sorted).  Times are CLOCK_MONOTONIC microseconds, as the
-log's; Perfetto shows them from the trace's first event.
+time, each batch in time order (the format does not need events sorted).
+Times are CLOCK_MONOTONIC microseconds, as the log's; Perfetto shows them
+from the trace's first event.
 """
 
 import json
@@ -162,8 +163,7 @@ class Writer:
                 if text is None:
                     head = pts[0]
                     text = ",\n".join(
-                        '%s%d.%03d,"args":{"bytes":%d}}' % (
-                            head, t // 1000, t % 1000, v)
+                        '%s%s,"args":{"bytes":%d}}' % (head, us(t), v)
                         for t, v in zip(pts[1::2], pts[2::2]))
                 self.parts.append(text)
                 del pts[1:]

@@ -216,6 +216,11 @@ def run(argv=None):
     except MemoryError:
         sys.stderr.write("%s: error: out of memory\n" % PROG)
         return EXIT_USAGE
+    except OSError as e:
+        # the machine, not the tool: e.g. no room for the sort's
+        # temporary file
+        sys.stderr.write("%s: error: %s\n" % (PROG, e))
+        return EXIT_USAGE
     except Exception as e:  # noqa: BLE001 (a bug: say so, in one line)
         sys.stderr.write("%s: error: internal error (%s: %s); please "
                          "report it with the log\n"

@@ -12,7 +12,7 @@ import json
 import sys
 
 from . import schema
-from .reports import PROG, open_out
+from .reports import PROG, open_out, write_to
 
 ARG_KEYS = frozenset((
     "ptr", "size", "dev", "gen", "kind", "ctx", "pool", "rc", "dropped",
@@ -68,12 +68,12 @@ class Writer:
     def _flush(self):
         if self.f is None:
             self.f = open_out(self.path)
-            self.f.write('{"displayTimeUnit":"ns","traceEvents":[\n')
+            write_to(self.f, self.path,
+                     '{"displayTimeUnit":"ns","traceEvents":[\n')
             self.first = True
         if self.parts:
-            if not self.first:
-                self.f.write(",\n")
-            self.f.write(",\n".join(self.parts))
+            write_to(self.f, self.path, ("" if self.first else ",\n") +
+                     ",\n".join(self.parts))
             self.first = False
             self.parts = []
 
@@ -195,12 +195,18 @@ class Writer:
         other = {"tool": PROG, "exe": run.results[0].proc.exe,
                  "clock": "CLOCK_MONOTONIC", "logs": run.diag.names}
         try:
-            self.f.write('\n],"otherData":%s}\n' % self.enc(other))
+            write_to(self.f, self.path,
+                     '\n],"otherData":%s}\n' % self.enc(other), end=True)
         finally:
             self.close()
 
     def close(self):
+        """After finish() (which closed the file and saw any error) or on
+        the way out of an error, which a second one must not hide."""
         f, self.f = self.f, None
         if f is not None and f is not sys.stdout:
-            f.close()
+            try:
+                f.close()
+            except OSError:
+                pass
 

@@ -79,13 +79,40 @@ def open_out(path):
             from None
 
 
+def write_failed(path, e):
+    """The Fatal of a write to OUT (or standard output) that failed: a
+    full disk, /dev/full.  A reader that went away is not one."""
+    if isinstance(e, BrokenPipeError):
+        return e
+    return Fatal("cannot write %s: %s" % (
+        "standard output" if path in (None, "-") else path,
+        e.strerror or e))
+
+
+def write_to(f, path, text, end=False):
+    """text to f (from open_out(path)); end: the last write (standard
+    output flushed, a file closed), so that a failure is seen here."""
+    try:
+        f.write(text)
+        if end:
+            if f is sys.stdout:
+                f.flush()
+            else:
+                f.close()
+    except OSError as e:
+        raise write_failed(path, e) from None
+
+
 def write_out(path, text):
     f = open_out(path)
     try:
-        f.write(text)
+        write_to(f, path, text, end=True)
     finally:
         if f is not sys.stdout:
-            f.close()
+            try:
+                f.close()       # closed already, or failing already
+            except OSError:
+                pass
 
 
 def line_of(seq):

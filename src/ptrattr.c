@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * Pointer queries answered from the registry: cuPointerGetAttribute,
- * cuPointerGetAttributes (and with it the runtime's
- * cudaPointerGetAttributes, which reaches the driver through our
- * cuGetProcAddress) and cuMemGetAddressRange_v2.  Communication libraries
+ * cuPointerGetAttributes, cuMemGetAddressRange_v2 and the runtime's
+ * cudaPointerGetAttributes (a static runtime reaches the driver's call
+ * through our cuGetProcAddress).  Communication libraries
  * classify every message buffer this way; the driver takes 0.2-2.3 us a
  * call and serializes threads, a registry lookup takes one cache miss.
  *
@@ -34,6 +34,7 @@
  * here, reports any difference as an audit event and returns the
  * driver's answer.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <string.h>
@@ -44,6 +45,7 @@
 #undef cuPointerGetAttribute
 #undef cuPointerGetAttributes
 #undef cuMemGetAddressRange
+#undef cudaPointerGetAttributes
 
 #define GH_BUFFER_ID_TAG	(1ULL << 63)
 #define GH_ATTR_MAX		32	/* bit per attribute in exact[] */
@@ -54,6 +56,9 @@ typedef CUresult (*get_attr_fn)(void *, CUpointer_attribute, CUdeviceptr);
 typedef CUresult (*get_attrs_fn)(unsigned int, CUpointer_attribute *,
 				 void **, CUdeviceptr);
 typedef CUresult (*get_range_fn)(CUdeviceptr *, size_t *, CUdeviceptr);
+typedef cudaError_t (*rt_attrs_fn)(struct cudaPointerAttributes *,
+				   const void *);
+typedef cudaError_t (*rt_version_fn)(int *);
 
 /* An answer that the registry cannot give exactly: ask the driver. */
 #define GH_ASK_DRIVER	(-1)
@@ -215,6 +220,43 @@ static enum where locate(CUdeviceptr ptr, struct gh_range *r)
 static bool no_context(unsigned int kind)
 {
 	return kind == GDRHOOK_KIND_POOL || kind == GDRHOOK_KIND_VMM;
+}
+
+/*
+ * DEVICE_POINTER and the address range depend on the calling thread's
+ * context (measured on an H100/H200, driver 580): with none current,
+ * DEVICE_POINTER is refused with INVALID_CONTEXT (NULL in
+ * cuPointerGetAttributes and the runtime's devicePointer) and
+ * cuMemGetAddressRange fails with INVALID_CONTEXT for every pointer;
+ * another context may not map the memory at all (a module global).  So
+ * these are answered only with no context current (for the kinds
+ * measured so) or with the allocation's own context current, which
+ * costs one cuCtxGetCurrent (~12 ns); anything else asks the driver.
+ */
+enum ctx_rel {
+	CTX_OTHER,	/* unknown, or another context: ask the driver */
+	CTX_NONE,	/* no context current */
+	CTX_OWN,	/* the allocation's own context is current */
+};
+
+static bool no_ctx_measured(unsigned int kind)
+{
+	return kind == GDRHOOK_KIND_DEVICE || kind == GDRHOOK_KIND_MANAGED ||
+	       kind == GDRHOOK_KIND_HOST ||
+	       kind == GDRHOOK_KIND_HOST_REGISTERED ||
+	       kind == GDRHOOK_KIND_POOL || kind == GDRHOOK_KIND_VMM;
+}
+
+/* How the current context relates to @r (NULL: CTX_OWN when any is). */
+static enum ctx_rel ctx_rel(const struct gh_range *r)
+{
+	uint64_t cur;
+
+	if (gh_drv_ctx_current(&cur))
+		return CTX_OTHER;
+	if (!cur)
+		return !r || no_ctx_measured(r->kind) ? CTX_NONE : CTX_OTHER;
+	return !r || (r->ctx && cur == r->ctx) ? CTX_OWN : CTX_OTHER;
 }
 
 /* BUFFER_ID's bit: ours whatever the kind, while GDRHOOK_BUFFER_ID says so. */
@@ -389,6 +431,19 @@ static CUresult answer_one(void *data, CUpointer_attribute a, CUdeviceptr ptr,
 		rc = tracked_value(&r, ptr, a, &v);
 		if (rc == (CUresult)GH_ASK_DRIVER)
 			return rc;
+		if (a == CU_POINTER_ATTRIBUTE_DEVICE_POINTER) {
+			/* Refused with no context: written NULL too. */
+			switch (ctx_rel(&r)) {
+			case CTX_OWN:
+				break;
+			case CTX_NONE:
+				v = 0;
+				rc = CUDA_ERROR_INVALID_CONTEXT;
+				break;
+			default:
+				return GH_ASK_DRIVER;
+			}
+		}
 		break;
 	case W_NONE:
 		/* The driver refuses every attribute of such a pointer. */
@@ -475,7 +530,7 @@ static int answer_all(unsigned int n, const CUpointer_attribute *at,
 		      void **data, CUdeviceptr ptr, get_attrs_fn real,
 		      int *patch_p, unsigned long long *id_p)
 {
-	uint64_t val[GH_ATTR_MAX];
+	uint64_t val[GH_ATTR_MAX], dev_ptr = 0;
 	struct gh_range r;
 	enum where w = locate(ptr, &r);
 	uint32_t mask;
@@ -489,6 +544,16 @@ static int answer_all(unsigned int n, const CUpointer_attribute *at,
 
 		if (!data[i] || (unsigned int)a >= GH_ATTR_MAX)
 			return -1;
+		if (a == CU_POINTER_ATTRIBUTE_DEVICE_POINTER &&
+		    w == W_TRACKED && (mask >> a & 1)) {
+			/* Worked out once: NULL with no context current. */
+			enum ctx_rel rel = ctx_rel(&r);
+
+			if (rel == CTX_OTHER)
+				mask &= ~GH_A(DEVICE_POINTER);
+			else
+				dev_ptr = rel == CTX_OWN ? ptr : 0;
+		}
 		if (!(mask >> a & 1)) {
 			if (w == W_NONE || a == CU_POINTER_ATTRIBUTE_BUFFER_ID)
 				return -1;
@@ -498,6 +563,8 @@ static int answer_all(unsigned int n, const CUpointer_attribute *at,
 		}
 		if (w == W_NONE)
 			val[i] = negative_value(a, ptr);
+		else if (a == CU_POINTER_ATTRIBUTE_DEVICE_POINTER)
+			val[i] = dev_ptr;
 		else if (tracked_value(&r, ptr, a, &val[i]))
 			val[i] = 0;	/* a refused attribute reads as zero */
 	}
@@ -553,17 +620,35 @@ static int answer_range(CUdeviceptr *pbase, size_t *psize, CUdeviceptr ptr,
 	struct gh_range r;
 	CUresult rc, drc;
 
+	/* The driver zeroes both outputs of a pointer it refuses. */
 	switch (locate(ptr, &r)) {
 	case W_TRACKED:
 		if (!kind_exact(&r, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR))
 			return -1;
-		base = r.base;
-		size = r.size;
-		rc = CUDA_SUCCESS;
+		switch (ctx_rel(&r)) {
+		case CTX_OWN:
+			base = r.base;
+			size = r.size;
+			rc = CUDA_SUCCESS;
+			break;
+		case CTX_NONE:
+			rc = CUDA_ERROR_INVALID_CONTEXT;
+			break;
+		default:
+			return -1;
+		}
 		break;
 	case W_NONE:
-		/* The driver zeroes both outputs of an unknown pointer. */
-		rc = CUDA_ERROR_NOT_FOUND;
+		switch (ctx_rel(NULL)) {
+		case CTX_OWN:	/* some context is current */
+			rc = CUDA_ERROR_NOT_FOUND;
+			break;
+		case CTX_NONE:
+			rc = CUDA_ERROR_INVALID_CONTEXT;
+			break;
+		default:
+			return -1;
+		}
 		break;
 	default:
 		return -1;
@@ -607,6 +692,124 @@ CUresult gh_manual_cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize,
 	return rc;
 }
 
+/* ------------------------------------------------------------------ */
+/*
+ * The runtime's cudaPointerGetAttributes (a shared libcudart; a static
+ * one reaches cuPointerGetAttributes above).  The runtime builds its
+ * answer from the driver's MEMORY_TYPE, IS_MANAGED, DEVICE_ORDINAL,
+ * DEVICE_POINTER and HOST_POINTER (refused ones read NULL) and makes no
+ * context current (measured with 13.0 on an H100/H200, driver 580, in
+ * tests/gpu/ptrattr-check): so it is answered where all five are exact,
+ * and for memory the driver does not know (cudaMemoryTypeUnregistered,
+ * device -2, hostPointer the pointer, not an error), once the runtime
+ * has answered a call itself (it is then initialized; an answer here
+ * would skip nothing).  The structure has this layout since CUDA 11:
+ * an older runtime is always called.
+ */
+#define GH_RT_NEEDS	(GH_A(MEMORY_TYPE) | GH_A(IS_MANAGED) | \
+			 GH_A(DEVICE_ORDINAL) | GH_A(DEVICE_POINTER) | \
+			 GH_A(HOST_POINTER))
+
+/*
+ * 0 until the runtime has answered a call itself; then 1 when it is CUDA
+ * 11 or later, -1 (never answered here) otherwise.
+ */
+static int rt_state;
+
+static void note_runtime_rc(cudaError_t rc)
+{
+	rt_version_fn f;
+	int v = 0;
+
+	if (rc != cudaSuccess || __atomic_load_n(&rt_state, __ATOMIC_RELAXED))
+		return;
+	f = (rt_version_fn)gh_real_dlsym(RTLD_NEXT, "cudaRuntimeGetVersion");
+	__atomic_store_n(&rt_state, f && !gh_addr_is_ours((void *)f) &&
+			 f(&v) == cudaSuccess && v >= 11000 ? 1 : -1,
+			 __ATOMIC_RELAXED);
+}
+
+static int rt_answer(struct cudaPointerAttributes *out, const void *p,
+		     rt_attrs_fn real)
+{
+	CUdeviceptr ptr = (CUdeviceptr)(uintptr_t)p;
+	struct cudaPointerAttributes a, theirs;
+	struct gh_range r;
+	enum where w;
+	uint64_t mt = 0, managed = 0, dev = 0, hp = 0;
+	cudaError_t drc;
+
+	if (__atomic_load_n(&rt_state, __ATOMIC_RELAXED) != 1)
+		return -1;
+	w = locate(ptr, &r);
+	if (w == W_NONE) {
+		a.type = cudaMemoryTypeUnregistered;
+		a.device = -2;
+		a.devicePointer = NULL;
+		a.hostPointer = (void *)p;
+	} else if (w == W_TRACKED &&
+		   (exact_mask(&r) & GH_RT_NEEDS) == GH_RT_NEEDS) {
+		enum ctx_rel rel = ctx_rel(&r);
+
+		if (rel == CTX_OTHER)
+			return -1;
+		tracked_value(&r, ptr, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, &mt);
+		tracked_value(&r, ptr, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+			      &managed);
+		tracked_value(&r, ptr, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, &dev);
+		if (tracked_value(&r, ptr, CU_POINTER_ATTRIBUTE_HOST_POINTER,
+				  &hp))
+			hp = 0;
+		a.type = managed ? cudaMemoryTypeManaged :
+			 mt == CU_MEMORYTYPE_HOST ? cudaMemoryTypeHost :
+						    cudaMemoryTypeDevice;
+		a.device = (int)(uint32_t)dev;
+		a.devicePointer = rel == CTX_OWN ? (void *)p : NULL;
+		a.hostPointer = (void *)(uintptr_t)hp;
+	} else {
+		return -1;
+	}
+	if (GH_UNLIKELY(gh_cfg.validate)) {
+		memset(&theirs, GH_POISON, sizeof(theirs));
+		drc = real(&theirs, p);
+		GH_COUNT(audit_checks, 1);
+		if (drc != cudaSuccess || theirs.type != a.type ||
+		    theirs.device != a.device ||
+		    theirs.devicePointer != a.devicePointer ||
+		    theirs.hostPointer != a.hostPointer) {
+			report("cudaPointerGetAttributes", ptr,
+			       drc != cudaSuccess ?
+			       "pointer query: the driver returns a different code" :
+			       "pointer query: the driver returns a different value");
+			return -1;
+		}
+	}
+	*out = a;
+	return 0;
+}
+
+cudaError_t gh_manual_cudaPointerGetAttributes(
+	struct cudaPointerAttributes *attributes, const void *ptr)
+{
+	rt_attrs_fn real =
+		(rt_attrs_fn)gh_real_get(GH_SYM_cudaPointerGetAttributes);
+	int saved = errno, was, done = -1;
+	cudaError_t rc;
+
+	if (!real)
+		return cudaErrorInitializationError;
+	was = gh_guard_enter();
+	if (!was && attributes)
+		done = rt_answer(attributes, ptr, real);
+	gh_guard_leave(was);
+	errno = saved;
+	if (!done)
+		return cudaSuccess;
+	rc = real(attributes, ptr);
+	note_runtime_rc(rc);
+	return rc;
+}
+
 GH_EXPORT CUresult cuPointerGetAttribute(void *data,
 					 CUpointer_attribute attribute,
 					 CUdeviceptr ptr)
@@ -618,3 +821,6 @@ GH_EXPORT CUresult cuPointerGetAttributes(unsigned int numAttributes,
 GH_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize,
 					   CUdeviceptr dptr)
 	__attribute__((alias("gh_manual_cuMemGetAddressRange_v2")));
+GH_EXPORT cudaError_t cudaPointerGetAttributes(
+	struct cudaPointerAttributes *attributes, const void *ptr)
+	__attribute__((alias("gh_manual_cudaPointerGetAttributes")));

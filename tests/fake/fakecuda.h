@@ -69,6 +69,8 @@ int fakecuda_dmabuf_offset(int fd, uint64_t *off);
  * stream (same as FAKECUDART_PTDS=1).  Call before the first CUDA call.
  */
 void cudaFakeSetPerThread(int on);
+/* Calls of cudaPointerGetAttributes that reached the runtime double. */
+unsigned long cudaFakePointerQueries(void);
 
 #ifdef __cplusplus
 }

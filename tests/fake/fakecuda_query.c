@@ -26,9 +26,13 @@ FC_API CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *pbase,
 	FC_ENTER_INIT();
 	fc_lock();
 	a = fc_find(dptr);
-	if (!a) {
-		/* 580 zeroes both outputs of an unknown pointer. */
-		rc = CUDA_ERROR_NOT_FOUND;
+	if (!fc_current() || !a) {
+		/*
+		 * 580 zeroes both outputs of an unknown pointer, and of any
+		 * pointer on a thread with no current context.
+		 */
+		rc = fc_current() ? CUDA_ERROR_NOT_FOUND :
+			CUDA_ERROR_INVALID_CONTEXT;
 		if (pbase)
 			*pbase = 0;
 		if (psize)
@@ -101,7 +105,10 @@ static CUresult attr_get(const struct fc_alloc *a, CUpointer_attribute attr,
 			CU_MEMORYTYPE_DEVICE;
 		break;
 	case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
-		*(CUdeviceptr *)data = p;
+		/* The address in the current context: none, none (580). */
+		*(CUdeviceptr *)data = fc_current() ? p : 0;
+		if (!fc_current())
+			return CUDA_ERROR_INVALID_CONTEXT;
 		break;
 	case CU_POINTER_ATTRIBUTE_HOST_POINTER:
 		if (!is_host_kind(a) && a->kind != FC_K_MANAGED) {

@@ -70,7 +70,8 @@
 	X(ipc_open_mem_handle, "cuIpcOpenMemHandle", cuIpcOpenMemHandle_v2) \
 	X(ipc_close_mem_handle, "cuIpcCloseMemHandle", cuIpcCloseMemHandle) \
 	X(memcpy, "cuMemcpy", cuMemcpy)					\
-	X(memset_d8, "cuMemsetD8", cuMemsetD8_v2)
+	X(memset_d8, "cuMemsetD8", cuMemsetD8_v2)			\
+	X(pointer_get_attributes, "cuPointerGetAttributes", cuPointerGetAttributes)
 
 struct rt_driver {
 #define X(field, name, sym) __typeof__(&sym) field;
@@ -686,6 +687,55 @@ RT_API cudaError_t CUDARTAPI cudaIpcCloseMemHandle(void *devPtr)
 }
 
 /* -------------------------------------------------------- copy and set */
+
+/*
+ * As 13.0 does on an H100/H200 (driver 580): one driver query, no
+ * context made current (with none, devicePointer reads NULL); memory the
+ * driver does not know is cudaMemoryTypeUnregistered, device -2,
+ * hostPointer the pointer, and not an error.
+ */
+static unsigned long rt_pointer_queries;
+
+/* Tests: how many times the program's queries reached this runtime. */
+RT_API unsigned long cudaFakePointerQueries(void)
+{
+	return __atomic_load_n(&rt_pointer_queries, __ATOMIC_RELAXED);
+}
+
+RT_API cudaError_t CUDARTAPI cudaPointerGetAttributes(
+	struct cudaPointerAttributes *attributes, const void *ptr)
+{
+	CUpointer_attribute at[5] = {
+		CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+		CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+		CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+		CU_POINTER_ATTRIBUTE_HOST_POINTER,
+	};
+	unsigned int mt = 0;
+	int managed = 0, ord = -2;
+	CUdeviceptr dp = 0;
+	void *hp = NULL;
+	void *data[5] = { &mt, &managed, &ord, &dp, &hp };
+	cudaError_t e = rt_start();
+
+	__atomic_fetch_add(&rt_pointer_queries, 1, __ATOMIC_RELAXED);
+	if (e)
+		return rt_ret(e);
+	if (!attributes)
+		return rt_ret(cudaErrorInvalidValue);
+	e = RT_CALL(drv(0)->pointer_get_attributes(5, at, data,
+						   (CUdeviceptr)(uintptr_t)ptr));
+	if (e)
+		return e;
+	attributes->type = managed ? cudaMemoryTypeManaged :
+		mt == CU_MEMORYTYPE_HOST ? cudaMemoryTypeHost :
+		mt == CU_MEMORYTYPE_DEVICE ? cudaMemoryTypeDevice :
+		cudaMemoryTypeUnregistered;
+	attributes->device = ord;
+	attributes->devicePointer = (void *)(uintptr_t)dp;
+	attributes->hostPointer = hp;
+	return cudaSuccess;
+}
 
 RT_API cudaError_t CUDARTAPI cudaMemcpy(void *dst, const void *src,
 					size_t count, enum cudaMemcpyKind kind)

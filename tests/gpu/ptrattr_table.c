@@ -16,6 +16,7 @@
  * Builds against the real driver and runtime or the test doubles.
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,14 +136,17 @@ static void show(const struct row *r)
 
 		memset(&pa, 0xcc, sizeof(pa));
 		e = rt_attrs(&pa, (void *)(uintptr_t)r->ptr);
-		printf("%-14s cudaPointerGetAttributes: rc=%d type=%d dev=%d dp=%s hp=%s\n",
+		/* The runtime's last error is part of the answer. */
+		printf("%-14s cudaPointerGetAttributes: rc=%d type=%d dev=%d dp=%s hp=%s last=%d\n",
 		       r->name, (int)e, (int)pa.type, pa.device,
 		       (uintptr_t)pa.devicePointer == r->ptr ? "P" :
 		       pa.devicePointer ? "other" : "0",
 		       (uintptr_t)pa.hostPointer == r->ptr ? "P" :
-		       pa.hostPointer ? "other" : "0");
-		if (rt_last)
-			rt_last();
+		       pa.hostPointer ? "other" : "0",
+		       rt_last ? (int)rt_last() : -1);
+		e = rt_attrs(NULL, (void *)(uintptr_t)r->ptr);
+		printf("%-14s cudaPointerGetAttributes(NULL): rc=%d last=%d\n",
+		       r->name, (int)e, rt_last ? (int)rt_last() : -1);
 	}
 }
 
@@ -200,6 +204,63 @@ static void graph_rows(void)
 	cuGraphDestroy(gf);
 }
 
+/*
+ * Rows asked again with no context current (on a new thread) and with
+ * another context of the same device current: some answers depend on
+ * the calling thread's context, and a query answered without the driver
+ * must not change which context is current.
+ */
+#define MAXKEEP 16
+static struct row keep[MAXKEEP];
+static int nkeep;
+
+static void keep_row(const char *name, CUdeviceptr ptr, CUdeviceptr base)
+{
+	if (nkeep < MAXKEEP)
+		keep[nkeep++] = (struct row){ name, ptr, base };
+}
+
+static void show_kept(const char *suffix)
+{
+	char n[MAXKEEP][48];
+	CUcontext cur = NULL;
+
+	for (int i = 0; i < nkeep; i++) {
+		struct row r = keep[i];
+
+		snprintf(n[i], sizeof(n[i]), "%s%s", r.name, suffix);
+		r.name = n[i];
+		show(&r);
+	}
+	cuCtxGetCurrent(&cur);
+	printf("%-14s context after: %s\n", suffix,
+	       cur == ctx ? "C" : cur ? "other" : "none");
+}
+
+static void *no_ctx_thread(void *arg)
+{
+	(void)arg;
+	cuCtxSetCurrent(NULL);
+	show_kept("-noctx");
+	return NULL;
+}
+
+static void context_rows(void)
+{
+	CUcontext c2 = NULL;
+	pthread_t t;
+
+	if (pthread_create(&t, NULL, no_ctx_thread, NULL) == 0)
+		pthread_join(t, NULL);
+	if (cuCtxCreate(&c2, NULL, 0, 0)) {
+		printf("ctx2: no second context (skipped)\n");
+		return;
+	}
+	show_kept("-ctx2");
+	cuCtxDestroy(c2);
+	cuCtxSetCurrent(ctx);
+}
+
 #define CK(x) do { CUresult rc_ = (x); if (rc_) { \
 	printf("%s: rc=%d (skipped)\n", #x, (int)rc_); goto out; } } while (0)
 
@@ -231,20 +292,25 @@ int main(void)
 	get_global = (void *)dlsym(RTLD_DEFAULT, "cuModuleGetGlobal_v2");
 	CK(cuMemAlloc(&d, 100));
 	both("device", d, 100);
+	keep_row("device", d, d);
 	CK(cuMemAlloc(&big, 3 << 20));
 	both("device-3M", big, 3 << 20);
 	CK(cuMemAllocPitch(&pitch, &ppitch, 100, 10, 4));
 	both("pitch", pitch, ppitch * 10);
 	CK(cuMemAllocManaged(&man, 4096, CU_MEM_ATTACH_GLOBAL));
 	both("managed", man, 4096);
+	keep_row("managed", man, man);
 	CK(cuMemAllocHost(&host, 100));
 	both("host-alloc", (CUdeviceptr)(uintptr_t)host, 100);
+	keep_row("host-alloc", (CUdeviceptr)(uintptr_t)host, (CUdeviceptr)(uintptr_t)host);
 	reg = aligned_alloc(65536, 65536);
 	CK(cuMemHostRegister(reg, 65536, 0));
 	both("host-reg", (CUdeviceptr)(uintptr_t)reg, 65536);
+	keep_row("host-reg", (CUdeviceptr)(uintptr_t)reg, (CUdeviceptr)(uintptr_t)reg);
 	CK(cuMemAllocAsync(&pool1, 1000, 0));
 	CK(cuStreamSynchronize(0));
 	both("pool", pool1, 1000);
+	keep_row("pool", pool1, pool1);
 	{
 		CUmemPoolProps pp;
 
@@ -276,20 +342,26 @@ int main(void)
 		ad.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
 		CK(cuMemSetAccess(va, gran, &ad, 1));
 		both("vmm", va, gran);
+		keep_row("vmm", va, va);
 	}
 	if (load_data && get_global && !load_data(&mod, ptx) &&
-	    !get_global(&gptr, &gsize, mod, "gh_global"))
+	    !get_global(&gptr, &gsize, mod, "gh_global")) {
 		both("global", gptr, gsize);
-	else
+		keep_row("global", gptr, gptr);
+	} else {
 		printf("global: no module loader (skipped)\n");
+	}
 	graph_rows();
 	CK(cuMemAlloc(&freed, 4096));
 	CK(cuMemFree(freed));
 	r = (struct row){ "freed", freed, freed };
 	show(&r);
+	keep_row("freed", freed, freed);
 	host = malloc(100);
 	r = (struct row){ "malloc", (CUdeviceptr)(uintptr_t)host, 0 };
 	show(&r);
+	keep_row("malloc", (CUdeviceptr)(uintptr_t)host, 0);
+	context_rows();
 	free(host);
 	r = (struct row){ "stack", (CUdeviceptr)(uintptr_t)&stackv, 0 };
 	show(&r);

@@ -6,14 +6,21 @@
  *    the driver, with the driver's values;
  *  - GDRHOOK_VALIDATE=1 checks every answer against the driver: no
  *    disagreement over every attribute of every kind;
- *  - GDRHOOK_POINTER_QUERIES=driver sends them all to the driver.
+ *  - GDRHOOK_POINTER_QUERIES=driver sends them all to the driver;
+ *  - on a thread with no current context, DEVICE_POINTER and the address
+ *    range are the driver's refusals, still without calling it;
+ *  - the runtime's cudaPointerGetAttributes is answered without calling
+ *    the runtime once the runtime has answered one itself.
  * (tests/gpu/ptrattr-check compares the whole table with the real driver.)
  */
+#include <cuda_runtime_api.h>
 #include <errno.h>
+#include <pthread.h>
 
 /* Not every helper is used here. */
 #pragma GCC diagnostic ignored "-Wunused-function"
 #include "preload_util.h"
+#include "fake/fakecuda.h"
 
 #define KiB 1024ull
 
@@ -220,6 +227,169 @@ static int scenario_driver(void)
 		CU_OK(cuMemGetAddressRange(&base, &size, m.dev));
 	}
 	CHECK_EQ(fake_calls("cuMemGetAddressRange_v2"), before + 1);
+	{
+		struct cudaPointerAttributes pa;
+
+		CU_OK(cudaPointerGetAttributes(&pa, (void *)(uintptr_t)m.dev));
+		before = cudaFakePointerQueries();
+		CU_OK(cudaPointerGetAttributes(&pa, (void *)(uintptr_t)m.dev));
+		CHECK_EQ(cudaFakePointerQueries(), before + 1);
+	}
+	return 0;
+}
+
+/* The no-context answers, checked on a thread with none current. */
+struct noctx {
+	struct mem *m;
+	int failed;
+};
+
+static int noctx_checks(struct mem *m)
+{
+	CUpointer_attribute at[2] = { CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+				      CU_POINTER_ATTRIBUTE_MEMORY_TYPE };
+	CUdeviceptr dp = 1, base = 1;
+	unsigned int mt = 0;
+	void *data[2] = { &dp, &mt };
+	size_t size = 1;
+	int stackv = 0;
+	CUcontext cur = (CUcontext)1;
+
+	CU_OK(cuCtxSetCurrent(NULL));
+	/* Refused, and NULL written, as the driver does. */
+	CHECK_EQ(cuPointerGetAttribute(&dp, CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+				       m->dev + 8), CUDA_ERROR_INVALID_CONTEXT);
+	CHECK_EQ(dp, 0);
+	dp = 1;
+	CU_OK(cuPointerGetAttributes(2, at, data, m->managed + 8));
+	CHECK_EQ(dp, 0);
+	CHECK_EQ(mt, CU_MEMORYTYPE_DEVICE);
+	CHECK_EQ(cuMemGetAddressRange(&base, &size, m->pool + 8),
+		 CUDA_ERROR_INVALID_CONTEXT);
+	CHECK_EQ(base, 0);
+	CHECK_EQ(size, 0);
+	base = size = 1;
+	CHECK_EQ(cuMemGetAddressRange(&base, &size,
+				      (CUdeviceptr)(uintptr_t)&stackv),
+		 CUDA_ERROR_INVALID_CONTEXT);
+	CHECK_EQ(base, 0);
+	CHECK_EQ(size, 0);
+	/* Other attributes do not depend on it. */
+	CU_OK(cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+				    m->dev));
+	CU_OK(cuCtxGetCurrent(&cur));
+	CHECK(cur == NULL);
+	return 0;
+}
+
+static void *noctx_thread(void *arg)
+{
+	struct noctx *n = arg;
+
+	n->failed = noctx_checks(n->m);
+	return NULL;
+}
+
+/* No context current: the driver's refusals, without asking it. */
+static int scenario_noctx(void)
+{
+	struct noctx n;
+	struct mem m;
+	unsigned long before;
+	unsigned int mt;
+	int stackv;
+	pthread_t t;
+
+	primary_ctx(0);
+	alloc_all(&m);
+	CHECK_EQ(cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+				       (CUdeviceptr)(uintptr_t)&stackv),
+		 CUDA_ERROR_INVALID_VALUE);
+	before = driver_queries();
+	n.m = &m;
+	n.failed = 1;
+	CHECK_EQ(pthread_create(&t, NULL, noctx_thread, &n), 0);
+	CHECK_EQ(pthread_join(t, NULL), 0);
+	CHECK_EQ(n.failed, 0);
+	CHECK_EQ(driver_queries(), before);
+	return 0;
+}
+
+/* The runtime's call: device, managed, pool and untracked memory. */
+static int scenario_runtime(void)
+{
+	struct cudaPointerAttributes pa;
+	struct mem m;
+	unsigned long before;
+	int stackv = 0;
+
+	primary_ctx(0);
+	alloc_all(&m);
+	/* The first goes to the runtime (it may have to start). */
+	CU_OK(cudaPointerGetAttributes(&pa, (void *)(uintptr_t)m.dev));
+	CHECK_EQ(cudaFakePointerQueries(), 1);
+	/* Host memory reaches the driver once (see scenario_registry). */
+	CU_OK(cudaPointerGetAttributes(&pa, &stackv));
+	before = cudaFakePointerQueries();
+	memset(&pa, 0xcc, sizeof(pa));
+	CU_OK(cudaPointerGetAttributes(&pa, (void *)(uintptr_t)(m.dev + 8)));
+	CHECK_EQ(pa.type, cudaMemoryTypeDevice);
+	CHECK_EQ(pa.device, 0);
+	CHECK(pa.devicePointer == (void *)(uintptr_t)(m.dev + 8));
+	CHECK(pa.hostPointer == NULL);
+	CU_OK(cudaPointerGetAttributes(&pa, (void *)(uintptr_t)m.managed));
+	CHECK_EQ(pa.type, cudaMemoryTypeManaged);
+	CHECK(pa.hostPointer == (void *)(uintptr_t)m.managed);
+	CU_OK(cudaPointerGetAttributes(&pa, (void *)(uintptr_t)m.pool));
+	CHECK_EQ(pa.type, cudaMemoryTypeDevice);
+	memset(&pa, 0xcc, sizeof(pa));
+	CU_OK(cudaPointerGetAttributes(&pa, &stackv));
+	CHECK_EQ(pa.type, cudaMemoryTypeUnregistered);
+	CHECK_EQ(pa.device, -2);
+	CHECK(pa.devicePointer == NULL);
+	CHECK(pa.hostPointer == (void *)&stackv);
+	/* One past the end is not in the allocation. */
+	CU_OK(cudaPointerGetAttributes(&pa, (void *)(uintptr_t)(m.dev + 100)));
+	CHECK_EQ(pa.type, cudaMemoryTypeUnregistered);
+	CHECK_EQ(cudaFakePointerQueries(), before);
+	/* Host memory's device is not recorded: the runtime answers. */
+	CU_OK(cudaPointerGetAttributes(&pa, m.host));
+	CHECK_EQ(pa.type, cudaMemoryTypeHost);
+	CHECK_EQ(cudaFakePointerQueries(), before + 1);
+	/* A bad argument is the runtime's to refuse (and to remember). */
+	CHECK_EQ(cudaPointerGetAttributes(NULL, &stackv), cudaErrorInvalidValue);
+	CHECK_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+	CHECK_EQ(cudaGetLastError(), cudaSuccess);
+	CHECK_EQ(cudaFakePointerQueries(), before + 2);
+	/* A freed pointer is unknown at once. */
+	CU_OK(cuMemFree(m.dev));
+	CU_OK(cudaPointerGetAttributes(&pa, (void *)(uintptr_t)m.dev));
+	CHECK_EQ(pa.type, cudaMemoryTypeUnregistered);
+	CHECK_EQ(cudaFakePointerQueries(), before + 2);
+	return 0;
+}
+
+/* Audit mode: the runtime's answers checked against it, all agree. */
+static int scenario_runtime_validate(void)
+{
+	struct gdrhook_stats st = { .size = sizeof(st) };
+	struct cudaPointerAttributes pa;
+	struct mem m;
+	uint64_t checks;
+
+	primary_ctx(0);
+	alloc_all(&m);
+	CU_OK(cudaPointerGetAttributes(&pa, (void *)(uintptr_t)m.dev));
+	CHECK_EQ(gdrhook_get_stats(&st), 0);
+	checks = st.audit_checks;
+	for (int round = 0; round < 2; round++)
+		for (int i = 0; ptrs(&m, i) != (CUdeviceptr)-1; i++)
+			CU_OK(cudaPointerGetAttributes(
+				&pa, (void *)(uintptr_t)ptrs(&m, i)));
+	CHECK_EQ(gdrhook_get_stats(&st), 0);
+	CHECK_EQ(st.audit_disagreements, 0);
+	/* All but the host ones (their device is not recorded) checked. */
+	CHECK(st.audit_checks >= checks + 10);
 	return 0;
 }
 
@@ -227,6 +397,9 @@ static const struct scenario scenarios[] = {
 	{ "registry", scenario_registry },
 	{ "validate", scenario_validate },
 	{ "driver", scenario_driver },
+	{ "noctx", scenario_noctx },
+	{ "runtime", scenario_runtime },
+	{ "runtime_validate", scenario_runtime_validate },
 };
 
 TEST(queries_from_registry_without_driver)
@@ -249,6 +422,28 @@ TEST(queries_driver_mode_asks_driver)
 	const char *env[] = { "GDRHOOK_POINTER_QUERIES=driver", NULL };
 
 	CHECK_EQ(run_scenario("driver", env), 0);
+}
+
+TEST(queries_without_context_answered_as_driver)
+{
+	const char *env[] = { "GDRHOOK_POINTER_QUERIES=registry", NULL };
+
+	CHECK_EQ(run_scenario("noctx", env), 0);
+}
+
+TEST(runtime_query_answered_without_runtime)
+{
+	const char *env[] = { "GDRHOOK_POINTER_QUERIES=registry", NULL };
+
+	CHECK_EQ(run_scenario("runtime", env), 0);
+}
+
+TEST(runtime_query_agrees_under_validate)
+{
+	const char *env[] = { "GDRHOOK_VALIDATE=1", "GDRHOOK_LOG_LEVEL=error",
+			      NULL };
+
+	CHECK_EQ(run_scenario("runtime_validate", env), 0);
 }
 
 SCENARIO_MAIN(scenarios)

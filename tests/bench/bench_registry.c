@@ -24,7 +24,12 @@
  *   "floor":  not a lookup: a pointer chase of one cache line per step
  *             over one line per live allocation (the cost of one miss
  *             over that working set), so chain/floor counts the misses
- *             a lookup costs.
+ *             a lookup costs.  Chain and floor are timed in 5 alternating
+ *             rounds and the row gives the medians (the ratio is the
+ *             median of the rounds' ratios), with the share of the floor
+ *             and of the whole process (mostly the registry) that the
+ *             kernel put in transparent huge pages: without them a chase
+ *             pays page walks too, and machines differ in granting them.
  * UCX's page table (ucs_pgtable_lookup, plus reading the region found, as
  * rcache does) runs on the same addresses in the same process when
  * libucs is available.  Multi-thread rows count all lookups done by N
@@ -57,6 +62,7 @@
 #define BATCH 32
 #define NBATCH 20000
 #define NQ (1u << 20)
+#define FLOOR_ROUNDS 5
 
 struct alloc {
 #ifdef GH_BENCH_HAVE_UCX
@@ -296,17 +302,52 @@ struct chase_line {
 	uint64_t pad[7];
 };
 
-static void lat_floor(size_t n, double *p50, double *p99)
-{
-	size_t bytes = (n * sizeof(struct chase_line) + 2 * MiB - 1) &
-		       ~(2 * MiB - 1);
-	struct chase_line *l;
-	uint64_t *perm, seed = 99, cur = 0, base;
+static struct chase_line *floor_lines;
+static size_t floor_n, floor_bytes;
 
-	if (posix_memalign((void **)&l, 2 * MiB, bytes))
+/*
+ * Huge-page share (0..1) of the mapping holding @p, or of the whole
+ * process (NULL: mostly the registry), from smaps.
+ */
+static double thp_share(const void *p)
+{
+	FILE *f = fopen(p ? "/proc/self/smaps" : "/proc/self/smaps_rollup",
+			"r");
+	char line[256];
+	unsigned long lo, hi, kib, size = 0, huge = 0;
+	int in = 0;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
+			in = !p || ((uintptr_t)p >= lo && (uintptr_t)p < hi);
+			continue;
+		}
+		if (!in)
+			continue;
+		if (sscanf(line, "Rss: %lu kB", &kib) == 1)
+			size = kib;
+		else if (sscanf(line, "AnonHugePages: %lu kB", &kib) == 1)
+			huge = kib;
+	}
+	fclose(f);
+	return size ? (double)huge / size : 0;
+}
+
+/* The floor's chase for @n lines: a random cycle, in huge pages. */
+static void floor_build(size_t n)
+{
+	uint64_t *perm, seed = 99;
+
+	free(floor_lines);
+	floor_n = n;
+	floor_bytes = (n * sizeof(struct chase_line) + 2 * MiB - 1) &
+		      ~(2 * MiB - 1);
+	if (posix_memalign((void **)&floor_lines, 2 * MiB, floor_bytes))
 		abort();
 #ifdef MADV_HUGEPAGE
-	madvise(l, bytes, MADV_HUGEPAGE);
+	madvise(floor_lines, floor_bytes, MADV_HUGEPAGE);
 #endif
 	perm = malloc(n * sizeof(*perm));
 	if (!perm)
@@ -321,9 +362,15 @@ static void lat_floor(size_t n, double *p50, double *p99)
 		perm[j] = t;
 	}
 	for (size_t i = 0; i < n; i++)
-		l[perm[i]].next = perm[(i + 1) % n];
+		floor_lines[perm[i]].next = perm[(i + 1) % n];
 	free(perm);
-	base = empty_batch();
+}
+
+static void lat_floor(double *p50, double *p99)
+{
+	const struct chase_line *l = floor_lines;
+	uint64_t cur = 0, base = empty_batch();
+
 	for (int b = 0; b < NBATCH; b++) {
 		uint64_t t0 = ticks(), t1;
 
@@ -333,8 +380,20 @@ static void lat_floor(size_t n, double *p50, double *p99)
 		samples[b] = t1 - t0 > base ? t1 - t0 - base : 0;
 	}
 	sink = cur;
-	free(l);
 	pct(p50, p99);
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, n, sizeof(*v), cmp_dbl);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 #ifdef GH_BENCH_HAVE_UCX
@@ -561,7 +620,7 @@ int main(int argc, char **argv)
 	       "per live allocation; chain/floor is the lookup's latency in "
 	       "misses)\n");
 	for (size_t s = 0; s < 2 * sizeof(sizes) / sizeof(sizes[0]); s++) {
-		double t0 = now_ns(), chain50 = 0;
+		double t0 = now_ns();
 		size_t ns = sizeof(sizes) / sizeof(sizes[0]), si;
 
 		layout_small = s >= ns;
@@ -589,15 +648,29 @@ int main(int argc, char **argv)
 			else
 				printf("  %-8zu %-6s %12.1f %12.1f %12s %12s\n",
 				       sizes[si], mname[m], g50, g99, "-", "-");
-			if (m == M_CHAIN)
-				chain50 = g50;
 		}
+		/*
+		 * Chained lookups and the floor alternate, so that the
+		 * machine's drift (other tenants, the cache and TLB state)
+		 * falls on both alike; the ratio is the median of the rounds'.
+		 */
+		floor_build(sizes[si]);
 		{
-			double f50, f99;
+			double c[FLOOR_ROUNDS], f[FLOOR_ROUNDS], q[FLOOR_ROUNDS];
+			double x99;
 
-			lat_floor(sizes[si], &f50, &f99);
-			printf("  %-8zu %-6s %12.1f %12.1f   chain/floor %.2fx\n",
-			       sizes[si], "floor", f50, f99, chain50 / f50);
+			for (int k = 0; k < FLOOR_ROUNDS; k++) {
+				lat_gdrhook(M_CHAIN, &c[k], &x99);
+				lat_floor(&f[k], &x99);
+				q[k] = c[k] / f[k];
+			}
+			printf("  %-8zu %-6s %12.1f %12s   chain/floor %.2fx "
+			       "(chain %.1f; medians of %d alternating rounds; "
+			       "in huge pages: floor %.0f%%, process %.0f%%)\n",
+			       sizes[si], "floor", median(f, FLOOR_ROUNDS), "",
+			       median(q, FLOOR_ROUNDS), median(c, FLOOR_ROUNDS),
+			       FLOOR_ROUNDS, 100 * thp_share(floor_lines),
+			       100 * thp_share(NULL));
 		}
 	}
 

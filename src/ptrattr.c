@@ -247,16 +247,33 @@ static bool no_ctx_measured(unsigned int kind)
 	       kind == GDRHOOK_KIND_POOL || kind == GDRHOOK_KIND_VMM;
 }
 
-/* How the current context relates to @r (NULL: CTX_OWN when any is). */
-static enum ctx_rel ctx_rel(const struct gh_range *r)
-{
-	uint64_t cur;
+/*
+ * The calling thread's context, read before the registry lookup: a loop
+ * of independent queries then overlaps their cache misses (the driver
+ * call between a lookup's miss and the next query's kept them apart:
+ * cuMemGetAddressRange at 1 M live took 350 ns instead of 180-220).
+ */
+struct cur_ctx {
+	uint64_t ctx;
+	bool known;	/* false: the driver would not say */
+};
 
-	if (gh_drv_ctx_current(&cur))
+static struct cur_ctx cur_ctx(void)
+{
+	struct cur_ctx c = { 0, false };
+
+	c.known = !gh_drv_ctx_current(&c.ctx);
+	return c;
+}
+
+/* How context @c relates to @r (NULL: CTX_OWN when any is current). */
+static enum ctx_rel ctx_rel(struct cur_ctx c, const struct gh_range *r)
+{
+	if (!c.known)
 		return CTX_OTHER;
-	if (!cur)
+	if (!c.ctx)
 		return !r || no_ctx_measured(r->kind) ? CTX_NONE : CTX_OTHER;
-	return !r || (r->ctx && cur == r->ctx) ? CTX_OWN : CTX_OTHER;
+	return !r || (r->ctx && c.ctx == r->ctx) ? CTX_OWN : CTX_OTHER;
 }
 
 /* BUFFER_ID's bit: ours whatever the kind, while GDRHOOK_BUFFER_ID says so. */
@@ -418,11 +435,14 @@ static CUresult answer_one(void *data, CUpointer_attribute a, CUdeviceptr ptr,
 			   get_attr_fn real)
 {
 	unsigned char ours[GH_ATTR_BYTES], theirs[GH_ATTR_BYTES];
+	struct cur_ctx cc = { 0, false };
 	struct gh_range r;
 	CUresult rc, drc;
 	uint64_t v = 0;
 	bool out = true;
 
+	if (a == CU_POINTER_ATTRIBUTE_DEVICE_POINTER)
+		cc = cur_ctx();
 	switch (locate(ptr, &r)) {
 	case W_TRACKED:
 		if (!kind_exact(&r, a))
@@ -433,7 +453,7 @@ static CUresult answer_one(void *data, CUpointer_attribute a, CUdeviceptr ptr,
 			return rc;
 		if (a == CU_POINTER_ATTRIBUTE_DEVICE_POINTER) {
 			/* Refused with no context: written NULL too. */
-			switch (ctx_rel(&r)) {
+			switch (ctx_rel(cc, &r)) {
 			case CTX_OWN:
 				break;
 			case CTX_NONE:
@@ -531,11 +551,18 @@ static int answer_all(unsigned int n, const CUpointer_attribute *at,
 		      int *patch_p, unsigned long long *id_p)
 {
 	uint64_t val[GH_ATTR_MAX], dev_ptr = 0;
+	struct cur_ctx cc = { 0, false };
 	struct gh_range r;
-	enum where w = locate(ptr, &r);
+	enum where w;
 	uint32_t mask;
 	unsigned int i;
 
+	for (i = 0; i < n; i++)
+		if (at[i] == CU_POINTER_ATTRIBUTE_DEVICE_POINTER) {
+			cc = cur_ctx();
+			break;
+		}
+	w = locate(ptr, &r);
 	if (w == W_DRIVER)
 		return -1;
 	mask = w == W_NONE ? GH_ATTR_NEGATIVE : exact_mask(&r);
@@ -547,7 +574,7 @@ static int answer_all(unsigned int n, const CUpointer_attribute *at,
 		if (a == CU_POINTER_ATTRIBUTE_DEVICE_POINTER &&
 		    w == W_TRACKED && (mask >> a & 1)) {
 			/* Worked out once: NULL with no context current. */
-			enum ctx_rel rel = ctx_rel(&r);
+			enum ctx_rel rel = ctx_rel(cc, &r);
 
 			if (rel == CTX_OTHER)
 				mask &= ~GH_A(DEVICE_POINTER);
@@ -617,6 +644,7 @@ static int answer_range(CUdeviceptr *pbase, size_t *psize, CUdeviceptr ptr,
 {
 	CUdeviceptr base = 0, dbase = 0;
 	size_t size = 0, dsize = 0;
+	struct cur_ctx cc = cur_ctx();
 	struct gh_range r;
 	CUresult rc, drc;
 
@@ -625,7 +653,7 @@ static int answer_range(CUdeviceptr *pbase, size_t *psize, CUdeviceptr ptr,
 	case W_TRACKED:
 		if (!kind_exact(&r, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR))
 			return -1;
-		switch (ctx_rel(&r)) {
+		switch (ctx_rel(cc, &r)) {
 		case CTX_OWN:
 			base = r.base;
 			size = r.size;
@@ -639,7 +667,7 @@ static int answer_range(CUdeviceptr *pbase, size_t *psize, CUdeviceptr ptr,
 		}
 		break;
 	case W_NONE:
-		switch (ctx_rel(NULL)) {
+		switch (ctx_rel(cc, NULL)) {
 		case CTX_OWN:	/* some context is current */
 			rc = CUDA_ERROR_NOT_FOUND;
 			break;
@@ -734,6 +762,7 @@ static int rt_answer(struct cudaPointerAttributes *out, const void *p,
 {
 	CUdeviceptr ptr = (CUdeviceptr)(uintptr_t)p;
 	struct cudaPointerAttributes a, theirs;
+	struct cur_ctx cc;
 	struct gh_range r;
 	enum where w;
 	uint64_t mt = 0, managed = 0, dev = 0, hp = 0;
@@ -741,6 +770,7 @@ static int rt_answer(struct cudaPointerAttributes *out, const void *p,
 
 	if (__atomic_load_n(&rt_state, __ATOMIC_RELAXED) != 1)
 		return -1;
+	cc = cur_ctx();
 	w = locate(ptr, &r);
 	if (w == W_NONE) {
 		a.type = cudaMemoryTypeUnregistered;
@@ -749,7 +779,7 @@ static int rt_answer(struct cudaPointerAttributes *out, const void *p,
 		a.hostPointer = (void *)p;
 	} else if (w == W_TRACKED &&
 		   (exact_mask(&r) & GH_RT_NEEDS) == GH_RT_NEEDS) {
-		enum ctx_rel rel = ctx_rel(&r);
+		enum ctx_rel rel = ctx_rel(cc, &r);
 
 		if (rel == CTX_OTHER)
 			return -1;

@@ -95,6 +95,17 @@ $(BUILD)/tests/preload/%: tests/preload/%.c $(wildcard tests/preload/*.h) tests/
 	@mkdir -p $(dir $@)
 	$(CC) $(PRELOAD_CFLAGS) -o $@ $< $(PRELOAD_LIBS)
 
+# A runtime in a library's local scope: the program links no CUDA library
+# and dlopen()s liblocal_rt.so (which links the runtime double) RTLD_LOCAL.
+$(BUILD)/tests/preload/liblocal_rt.so: tests/preload/local_rt_lib.c $(FAKE_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(PRELOAD_CFLAGS) -shared -o $@ $< -L$(BUILD)/fake -lcudart
+
+$(BUILD)/tests/preload/test_local_runtime: tests/preload/test_local_runtime.c \
+		tests/harness.h $(BUILD)/tests/preload/liblocal_rt.so $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(PRELOAD_CFLAGS) -o $@ $< -L$(BUILD) -lgdrhook -ldl
+
 # A C++ program that dies of an uncaught exception (test_evlog_proc runs it).
 CXX		?= c++
 $(BUILD)/tests/preload/die_cxx: tests/preload/die_cxx.cc $(FAKE_LIBS)

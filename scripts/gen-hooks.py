@@ -122,6 +122,11 @@ def wrapper(r):
     out.append("\tstruct gh_call c;")
     out.append("\t%s rc;" % r.ret)
     out.append("")
+    if r.family == "runtime":
+        # A runtime loaded in a library's local scope: look there.
+        out.append("\tif (!real)")
+        out.append("\t\treal = (gh_pfn_%s)gh_real_get_for(%s, __builtin_return_address(0));"
+                   % (r.name, sid))
     out.append("\tif (!real)")
     out.append("\t\treturn %s;" % ("CUDA_ERROR_NOT_INITIALIZED" if r.family == "driver"
                                    else "cudaErrorInitializationError"))

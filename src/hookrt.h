@@ -53,6 +53,11 @@ struct gh_call {
 };
 
 void *gh_real_get(unsigned int sym);
+/*
+ * gh_real_get, else (a runtime entry point) the one in @caller's own
+ * scope: a program's library that loaded libcudart locally.
+ */
+void *gh_real_get_for(unsigned int sym, const void *caller);
 
 /* What gh_enter() tells the wrapper to do. */
 #define GH_PASS		0	/* call through, nothing else */

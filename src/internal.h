@@ -111,6 +111,8 @@ int gh_sym_find(const char *name);
 /* Record p as the real function of hooked symbol sym (from a resolver);
  * -EEXIST if a different one was recorded before. */
 int gh_real_set(unsigned int sym, void *p);
+/* @name from the object that defines @fn (NULL if none or ours). */
+void *gh_real_sibling(const void *fn, const char *name);
 
 /* Real driver calls made by gdrhook itself, never through a wrapper. */
 struct gh_drv;

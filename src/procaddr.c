@@ -67,7 +67,8 @@ cudaError_t gh_manual_cudaGetDriverEntryPoint(
 	const char *symbol, void **funcPtr, unsigned long long flags,
 	enum cudaDriverEntryPointQueryResult *driverStatus)
 {
-	dep_fn real = (dep_fn)gh_real_get(GH_SYM_cudaGetDriverEntryPoint);
+	dep_fn real = (dep_fn)gh_real_get_for(GH_SYM_cudaGetDriverEntryPoint,
+					      __builtin_return_address(0));
 	cudaError_t rc;
 
 	if (!real)
@@ -83,8 +84,9 @@ cudaError_t gh_manual_cudaGetDriverEntryPointByVersion(
 	unsigned long long flags,
 	enum cudaDriverEntryPointQueryResult *driverStatus)
 {
-	depv_fn real =
-		(depv_fn)gh_real_get(GH_SYM_cudaGetDriverEntryPointByVersion);
+	depv_fn real = (depv_fn)gh_real_get_for(
+		GH_SYM_cudaGetDriverEntryPointByVersion,
+		__builtin_return_address(0));
 	cudaError_t rc;
 
 	if (!real)

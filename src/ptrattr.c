@@ -34,7 +34,6 @@
  * here, reports any difference as an audit event and returns the
  * driver's answer.
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <string.h>
@@ -744,17 +743,18 @@ CUresult gh_manual_cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize,
  */
 static int rt_state;
 
-static void note_runtime_rc(cudaError_t rc)
+static void note_runtime_rc(cudaError_t rc, rt_attrs_fn real)
 {
 	rt_version_fn f;
 	int v = 0;
 
 	if (rc != cudaSuccess || __atomic_load_n(&rt_state, __ATOMIC_RELAXED))
 		return;
-	f = (rt_version_fn)gh_real_dlsym(RTLD_NEXT, "cudaRuntimeGetVersion");
-	__atomic_store_n(&rt_state, f && !gh_addr_is_ours((void *)f) &&
-			 f(&v) == cudaSuccess && v >= 11000 ? 1 : -1,
-			 __ATOMIC_RELAXED);
+	/* The version of the runtime that answered. */
+	f = (rt_version_fn)gh_real_sibling((const void *)real,
+					   "cudaRuntimeGetVersion");
+	__atomic_store_n(&rt_state, f && f(&v) == cudaSuccess && v >= 11000 ?
+			 1 : -1, __ATOMIC_RELAXED);
 }
 
 static int rt_answer(struct cudaPointerAttributes *out, const void *p,
@@ -821,8 +821,8 @@ static int rt_answer(struct cudaPointerAttributes *out, const void *p,
 cudaError_t gh_manual_cudaPointerGetAttributes(
 	struct cudaPointerAttributes *attributes, const void *ptr)
 {
-	rt_attrs_fn real =
-		(rt_attrs_fn)gh_real_get(GH_SYM_cudaPointerGetAttributes);
+	rt_attrs_fn real = (rt_attrs_fn)gh_real_get_for(
+		GH_SYM_cudaPointerGetAttributes, __builtin_return_address(0));
 	int saved = errno, was, done = -1;
 	cudaError_t rc;
 
@@ -836,7 +836,7 @@ cudaError_t gh_manual_cudaPointerGetAttributes(
 	if (!done)
 		return cudaSuccess;
 	rc = real(attributes, ptr);
-	note_runtime_rc(rc);
+	note_runtime_rc(rc, real);
 	return rc;
 }
 

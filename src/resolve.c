@@ -351,6 +351,109 @@ void *gh_real_get(unsigned int sym)
 	return p;
 }
 
+/*
+ * The object that holds @addr, opened again (RTLD_NOLOAD) for a lookup in
+ * its own scope: it and its dependencies, whether or not they are global.
+ * NULL for the main program (the global scope, where we come first).
+ */
+static void *object_of(const void *addr)
+{
+	Dl_info info;
+
+	if (!addr || !dladdr(addr, &info) || !info.dli_fname ||
+	    !info.dli_fname[0] || gh_addr_is_ours(addr))
+		return NULL;
+	return dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+}
+
+/* Loaded shared runtimes (libcudart.so*), by path; no allocation. */
+#define GH_RT_MAX	8
+struct rt_paths {
+	char path[GH_RT_MAX][256];
+	int n;
+};
+
+static int rt_path_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+	struct rt_paths *rp = data;
+	const char *name = info->dlpi_name, *base;
+
+	(void)size;
+	if (!name || !name[0] || rp->n == GH_RT_MAX)
+		return 0;
+	base = strrchr(name, '/');
+	base = base ? base + 1 : name;
+	if (!strncmp(base, "libcudart.so", 12) && strlen(name) < 256)
+		strcpy(rp->path[rp->n++], name);
+	return 0;
+}
+
+/* @s in the first loaded shared runtime that defines it. */
+static void *in_any_runtime(const struct gh_sym *s)
+{
+	static struct rt_paths rp;	/* too big for a hook's stack */
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	void *p = NULL, *h;
+
+	pthread_mutex_lock(&lock);
+	rp.n = 0;
+	/* The loader's lock is held in there: dlopen after. */
+	dl_iterate_phdr(rt_path_cb, &rp);
+	for (int i = 0; i < rp.n && !p; i++) {
+		h = dlopen(rp.path[i], RTLD_NOW | RTLD_NOLOAD);
+		if (h) {
+			p = lookup_in(h, s);
+			dlclose(h);
+		}
+	}
+	pthread_mutex_unlock(&lock);
+	return p;
+}
+
+void *gh_real_get_for(unsigned int sym, const void *caller)
+{
+	void *p = gh_real_get(sym), *h;
+	int saved;
+
+	if (GH_LIKELY(p != NULL) || gh_syms[sym].family != GH_FAM_RUNTIME)
+		return p;
+	/*
+	 * A runtime that is not global (a library dlopen'ed RTLD_LOCAL with
+	 * libcudart among its dependencies, or with a static runtime whose
+	 * entry points it exports): RTLD_NEXT cannot see it.  The caller's
+	 * own scope can, else (a tail call hides the caller) any loaded
+	 * libcudart.
+	 */
+	saved = errno;
+	h = object_of(caller);
+	if (h) {
+		p = lookup_in(h, &gh_syms[sym]);
+		dlclose(h);
+	}
+	if (!p)
+		p = in_any_runtime(&gh_syms[sym]);
+	errno = saved;
+	if (p && gh_real_set(sym, p))
+		p = gh_real_get(sym);	/* another thread's find won */
+	return p;
+}
+
+void *gh_real_sibling(const void *fn, const char *name)
+{
+	void *h, *p = NULL;
+	int saved = errno;
+
+	h = object_of(fn);
+	if (h) {
+		p = gh_real_dlsym(h, name);
+		dlclose(h);
+	}
+	if (p && gh_addr_is_ours(p))
+		p = NULL;
+	errno = saved;
+	return p;
+}
+
 /* Record p as the real function behind sym; 0 if consistent. */
 int gh_real_set(unsigned int sym, void *p)
 {

@@ -645,40 +645,26 @@ static int answer_range(CUdeviceptr *pbase, size_t *psize, CUdeviceptr ptr,
 	size_t size = 0, dsize = 0;
 	struct cur_ctx cc = cur_ctx();
 	struct gh_range r;
+	enum ctx_rel rel;
+	enum where w;
 	CUresult rc, drc;
 
-	/* The driver zeroes both outputs of a pointer it refuses. */
-	switch (locate(ptr, &r)) {
-	case W_TRACKED:
-		if (!kind_exact(&r, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR))
-			return -1;
-		switch (ctx_rel(cc, &r)) {
-		case CTX_OWN:
-			base = r.base;
-			size = r.size;
-			rc = CUDA_SUCCESS;
-			break;
-		case CTX_NONE:
-			rc = CUDA_ERROR_INVALID_CONTEXT;
-			break;
-		default:
-			return -1;
-		}
-		break;
-	case W_NONE:
-		switch (ctx_rel(cc, NULL)) {
-		case CTX_OWN:	/* some context is current */
-			rc = CUDA_ERROR_NOT_FOUND;
-			break;
-		case CTX_NONE:
-			rc = CUDA_ERROR_INVALID_CONTEXT;
-			break;
-		default:
-			return -1;
-		}
-		break;
-	default:
+	w = locate(ptr, &r);
+	if (w == W_DRIVER || (w == W_TRACKED &&
+	    !kind_exact(&r, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR)))
 		return -1;
+	rel = ctx_rel(cc, w == W_TRACKED ? &r : NULL);
+	/* The driver zeroes both outputs of a pointer it refuses. */
+	if (rel == CTX_OTHER)
+		return -1;
+	if (rel == CTX_NONE) {
+		rc = CUDA_ERROR_INVALID_CONTEXT;
+	} else if (w == W_NONE) {
+		rc = CUDA_ERROR_NOT_FOUND;	/* some context is current */
+	} else {
+		base = r.base;
+		size = r.size;
+		rc = CUDA_SUCCESS;
 	}
 	if (GH_UNLIKELY(gh_cfg.validate) && real) {
 		drc = real(&dbase, &dsize, ptr);

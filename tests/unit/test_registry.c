@@ -1250,23 +1250,22 @@ static void *conc_reader(void *arg)
 	return NULL;
 }
 
-TEST_TIMEOUT(concurrent_readers_writers, 120)
+/*
+ * Run CR readers and CW writers for 2 s (0.3 s with GH_TEST_QUICK), stop
+ * them, and check that no reader or writer saw an error and that readers
+ * both looked up and found something in the churn.
+ */
+static void conc_run(void *(*reader)(void *), void *(*writer)(void *),
+		     const char *what)
 {
 	pthread_t wt[CW], rt[CR];
 	int ms = getenv("GH_TEST_QUICK") ? 300 : 2000;
 
-	for (int w = 0; w < CW; w++)
-		for (int c = 0; c < CELLS; c++) {
-			struct gh_range r = conc_mk(AREA(w) + c * 65536ull +
-						    PERM_OFF, 512, w * 1000 + c);
-
-			CHECK_EQ(gh_registry_insert(&r, &perm_gen[w][c]), 0);
-		}
 	for (int i = 0; i < CR; i++)
-		CHECK_EQ(pthread_create(&rt[i], NULL, conc_reader,
+		CHECK_EQ(pthread_create(&rt[i], NULL, reader,
 					(void *)(intptr_t)i), 0);
 	for (int w = 0; w < CW; w++)
-		CHECK_EQ(pthread_create(&wt[w], NULL, conc_writer,
+		CHECK_EQ(pthread_create(&wt[w], NULL, writer,
 					(void *)(intptr_t)w), 0);
 	usleep(ms * 1000);
 	__atomic_store_n(&conc_stop, 1, __ATOMIC_RELAXED);
@@ -1274,13 +1273,25 @@ TEST_TIMEOUT(concurrent_readers_writers, 120)
 		pthread_join(wt[w], NULL);
 	for (int i = 0; i < CR; i++)
 		pthread_join(rt[i], NULL);
-	printf("  concurrent: %llu lookups, %llu found in churn, %llu errors\n",
+	printf("  %s: %llu lookups, %llu found in churn, %llu errors\n", what,
 	       (unsigned long long)conc_reads,
 	       (unsigned long long)conc_found,
 	       (unsigned long long)conc_errors);
 	CHECK_EQ(conc_errors, 0);
 	CHECK(conc_reads > 1000);
 	CHECK(conc_found > 0);
+}
+
+TEST_TIMEOUT(concurrent_readers_writers, 120)
+{
+	for (int w = 0; w < CW; w++)
+		for (int c = 0; c < CELLS; c++) {
+			struct gh_range r = conc_mk(AREA(w) + c * 65536ull +
+						    PERM_OFF, 512, w * 1000 + c);
+
+			CHECK_EQ(gh_registry_insert(&r, &perm_gen[w][c]), 0);
+		}
+	conc_run(conc_reader, conc_writer, "concurrent");
 	/* Everything permanent is still there and the rest can go. */
 	CHECK(gh_registry_count() >= CW * CELLS);
 	CHECK(gh_registry_remove_if(NULL, NULL, NULL, NULL) >= CW * CELLS);
@@ -1393,9 +1404,6 @@ static void *small_reader(void *arg)
 
 TEST_TIMEOUT(concurrent_small_buffers, 120)
 {
-	pthread_t wt[CW], rt[CR];
-	int ms = getenv("GH_TEST_QUICK") ? 300 : 2000;
-
 	for (int w = 0; w < CW; w++)
 		for (int c = 0; c < SCELLS; c++)
 			for (int k = 0; k < SPERM; k++) {
@@ -1406,25 +1414,7 @@ TEST_TIMEOUT(concurrent_small_buffers, 120)
 				CHECK_EQ(gh_registry_insert(&r,
 						&sperm_gen[w][c][k]), 0);
 			}
-	for (int i = 0; i < CR; i++)
-		CHECK_EQ(pthread_create(&rt[i], NULL, small_reader,
-					(void *)(intptr_t)i), 0);
-	for (int w = 0; w < CW; w++)
-		CHECK_EQ(pthread_create(&wt[w], NULL, small_writer,
-					(void *)(intptr_t)w), 0);
-	usleep(ms * 1000);
-	__atomic_store_n(&conc_stop, 1, __ATOMIC_RELAXED);
-	for (int w = 0; w < CW; w++)
-		pthread_join(wt[w], NULL);
-	for (int i = 0; i < CR; i++)
-		pthread_join(rt[i], NULL);
-	printf("  small buffers: %llu lookups, %llu found in churn, "
-	       "%llu errors\n", (unsigned long long)conc_reads,
-	       (unsigned long long)conc_found,
-	       (unsigned long long)conc_errors);
-	CHECK_EQ(conc_errors, 0);
-	CHECK(conc_reads > 1000);
-	CHECK(conc_found > 0);
+	conc_run(small_reader, small_writer, "small buffers");
 	CHECK_EQ(gh_registry_count() >= CW * SCELLS * SPERM, 1);
 }
 
@@ -1518,9 +1508,6 @@ static void *runs_reader(void *arg)
 
 TEST_TIMEOUT(concurrent_granule_runs, 120)
 {
-	pthread_t wt[CW], rt[CR];
-	int ms = getenv("GH_TEST_QUICK") ? 300 : 2000;
-
 	for (int w = 0; w < CW; w++) {
 		struct gh_range a = conc_mk(RAREA(w) + 8 * 65536ull,
 					    4 * 65536ull, w * 10 + 1);
@@ -1530,25 +1517,7 @@ TEST_TIMEOUT(concurrent_granule_runs, 120)
 		CHECK_EQ(gh_registry_insert(&a, &rperm_gen[w][0]), 0);
 		CHECK_EQ(gh_registry_insert(&b, &rperm_gen[w][1]), 0);
 	}
-	for (int i = 0; i < CR; i++)
-		CHECK_EQ(pthread_create(&rt[i], NULL, runs_reader,
-					(void *)(intptr_t)i), 0);
-	for (int w = 0; w < CW; w++)
-		CHECK_EQ(pthread_create(&wt[w], NULL, runs_writer,
-					(void *)(intptr_t)w), 0);
-	usleep(ms * 1000);
-	__atomic_store_n(&conc_stop, 1, __ATOMIC_RELAXED);
-	for (int w = 0; w < CW; w++)
-		pthread_join(wt[w], NULL);
-	for (int i = 0; i < CR; i++)
-		pthread_join(rt[i], NULL);
-	printf("  granule runs: %llu lookups, %llu found in churn, "
-	       "%llu errors\n", (unsigned long long)conc_reads,
-	       (unsigned long long)conc_found,
-	       (unsigned long long)conc_errors);
-	CHECK_EQ(conc_errors, 0);
-	CHECK(conc_reads > 1000);
-	CHECK(conc_found > 0);
+	conc_run(runs_reader, runs_writer, "granule runs");
 }
 
 TEST_MAIN()

@@ -402,48 +402,44 @@ static const struct scenario scenarios[] = {
 	{ "runtime_validate", scenario_runtime_validate },
 };
 
+static const char *const registry_env[] = {
+	"GDRHOOK_POINTER_QUERIES=registry", NULL
+};
+static const char *const validate_env[] = {
+	"GDRHOOK_VALIDATE=1", "GDRHOOK_LOG_LEVEL=error", NULL
+};
+static const char *const driver_env[] = {
+	"GDRHOOK_POINTER_QUERIES=driver", NULL
+};
+
 TEST(queries_from_registry_without_driver)
 {
-	const char *env[] = { "GDRHOOK_POINTER_QUERIES=registry", NULL };
-
-	CHECK_EQ(run_scenario("registry", env), 0);
+	CHECK_EQ(run_scenario("registry", registry_env), 0);
 }
 
 TEST(queries_agree_with_driver_under_validate)
 {
-	const char *env[] = { "GDRHOOK_VALIDATE=1", "GDRHOOK_LOG_LEVEL=error",
-			      NULL };
-
-	CHECK_EQ(run_scenario("validate", env), 0);
+	CHECK_EQ(run_scenario("validate", validate_env), 0);
 }
 
 TEST(queries_driver_mode_asks_driver)
 {
-	const char *env[] = { "GDRHOOK_POINTER_QUERIES=driver", NULL };
-
-	CHECK_EQ(run_scenario("driver", env), 0);
+	CHECK_EQ(run_scenario("driver", driver_env), 0);
 }
 
 TEST(queries_without_context_answered_as_driver)
 {
-	const char *env[] = { "GDRHOOK_POINTER_QUERIES=registry", NULL };
-
-	CHECK_EQ(run_scenario("noctx", env), 0);
+	CHECK_EQ(run_scenario("noctx", registry_env), 0);
 }
 
 TEST(runtime_query_answered_without_runtime)
 {
-	const char *env[] = { "GDRHOOK_POINTER_QUERIES=registry", NULL };
-
-	CHECK_EQ(run_scenario("runtime", env), 0);
+	CHECK_EQ(run_scenario("runtime", registry_env), 0);
 }
 
 TEST(runtime_query_agrees_under_validate)
 {
-	const char *env[] = { "GDRHOOK_VALIDATE=1", "GDRHOOK_LOG_LEVEL=error",
-			      NULL };
-
-	CHECK_EQ(run_scenario("runtime_validate", env), 0);
+	CHECK_EQ(run_scenario("runtime_validate", validate_env), 0);
 }
 
 SCENARIO_MAIN(scenarios)

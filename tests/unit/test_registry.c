@@ -1203,6 +1203,30 @@ static void *conc_writer(void *arg)
 	return NULL;
 }
 
+/*
+ * A lookup of a pointer in the churn: a miss, or a consistent snapshot of
+ * a range that covers it and starts in [lo, hi).
+ */
+static void conc_check_churn(int rc, const struct gh_range *r, uint64_t ptr,
+			     uint64_t lo, uint64_t hi, uint64_t *found)
+{
+	if (rc == 0) {
+		(*found)++;
+		if (!conc_consistent(r) || ptr - r->base >= r->size ||
+		    r->base < lo || r->base >= hi)
+			__atomic_fetch_add(&conc_errors, 1, __ATOMIC_RELAXED);
+	} else if (rc != -ENOENT) {
+		__atomic_fetch_add(&conc_errors, 1, __ATOMIC_RELAXED);
+	}
+}
+
+/* A reader's totals. */
+static void conc_tally(uint64_t reads, uint64_t found)
+{
+	__atomic_fetch_add(&conc_reads, reads, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&conc_found, found, __ATOMIC_RELAXED);
+}
+
 static void *conc_reader(void *arg)
 {
 	uint64_t seed = 77 + (uintptr_t)arg, reads = 0, found = 0;
@@ -1235,18 +1259,11 @@ static void *conc_reader(void *arg)
 			    r.gen != perm_gen[w][c] || !conc_consistent(&r))
 				__atomic_fetch_add(&conc_errors, 1,
 						   __ATOMIC_RELAXED);
-		} else if (rc == 0) {
-			found++;
-			if (!conc_consistent(&r) || ptr - r.base >= r.size ||
-			    r.base < lo || r.base >= hi)
-				__atomic_fetch_add(&conc_errors, 1,
-						   __ATOMIC_RELAXED);
-		} else if (rc != -ENOENT) {
-			__atomic_fetch_add(&conc_errors, 1, __ATOMIC_RELAXED);
+		} else {
+			conc_check_churn(rc, &r, ptr, lo, hi, &found);
 		}
 	}
-	__atomic_fetch_add(&conc_reads, reads, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&conc_found, found, __ATOMIC_RELAXED);
+	conc_tally(reads, found);
 	return NULL;
 }
 
@@ -1387,18 +1404,12 @@ static void *small_reader(void *arg)
 			    !conc_consistent(&r))
 				__atomic_fetch_add(&conc_errors, 1,
 						   __ATOMIC_RELAXED);
-		} else if (rc == 0) {
-			found++;
-			if (!conc_consistent(&r) || ptr - r.base >= r.size ||
-			    r.base < cell || r.base >= cell + 65536)
-				__atomic_fetch_add(&conc_errors, 1,
-						   __ATOMIC_RELAXED);
-		} else if (rc != -ENOENT) {
-			__atomic_fetch_add(&conc_errors, 1, __ATOMIC_RELAXED);
+		} else {
+			conc_check_churn(rc, &r, ptr, cell, cell + 65536,
+					 &found);
 		}
 	}
-	__atomic_fetch_add(&conc_reads, reads, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&conc_found, found, __ATOMIC_RELAXED);
+	conc_tally(reads, found);
 	return NULL;
 }
 
@@ -1491,18 +1502,12 @@ static void *runs_reader(void *arg)
 			    r.gen != rperm_gen[w][perm] || !conc_consistent(&r))
 				__atomic_fetch_add(&conc_errors, 1,
 						   __ATOMIC_RELAXED);
-		} else if (rc == 0) {
-			found++;
-			if (!conc_consistent(&r) || ptr - r.base >= r.size ||
-			    r.base < area || r.base >= area + 2 * MiB)
-				__atomic_fetch_add(&conc_errors, 1,
-						   __ATOMIC_RELAXED);
-		} else if (rc != -ENOENT) {
-			__atomic_fetch_add(&conc_errors, 1, __ATOMIC_RELAXED);
+		} else {
+			conc_check_churn(rc, &r, ptr, area, area + 2 * MiB,
+					 &found);
 		}
 	}
-	__atomic_fetch_add(&conc_reads, reads, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&conc_found, found, __ATOMIC_RELAXED);
+	conc_tally(reads, found);
 	return NULL;
 }
 

@@ -795,8 +795,8 @@ static int rt_answer(struct cudaPointerAttributes *out, const void *p,
 		    theirs.hostPointer != a.hostPointer) {
 			report("cudaPointerGetAttributes", ptr,
 			       drc != cudaSuccess ?
-			       "pointer query: the driver returns a different code" :
-			       "pointer query: the driver returns a different value");
+			       "pointer query: the runtime returns a different code" :
+			       "pointer query: the runtime returns a different value");
 			return -1;
 		}
 	}

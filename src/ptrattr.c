@@ -320,12 +320,13 @@ static bool is_host_kind(unsigned int kind)
 /*
  * The driver's answer for attribute a of ptr inside tracked range r
  * (kind_exact() said yes): the value into *v (a 4-byte value in its low
- * half) and the return code.  The driver writes NULL and refuses
- * HOST_POINTER of memory that has no host mapping.
+ * half) and the return code, or GH_ASK_DRIVER.  The driver writes NULL
+ * and refuses HOST_POINTER of memory that has no host mapping, and
+ * DEVICE_POINTER with no context current (@cc: read when it was asked).
  */
 static inline CUresult tracked_value(const struct gh_range *r,
 				     CUdeviceptr ptr, CUpointer_attribute a,
-				     uint64_t *v)
+				     const struct cur_ctx *cc, uint64_t *v)
 {
 	CUresult rc = CUDA_SUCCESS;
 	uint64_t x = 0;
@@ -339,7 +340,17 @@ static inline CUresult tracked_value(const struct gh_range *r,
 					    CU_MEMORYTYPE_DEVICE;
 		break;
 	case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
-		x = ptr;
+		/* The address in the current context: see ctx_rel(). */
+		switch (ctx_rel(*cc, r)) {
+		case CTX_OWN:
+			x = ptr;
+			break;
+		case CTX_NONE:
+			rc = CUDA_ERROR_INVALID_CONTEXT;
+			break;
+		default:
+			return GH_ASK_DRIVER;
+		}
 		break;
 	case CU_POINTER_ATTRIBUTE_HOST_POINTER:
 		if (is_host_kind(r->kind) || r->kind == GDRHOOK_KIND_MANAGED)
@@ -447,22 +458,9 @@ static CUresult answer_one(void *data, CUpointer_attribute a, CUdeviceptr ptr,
 		if (!kind_exact(&r, a))
 			return GH_ASK_DRIVER;
 		/* A refused HOST_POINTER is written too: NULL, as the driver. */
-		rc = tracked_value(&r, ptr, a, &v);
+		rc = tracked_value(&r, ptr, a, &cc, &v);
 		if (rc == (CUresult)GH_ASK_DRIVER)
 			return rc;
-		if (a == CU_POINTER_ATTRIBUTE_DEVICE_POINTER) {
-			/* Refused with no context: written NULL too. */
-			switch (ctx_rel(cc, &r)) {
-			case CTX_OWN:
-				break;
-			case CTX_NONE:
-				v = 0;
-				rc = CUDA_ERROR_INVALID_CONTEXT;
-				break;
-			default:
-				return GH_ASK_DRIVER;
-			}
-		}
 		break;
 	case W_NONE:
 		/* The driver refuses every attribute of such a pointer. */
@@ -549,7 +547,7 @@ static int answer_all(unsigned int n, const CUpointer_attribute *at,
 		      void **data, CUdeviceptr ptr, get_attrs_fn real,
 		      int *patch_p, unsigned long long *id_p)
 {
-	uint64_t val[GH_ATTR_MAX], dev_ptr = 0;
+	uint64_t val[GH_ATTR_MAX];
 	struct cur_ctx cc = { 0, false };
 	struct gh_range r;
 	enum where w;
@@ -567,32 +565,25 @@ static int answer_all(unsigned int n, const CUpointer_attribute *at,
 	mask = w == W_NONE ? GH_ATTR_NEGATIVE : exact_mask(&r);
 	for (i = 0; i < n; i++) {
 		CUpointer_attribute a = at[i];
+		CUresult rc = (CUresult)GH_ASK_DRIVER;
 
 		if (!data[i] || (unsigned int)a >= GH_ATTR_MAX)
 			return -1;
-		if (a == CU_POINTER_ATTRIBUTE_DEVICE_POINTER &&
-		    w == W_TRACKED && (mask >> a & 1)) {
-			/* Worked out once: NULL with no context current. */
-			enum ctx_rel rel = ctx_rel(cc, &r);
-
-			if (rel == CTX_OTHER)
-				mask &= ~GH_A(DEVICE_POINTER);
-			else
-				dev_ptr = rel == CTX_OWN ? ptr : 0;
+		if (mask >> a & 1) {
+			if (w == W_NONE) {
+				val[i] = negative_value(a, ptr);
+				continue;
+			}
+			rc = tracked_value(&r, ptr, a, &cc, &val[i]);
 		}
-		if (!(mask >> a & 1)) {
+		if (rc == (CUresult)GH_ASK_DRIVER) {
 			if (w == W_NONE || a == CU_POINTER_ATTRIBUTE_BUFFER_ID)
 				return -1;
 			*patch_p = buffer_id_mode() == MODE_REGISTRY;
 			*id_p = r.gen | GH_BUFFER_ID_TAG;
 			return -1;
 		}
-		if (w == W_NONE)
-			val[i] = negative_value(a, ptr);
-		else if (a == CU_POINTER_ATTRIBUTE_DEVICE_POINTER)
-			val[i] = dev_ptr;
-		else if (tracked_value(&r, ptr, a, &val[i]))
-			val[i] = 0;	/* a refused attribute reads as zero */
+		/* A refused attribute reads as zero (tracked_value's). */
 	}
 	if (GH_UNLIKELY(gh_cfg.validate) && real &&
 	    !agrees_all(n, at, ptr, real, val, w))
@@ -751,7 +742,7 @@ static int rt_answer(struct cudaPointerAttributes *out, const void *p,
 	struct cur_ctx cc;
 	struct gh_range r;
 	enum where w;
-	uint64_t mt = 0, managed = 0, dev = 0, hp = 0;
+	uint64_t mt = 0, managed = 0, dev = 0, dp = 0, hp = 0;
 	cudaError_t drc;
 
 	if (__atomic_load_n(&rt_state, __ATOMIC_RELAXED) != 1)
@@ -765,22 +756,22 @@ static int rt_answer(struct cudaPointerAttributes *out, const void *p,
 		a.hostPointer = (void *)p;
 	} else if (w == W_TRACKED &&
 		   (exact_mask(&r) & GH_RT_NEEDS) == GH_RT_NEEDS) {
-		enum ctx_rel rel = ctx_rel(cc, &r);
-
-		if (rel == CTX_OTHER)
+		/* Refused attributes read NULL, as the runtime has them. */
+		if (tracked_value(&r, ptr, CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+				  &cc, &dp) == (CUresult)GH_ASK_DRIVER)
 			return -1;
-		tracked_value(&r, ptr, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, &mt);
-		tracked_value(&r, ptr, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+		tracked_value(&r, ptr, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, &cc, &mt);
+		tracked_value(&r, ptr, CU_POINTER_ATTRIBUTE_IS_MANAGED, &cc,
 			      &managed);
-		tracked_value(&r, ptr, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, &dev);
-		if (tracked_value(&r, ptr, CU_POINTER_ATTRIBUTE_HOST_POINTER,
-				  &hp))
-			hp = 0;
+		tracked_value(&r, ptr, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, &cc,
+			      &dev);
+		tracked_value(&r, ptr, CU_POINTER_ATTRIBUTE_HOST_POINTER, &cc,
+			      &hp);
 		a.type = managed ? cudaMemoryTypeManaged :
 			 mt == CU_MEMORYTYPE_HOST ? cudaMemoryTypeHost :
 						    cudaMemoryTypeDevice;
 		a.device = (int)(uint32_t)dev;
-		a.devicePointer = rel == CTX_OWN ? (void *)p : NULL;
+		a.devicePointer = (void *)(uintptr_t)dp;
 		a.hostPointer = (void *)(uintptr_t)hp;
 	} else {
 		return -1;

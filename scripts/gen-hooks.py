@@ -118,15 +118,15 @@ def wrapper(r):
     out.append("GH_EXPORT %s;" % proto(r, r.name))
     out.append("GH_EXPORT %s" % proto(r, r.name))
     out.append("{")
-    out.append("\tgh_pfn_%s real = (gh_pfn_%s)gh_real_get(%s);" % (r.name, r.name, sid))
+    if r.family == "runtime":
+        # A runtime may be in a library's local scope: look there too.
+        out.append("\tgh_pfn_%s real = (gh_pfn_%s)gh_real_get_for(%s, __builtin_return_address(0));"
+                   % (r.name, r.name, sid))
+    else:
+        out.append("\tgh_pfn_%s real = (gh_pfn_%s)gh_real_get(%s);" % (r.name, r.name, sid))
     out.append("\tstruct gh_call c;")
     out.append("\t%s rc;" % r.ret)
     out.append("")
-    if r.family == "runtime":
-        # A runtime loaded in a library's local scope: look there.
-        out.append("\tif (!real)")
-        out.append("\t\treal = (gh_pfn_%s)gh_real_get_for(%s, __builtin_return_address(0));"
-                   % (r.name, sid))
     out.append("\tif (!real)")
     out.append("\t\treturn %s;" % ("CUDA_ERROR_NOT_INITIALIZED" if r.family == "driver"
                                    else "cudaErrorInitializationError"))

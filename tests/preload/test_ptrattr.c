@@ -95,6 +95,24 @@ static CUdeviceptr ptrs(const struct mem *m, int i)
 	return i < (int)(sizeof(p) / sizeof(p[0])) ? p[i] : (CUdeviceptr)-1;
 }
 
+/*
+ * Every kind allocated, and one query of an untracked pointer answered by
+ * the driver (from then on "not CUDA memory" is answered here); returns
+ * the driver's query count after it.
+ */
+static unsigned long setup_answered(struct mem *m)
+{
+	unsigned int mt = 7;
+	int stackv = 0;
+
+	primary_ctx(0);
+	alloc_all(m);
+	CHECK_EQ(cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+				       (CUdeviceptr)(uintptr_t)&stackv),
+		 CUDA_ERROR_INVALID_VALUE);
+	return driver_queries();
+}
+
 /* Registry mode: no driver call once the driver has answered one. */
 static int scenario_registry(void)
 {
@@ -106,13 +124,7 @@ static int scenario_registry(void)
 	CUdeviceptr base = 1;
 	size_t size = 1;
 
-	primary_ctx(0);
-	alloc_all(&m);
-	/* The first query of an untracked pointer goes to the driver. */
-	CHECK_EQ(cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-				       (CUdeviceptr)(uintptr_t)&stackv),
-		 CUDA_ERROR_INVALID_VALUE);
-	before = driver_queries();
+	before = setup_answered(&m);
 	/*
 	 * All but what the registry does not record: the device of host
 	 * memory, the pool of a cuMemAllocAsync (the current one), and the
@@ -295,17 +307,9 @@ static int scenario_noctx(void)
 {
 	struct noctx n;
 	struct mem m;
-	unsigned long before;
-	unsigned int mt;
-	int stackv;
+	unsigned long before = setup_answered(&m);
 	pthread_t t;
 
-	primary_ctx(0);
-	alloc_all(&m);
-	CHECK_EQ(cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-				       (CUdeviceptr)(uintptr_t)&stackv),
-		 CUDA_ERROR_INVALID_VALUE);
-	before = driver_queries();
 	n.m = &m;
 	n.failed = 1;
 	CHECK_EQ(pthread_create(&t, NULL, noctx_thread, &n), 0);
@@ -412,34 +416,19 @@ static const char *const driver_env[] = {
 	"GDRHOOK_POINTER_QUERIES=driver", NULL
 };
 
-TEST(queries_from_registry_without_driver)
-{
-	CHECK_EQ(run_scenario("registry", registry_env), 0);
-}
+/* A case: one scenario in a child with its environment. */
+#define QUERY_TEST(name, scenario, env)					\
+	TEST(name)							\
+	{								\
+		CHECK_EQ(run_scenario(scenario, env), 0);		\
+	}
 
-TEST(queries_agree_with_driver_under_validate)
-{
-	CHECK_EQ(run_scenario("validate", validate_env), 0);
-}
-
-TEST(queries_driver_mode_asks_driver)
-{
-	CHECK_EQ(run_scenario("driver", driver_env), 0);
-}
-
-TEST(queries_without_context_answered_as_driver)
-{
-	CHECK_EQ(run_scenario("noctx", registry_env), 0);
-}
-
-TEST(runtime_query_answered_without_runtime)
-{
-	CHECK_EQ(run_scenario("runtime", registry_env), 0);
-}
-
-TEST(runtime_query_agrees_under_validate)
-{
-	CHECK_EQ(run_scenario("runtime_validate", validate_env), 0);
-}
+QUERY_TEST(queries_from_registry_without_driver, "registry", registry_env)
+QUERY_TEST(queries_agree_with_driver_under_validate, "validate", validate_env)
+QUERY_TEST(queries_driver_mode_asks_driver, "driver", driver_env)
+QUERY_TEST(queries_without_context_answered_as_driver, "noctx", registry_env)
+QUERY_TEST(runtime_query_answered_without_runtime, "runtime", registry_env)
+QUERY_TEST(runtime_query_agrees_under_validate, "runtime_validate",
+	   validate_env)
 
 SCENARIO_MAIN(scenarios)

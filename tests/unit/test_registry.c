@@ -1525,4 +1525,112 @@ TEST_TIMEOUT(concurrent_granule_runs, 120)
 	conc_run(runs_reader, runs_writer, "granule runs");
 }
 
+/*
+ * Concurrency in granules of page-sized buffers, as cuMemAlloc packs 4 KiB
+ * allocations: three permanent pages (0, 5, 10) and writers churning
+ * buffers of one or two pages between them, so that lookups read page
+ * leaves while the writer changes the granule's node in place; and two
+ * buffers that share page 15, which give the page leaves up (the node is
+ * copied again, with a slot index) until one of them goes.
+ */
+#define PAREA(w) (0x7d0000000000ull + (uint64_t)(w) * 0x40000000ull)
+#define PITEMS 8
+static const uint32_t pperm_page[3] = { 0, 5, 10 };
+static uint64_t pperm_gen[CW][SCELLS][3];
+
+static void page_item(int i, uint64_t *off, uint64_t *max)
+{
+	static const uint32_t page[6] = { 1, 3, 6, 8, 11, 13 };
+
+	if (i < 6) {
+		*off = page[i] * 4096ull;
+		*max = 8192;
+	} else {
+		*off = 15 * 4096ull + (i - 6) * 1024ull;
+		*max = 1024 - (i == 6) * 512;
+	}
+}
+
+static void *page_writer(void *arg)
+{
+	int w = (int)(intptr_t)arg;
+	uint64_t seed = 5000 + w;
+	uint8_t live[SCELLS][PITEMS] = { { 0 } };
+
+	while (!__atomic_load_n(&conc_stop, __ATOMIC_RELAXED)) {
+		int c = (int)rng_below(&seed, SCELLS);
+		int i = (int)rng_below(&seed, PITEMS);
+		uint64_t off, max, b;
+		struct gh_range r;
+
+		page_item(i, &off, &max);
+		b = PAREA(w) + (uint64_t)c * 65536 + off;
+		if (live[c][i]) {
+			if (gh_registry_remove(b, &r) != 0 ||
+			    !conc_consistent(&r))
+				__atomic_fetch_add(&conc_errors, 1,
+						   __ATOMIC_RELAXED);
+			live[c][i] = 0;
+			continue;
+		}
+		r = conc_mk(b, i < 6 ? 4096 * (1 + rng_below(&seed, 2)) :
+			    1 + rng_below(&seed, max), rng_next(&seed));
+		if (gh_registry_insert(&r, NULL) != 0)
+			__atomic_fetch_add(&conc_errors, 1, __ATOMIC_RELAXED);
+		live[c][i] = 1;
+	}
+	return NULL;
+}
+
+static void *page_reader(void *arg)
+{
+	uint64_t seed = 101 + (uintptr_t)arg, reads = 0, found = 0;
+
+	while (!__atomic_load_n(&conc_stop, __ATOMIC_RELAXED)) {
+		int w = (int)rng_below(&seed, CW), c = (int)rng_below(&seed, SCELLS);
+		uint64_t cell = PAREA(w) + (uint64_t)c * 65536, ptr;
+		struct gh_range r;
+		int rc, k = -1;
+
+		if (rng_below(&seed, 3) == 0) {
+			k = (int)rng_below(&seed, 3);
+			ptr = cell + pperm_page[k] * 4096ull +
+			      rng_below(&seed, 4096);
+		} else {
+			ptr = cell + rng_below(&seed, 65536);
+		}
+		rc = gh_registry_lookup(ptr, 1, &r);
+		reads++;
+		if (k >= 0) {
+			if (rc != 0 || r.base != cell + pperm_page[k] * 4096ull ||
+			    r.size != 4096 || r.gen != pperm_gen[w][c][k] ||
+			    !conc_consistent(&r))
+				__atomic_fetch_add(&conc_errors, 1,
+						   __ATOMIC_RELAXED);
+		} else {
+			conc_check_churn(rc, &r, ptr, cell, cell + 65536,
+					 &found);
+		}
+	}
+	conc_tally(reads, found);
+	return NULL;
+}
+
+TEST_TIMEOUT(concurrent_page_buffers, 120)
+{
+	for (int w = 0; w < CW; w++)
+		for (int c = 0; c < SCELLS; c++)
+			for (int k = 0; k < 3; k++) {
+				struct gh_range r = conc_mk(
+					PAREA(w) + c * 65536ull +
+					pperm_page[k] * 4096ull, 4096,
+					w * 100000 + c * 100 + k);
+
+				CHECK_EQ(gh_registry_insert(&r,
+						&pperm_gen[w][c][k]), 0);
+			}
+	conc_run(page_reader, page_writer, "page buffers");
+	CHECK_EQ(gh_registry_count() >= CW * SCELLS * 3, 1);
+}
+
 TEST_MAIN()

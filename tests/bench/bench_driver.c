@@ -9,7 +9,8 @@
  *                           N pairs of cudaMalloc(1 MiB) + cudaFree
  *   bench_driver churn      N pairs of cuMemAlloc(4 KiB) + cuMemFree with
  *                           GH_BENCH_LIVE (first count, default 1000)
- *                           live 4 KiB allocations
+ *                           live 4 KiB allocations; with
+ *                           GH_BENCH_CHURN_THREADS=T, T threads at once
  *   bench_driver tagcheck [L1,L2,...]
  *                           with L live 4 KiB cuMemAlloc allocations: the
  *                           driver's tag check (cuPointerGetAttribute
@@ -27,6 +28,7 @@
  *   GH_BENCH_THREADS=1,2,4,8,16              tagcheck: thread counts
  *   GH_BENCH_SECS=0.5        tagcheck: seconds per multi-thread run
  *   GH_BENCH_QUICK=1         tagcheck: 1/8 of the latency samples
+ *   GH_BENCH_CHURN_THREADS=1 churn: threads churning at once
  *
  * Every figure is one line "R <key> <value>" on stdout (the runner parses
  * these); other lines start with '#'.
@@ -330,12 +332,14 @@ static int mode_alloc(void)
  * whose calls cost little, the hooked minus the native figure is the
  * shim's own cost per pair.
  */
+static int mode_churn_mt(long threads, long n, long warm, long live);
+
 static int mode_churn(void)
 {
 	const char *ls = getenv("GH_BENCH_LIVE");
 	long n = env_long("GH_BENCH_N", 2000);
 	long warm = env_long("GH_BENCH_WARMUP", 200);
-	long live = 1000;
+	long live = 1000, threads;
 	CUdeviceptr *keep;
 	double *ta, *tf, *tp;
 
@@ -346,6 +350,11 @@ static int mode_churn(void)
 	if (warm < 0)
 		warm = 0;
 	setup(0);
+	threads = env_long("GH_BENCH_CHURN_THREADS", 1);
+	if (threads > MAX_THREADS)
+		threads = MAX_THREADS;
+	if (threads > 1)
+		return mode_churn_mt(threads, n, warm, live);
 	keep = calloc((size_t)live, sizeof(*keep));
 	ta = calloc((size_t)n, sizeof(*ta));
 	tf = calloc((size_t)n, sizeof(*tf));
@@ -364,6 +373,88 @@ static int mode_churn(void)
 	free(ta);
 	free(tf);
 	free(tp);
+	return 0;
+}
+
+/*
+ * churn with GH_BENCH_CHURN_THREADS=T (> 1): T threads, each with the
+ * primary context current and its own live set (the first count of
+ * GH_BENCH_LIVE divided among them), wait on a barrier and run their
+ * GH_BENCH_N timed pairs at once (after the warm-up, also at once).
+ * Reported: the percentiles of every pair of every thread, and pairs/s
+ * over the wall time from the barrier to the last thread's end.
+ */
+struct mt_churn {
+	pthread_barrier_t *bar;
+	long n, warm, live;
+	double *tp;
+	uint64_t t_end;
+};
+
+static void *mt_churn_thread(void *arg)
+{
+	struct mt_churn *m = arg;
+	CUdeviceptr *keep = calloc((size_t)m->live + 1, sizeof(*keep));
+
+	if (!keep)
+		exit(2);
+	CK(cuCtxSetCurrent(ctx));
+	for (long i = 0; i < m->live; i++)
+		CK(cuMemAlloc(&keep[i], SMALL));
+	pthread_barrier_wait(m->bar);
+	for (long i = -m->warm; i < m->n; i++) {
+		CUdeviceptr p;
+		uint64_t t0 = now_ns();
+
+		CK(cuMemAlloc(&p, SMALL));
+		CK(cuMemFree(p));
+		if (i >= 0)
+			m->tp[i] = (double)(now_ns() - t0);
+		if (i == -1)
+			pthread_barrier_wait(m->bar);	/* warm-up done */
+	}
+	m->t_end = now_ns();
+	pthread_barrier_wait(m->bar);		/* keep live sets until all end */
+	for (long i = 0; i < m->live; i++)
+		CK(cuMemFree(keep[i]));
+	free(keep);
+	return NULL;
+}
+
+static int mode_churn_mt(long threads, long n, long warm, long live)
+{
+	pthread_t th[MAX_THREADS];
+	struct mt_churn m[MAX_THREADS];
+	pthread_barrier_t bar;
+	double *all = calloc((size_t)(threads * n), sizeof(*all));
+	uint64_t t0, t1 = 0;
+
+	if (!all || pthread_barrier_init(&bar, NULL, (unsigned)threads + 1))
+		return 1;
+	for (long t = 0; t < threads; t++) {
+		m[t] = (struct mt_churn){ .bar = &bar, .n = n,
+			.warm = warm > 0 ? warm : 1, .live = live / threads,
+			.tp = all + t * n };
+		if (pthread_create(&th[t], NULL, mt_churn_thread, &m[t]))
+			return 1;
+	}
+	pthread_barrier_wait(&bar);		/* live sets made */
+	pthread_barrier_wait(&bar);		/* warm-up done: timed from here */
+	t0 = now_ns();
+	pthread_barrier_wait(&bar);		/* every thread ended */
+	for (long t = 0; t < threads; t++) {
+		pthread_join(th[t], NULL);
+		if (m[t].t_end > t1)
+			t1 = m[t].t_end;
+	}
+	printf("R churn.n %ld\nR churn.live %ld\nR churn.size %llu\n"
+	       "R churn.threads %ld\n", n, live, SMALL, threads);
+	printf("R churn.mt.pairs_per_s %.0f\n",
+	       (double)(threads * n) / ((double)(t1 - t0) / 1e9));
+	summarize("churn.mt.pair", all, (size_t)(threads * n));
+	report_gh_stats("gh");
+	free(all);
+	pthread_barrier_destroy(&bar);
 	return 0;
 }
 

@@ -871,13 +871,39 @@ static void gh_rtab_node_write_end(struct gh_rtab_node *n, uint32_t count,
 	GH_ST_REL(&n->seq, n->seq + 1);
 }
 
-/* The pages of granule @gs that entry @e touches: [*lo_p, *hi_p]. */
+/* The pages of granule @gs that [base, end) touches: [*lo_p, *hi_p]. */
+static void gh_rtab_range_pages(uint64_t base, uint64_t end, uint64_t gs,
+			       uint32_t *lo_p, uint32_t *hi_p)
+{
+	*lo_p = (gh_rtab_max(base, gs) - gs) >> GH_REG_PAGE_SHIFT;
+	*hi_p = (gh_rtab_min(end, gs + GH_REG_GRAN) - 1 - gs) >>
+		GH_REG_PAGE_SHIFT;
+}
+
 static void gh_rtab_ent_pages(const struct gh_rtab_ent *e, uint64_t gs,
 			     uint32_t *lo_p, uint32_t *hi_p)
 {
-	*lo_p = (gh_rtab_max(e->base, gs) - gs) >> GH_REG_PAGE_SHIFT;
-	*hi_p = (gh_rtab_min(gh_rtab_ent_end(e), gs + GH_REG_GRAN) - 1 - gs) >>
-		GH_REG_PAGE_SHIFT;
+	gh_rtab_range_pages(e->base, gh_rtab_ent_end(e), gs, lo_p, hi_p);
+}
+
+/*
+ * [base, end) touches only pages of the shared granule @gs that no
+ * allocation touches, and its page leaves @f are valid (so their owners
+ * are every allocation touching each page): it overlaps nothing there and
+ * the page leaves stay valid with it.
+ */
+static bool gh_rtab_pages_free(const struct gh_rtab_fine *f, uint64_t gs,
+			       uint64_t base, uint64_t end)
+{
+	uint32_t k, lo, hi;
+
+	if (!f || !f->valid)
+		return false;
+	gh_rtab_range_pages(base, end, gs, &lo, &hi);
+	for (k = lo; k <= hi; k++)
+		if (f->owner[k])
+			return false;
+	return true;
 }
 
 static void gh_rtab_fine_set(struct gh_rtab_fine *f, uint32_t k,
@@ -1013,12 +1039,11 @@ static bool gh_rtab_slot_inplace(struct gh_rtab_sub *sub, uint32_t g,
 	uint64_t *base = gh_rtab_node_base(n), *ents = gh_rtab_node_ents(n);
 	uint32_t cnt = n->n, i, k, lo, hi;
 
-	if (!f || !f->valid || (add ? cnt >= 1u << n->cls : cnt <= 2))
+	if (add ? cnt >= 1u << n->cls ||
+		  !gh_rtab_pages_free(f, gs, e->base, gh_rtab_ent_end(e)) :
+		  cnt <= 2 || !f || !f->valid)
 		return false;
 	gh_rtab_ent_pages(e, gs, &lo, &hi);
-	for (k = lo; k <= hi && add; k++)
-		if (f->owner[k])
-			return false;
 	i = gh_rtab_node_floor(n, e->base);
 	gh_rtab_node_write_begin(n);
 	if (add) {
@@ -1463,7 +1488,15 @@ static int gh_rtab_prepare_gran(uint64_t base, uint64_t end)
 	if (whole)
 		return -EEXIST;
 	if (s) {
-		sv = s->slot[gh_rtab_gran_index(base)];
+		uint32_t g = gh_rtab_gran_index(base);
+		struct gh_rtab_node *n;
+
+		sv = s->slot[g];
+		n = (struct gh_rtab_node *)(sv & ~GH_REG_SLOT_NODE);
+		/* Joins the node in place: no search, nothing to reserve. */
+		if ((sv & GH_REG_SLOT_NODE) && n->n < 1u << n->cls &&
+		    gh_rtab_pages_free(s->fine[g], gs, base, end))
+			return 0;
 		if (sv && gh_rtab_slot_overlap(sv, base, end))
 			return -EEXIST;
 	} else {

@@ -256,8 +256,8 @@ struct gh_rtab_dir {
 
 /*
  * Adaptive: writers hold it for well under a microsecond, so a waiter
- * spins briefly instead of sleeping in the kernel and being woken, which
- * cost 16 threads churning 4 KiB allocations a sixth of their throughput.
+ * spins briefly instead of sleeping in the kernel and being woken (two
+ * threads churning 4 KiB allocations on a 2-core VM: 10% more pairs/s).
  */
 static pthread_mutex_t gh_rtab_lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
 static struct gh_rtab_dir gh_rtab_dir0 __attribute__((aligned(4096)));

@@ -9,7 +9,10 @@
  *                           N pairs of cudaMalloc(1 MiB) + cudaFree
  *   bench_driver churn      N pairs of cuMemAlloc(4 KiB) + cuMemFree with
  *                           GH_BENCH_LIVE (first count, default 1000)
- *                           live 4 KiB allocations; with
+ *                           live 4 KiB allocations; under the shim
+ *                           also N pairs alternating, in blocks, between
+ *                           the shim and libcuda's own entry points
+ *                           (churn.inproc); with
  *                           GH_BENCH_CHURN_THREADS=T, T threads at once
  *   bench_driver tagcheck [L1,L2,...]
  *                           with L live 4 KiB cuMemAlloc allocations: the
@@ -52,7 +55,10 @@
  * the same table until a stop flag (set by the main thread after
  * GH_BENCH_SECS) is seen; calls/s = sum over threads of calls / own time.
  */
+#include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <link.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
@@ -61,6 +67,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -334,6 +342,139 @@ static int mode_alloc(void)
  */
 static int mode_churn_mt(long threads, long n, long warm, long live);
 
+/*
+ * The driver's own entry point @name, read from libcuda's symbol table on
+ * disk: no loader call, so a preloaded shim cannot hand out its wrapper.
+ * NULL when libcuda is not loaded or has no such symbol.
+ */
+struct find_obj {
+	const char *path;
+	uintptr_t base;
+};
+
+static int find_libcuda(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct find_obj *f = arg;
+	const char *slash = strrchr(info->dlpi_name, '/');
+
+	(void)size;
+	if (strncmp(slash ? slash + 1 : info->dlpi_name, "libcuda.so", 10))
+		return 0;
+	f->path = info->dlpi_name;
+	f->base = info->dlpi_addr;
+	return 1;
+}
+
+static void *driver_sym(const char *name)
+{
+	struct find_obj f = { NULL, 0 };
+	const Elf64_Ehdr *eh;
+	const Elf64_Shdr *sh;
+	struct stat st;
+	void *map, *ret = NULL;
+	int fd;
+
+	dl_iterate_phdr(find_libcuda, &f);
+	if (!f.path || (fd = open(f.path, O_RDONLY | O_CLOEXEC)) < 0)
+		return NULL;
+	if (fstat(fd, &st) || (size_t)st.st_size < sizeof(*eh)) {
+		close(fd);
+		return NULL;
+	}
+	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (map == MAP_FAILED)
+		return NULL;
+	eh = map;
+	sh = (const Elf64_Shdr *)((const char *)map + eh->e_shoff);
+	if (memcmp(eh->e_ident, ELFMAG, SELFMAG) ||
+	    eh->e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh->e_shoff + (uint64_t)eh->e_shnum * sizeof(*sh) > (uint64_t)st.st_size)
+		goto out;
+	for (unsigned int i = 0; i < eh->e_shnum && !ret; i++) {
+		const Elf64_Sym *sym = (const Elf64_Sym *)((const char *)map +
+							   sh[i].sh_offset);
+		const char *str;
+
+		if (sh[i].sh_type != SHT_DYNSYM || sh[i].sh_link >= eh->e_shnum)
+			continue;
+		str = (const char *)map + sh[sh[i].sh_link].sh_offset;
+		for (size_t k = 0; k < sh[i].sh_size / sizeof(*sym); k++)
+			if (sym[k].st_shndx != SHN_UNDEF && sym[k].st_value &&
+			    ELF64_ST_TYPE(sym[k].st_info) == STT_FUNC &&
+			    !strcmp(str + sym[k].st_name, name)) {
+				ret = (void *)(f.base + sym[k].st_value);
+				break;
+			}
+	}
+out:
+	munmap(map, (size_t)st.st_size);
+	return ret;
+}
+
+/*
+ * With the shim preloaded: 4 KiB pairs through the shim and through the
+ * driver's own entry points (driver_sym) in the same process, in
+ * alternating blocks of 64 pairs, so that both see the same process
+ * (the H100's per-process modes cancel).  Per block, the median pair of
+ * each; reported: the medians over blocks and the median of the blocks'
+ * ratios.
+ */
+static void churn_inproc(long n)
+{
+	typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t);
+	typedef CUresult (*free_fn)(CUdeviceptr);
+	alloc_fn ra = (alloc_fn)driver_sym("cuMemAlloc_v2");
+	free_fn rf = (free_fn)driver_sym("cuMemFree_v2");
+	long blocks = n / BATCH;
+	double *bh, *bd, *br, t[BATCH];
+
+	if (!ra || !rf || (void *)ra == (void *)cuMemAlloc) {
+		printf("# churn.inproc: the driver's own entry points not found\n");
+		return;
+	}
+	if (blocks < 4)
+		blocks = 4;
+	bh = calloc((size_t)blocks, sizeof(*bh));
+	bd = calloc((size_t)blocks, sizeof(*bd));
+	br = calloc((size_t)blocks, sizeof(*br));
+	if (!bh || !bd || !br)
+		exit(2);
+	for (long b = -2; b < 2 * blocks; b++) {
+		int real = (b & 1) ^ ((b >> 1) & 1);	/* HDDH DHHD ... */
+
+		for (int i = 0; i < BATCH; i++) {
+			CUdeviceptr p;
+			uint64_t t0 = now_ns();
+
+			if (real) {
+				CK(ra(&p, SMALL));
+				CK(rf(p));
+			} else {
+				CK(cuMemAlloc(&p, SMALL));
+				CK(cuMemFree(p));
+			}
+			t[i] = (double)(now_ns() - t0);
+		}
+		if (b < 0)
+			continue;	/* warm-up blocks */
+		qsort(t, BATCH, sizeof(t[0]), cmp_double);
+		(real ? bd : bh)[b / 2] = t[BATCH / 2];
+	}
+	for (long b = 0; b < blocks; b++)
+		br[b] = bh[b] / bd[b];
+	qsort(bh, (size_t)blocks, sizeof(*bh), cmp_double);
+	qsort(bd, (size_t)blocks, sizeof(*bd), cmp_double);
+	qsort(br, (size_t)blocks, sizeof(*br), cmp_double);
+	printf("R churn.inproc.blocks %ld\nR churn.inproc.driver.p50_us %.3f\n"
+	       "R churn.inproc.hooked.p50_us %.3f\nR churn.inproc.ratio %.4f\n",
+	       blocks, pct(bd, (size_t)blocks, 50) / 1e3,
+	       pct(bh, (size_t)blocks, 50) / 1e3, pct(br, (size_t)blocks, 50));
+	free(bh);
+	free(bd);
+	free(br);
+}
+
 static int mode_churn(void)
 {
 	const char *ls = getenv("GH_BENCH_LIVE");
@@ -366,6 +507,8 @@ static int mode_churn(void)
 	printf("R churn.n %ld\nR churn.live %ld\nR churn.size %llu\n", n, live,
 	       SMALL);
 	time_cu_pairs("churn.cu", SMALL, n, warm, ta, tf, tp);
+	if (have_gh)
+		churn_inproc(n);
 	report_gh_stats("gh");
 	for (long i = 0; i < live; i++)
 		CK(cuMemFree(keep[i]));

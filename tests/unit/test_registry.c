@@ -1316,52 +1316,42 @@ TEST_TIMEOUT(concurrent_readers_writers, 120)
 }
 
 /*
- * Concurrency in granules packed with small buffers: 10 permanent ones
- * (every other 512-byte slot), so that the node has a slot index, and
- * writers churning buffers in the slots between them, second buffers
- * sharing a slot (the search), buffers crossing into the next slot and
- * whole pages (page leaves given up and back): each lookup goes through
- * slot leaves, the slot index, the search or page leaves while they
- * change under it.
+ * Concurrency inside granules: per writer SCELLS granules ("cells"), each
+ * with permanent buffers that must always be found, and writers churning
+ * the items of a cell description (fixed offsets, sizes up to a maximum)
+ * in the space between them, while readers check every answer.
  */
 #define SCELLS 16
-#define SAREA(w) (0x7e0000000000ull + (uint64_t)(w) * 0x40000000ull)
-#define SPERM 10
-#define SITEMS 32
-static uint64_t sperm_gen[CW][SCELLS][SPERM];
+#define SPERM 10	/* permanent buffers per cell, at most */
 
-/* Item i of a cell: its offset in the granule and largest size. */
-static void small_item(int i, uint64_t *off, uint64_t *max)
+struct cell_churn {
+	uint64_t area;		/* cells of writer w: area + w * 1 GiB */
+	int items;
+	/* Item i: its offset in the cell and its size (from seed). */
+	void (*item)(int i, uint64_t *off, uint64_t *size, uint64_t *seed);
+	int nperm;
+	uint64_t perm_off[SPERM], perm_size;
+	uint64_t perm_gen[CW][SCELLS][SPERM];
+};
+
+static uint64_t cell_at(const struct cell_churn *cc, int w, int c)
 {
-	if (i < 10) {			/* alone in odd slot 2i+1 */
-		*off = (2 * i + 1) * 512ull;
-		*max = 300;
-	} else if (i < 15) {		/* shares slot 2(i-10)+1 */
-		*off = (2 * (i - 10) + 1) * 512ull + 300;
-		*max = 200;
-	} else if (i < 24) {		/* crosses into the next slot */
-		*off = (2 * (i - 15) + 21) * 512ull;
-		*max = 1023;
-	} else {			/* a whole page in the upper half */
-		*off = 32 * KiB + (i - 24) * 4096ull;
-		*max = 4096;
-	}
+	return cc->area + (uint64_t)w * 0x40000000ull + (uint64_t)c * 65536;
 }
 
-static void *small_writer(void *arg)
+static void cell_writer(const struct cell_churn *cc, int w)
 {
-	int w = (int)(intptr_t)arg;
-	uint64_t seed = 3000 + w;
-	uint8_t live[SCELLS][SITEMS] = { { 0 } };
+	uint64_t seed = 3000 + w + cc->area;
+	uint8_t live[SCELLS][64] = { { 0 } };
 
 	while (!__atomic_load_n(&conc_stop, __ATOMIC_RELAXED)) {
 		int c = (int)rng_below(&seed, SCELLS);
-		int i = (int)rng_below(&seed, SITEMS);
-		uint64_t off, max, b;
+		int i = (int)rng_below(&seed, (uint64_t)cc->items);
+		uint64_t off, size, b;
 		struct gh_range r;
 
-		small_item(i, &off, &max);
-		b = SAREA(w) + (uint64_t)c * 65536 + off;
+		cc->item(i, &off, &size, &seed);
+		b = cell_at(cc, w, c) + off;
 		if (live[c][i]) {
 			if (gh_registry_remove(b, &r) != 0 ||
 			    !conc_consistent(&r))
@@ -1370,37 +1360,36 @@ static void *small_writer(void *arg)
 			live[c][i] = 0;
 			continue;
 		}
-		r = conc_mk(b, i < 15 ? 1 + rng_below(&seed, max) :
-			    i < 24 ? 513 + rng_below(&seed, max - 512) : max,
-			    rng_next(&seed));
+		r = conc_mk(b, size, rng_next(&seed));
 		if (gh_registry_insert(&r, NULL) != 0)
 			__atomic_fetch_add(&conc_errors, 1, __ATOMIC_RELAXED);
 		live[c][i] = 1;
 	}
-	return NULL;
 }
 
-static void *small_reader(void *arg)
+static void cell_reader(const struct cell_churn *cc, int id)
 {
-	uint64_t seed = 99 + (uintptr_t)arg, reads = 0, found = 0;
+	uint64_t seed = 99 + id + cc->area, reads = 0, found = 0;
 
 	while (!__atomic_load_n(&conc_stop, __ATOMIC_RELAXED)) {
 		int w = (int)rng_below(&seed, CW), c = (int)rng_below(&seed, SCELLS);
-		uint64_t cell = SAREA(w) + (uint64_t)c * 65536, ptr;
+		uint64_t cell = cell_at(cc, w, c), ptr;
 		struct gh_range r;
 		int rc, k = -1;
 
 		if (rng_below(&seed, 3) == 0) {
-			k = (int)rng_below(&seed, SPERM);
-			ptr = cell + 2 * k * 512ull + rng_below(&seed, 300);
+			k = (int)rng_below(&seed, (uint64_t)cc->nperm);
+			ptr = cell + cc->perm_off[k] +
+			      rng_below(&seed, cc->perm_size);
 		} else {
 			ptr = cell + rng_below(&seed, 65536);
 		}
 		rc = gh_registry_lookup(ptr, 1, &r);
 		reads++;
 		if (k >= 0) {
-			if (rc != 0 || r.base != cell + 2 * k * 512ull ||
-			    r.size != 300 || r.gen != sperm_gen[w][c][k] ||
+			if (rc != 0 || r.base != cell + cc->perm_off[k] ||
+			    r.size != cc->perm_size ||
+			    r.gen != cc->perm_gen[w][c][k] ||
 			    !conc_consistent(&r))
 				__atomic_fetch_add(&conc_errors, 1,
 						   __ATOMIC_RELAXED);
@@ -1410,23 +1399,73 @@ static void *small_reader(void *arg)
 		}
 	}
 	conc_tally(reads, found);
+}
+
+/* Insert the permanent buffers, run, check they all stayed. */
+static void cell_run(struct cell_churn *cc, void *(*reader)(void *),
+		     void *(*writer)(void *), const char *what)
+{
+	for (int w = 0; w < CW; w++)
+		for (int c = 0; c < SCELLS; c++)
+			for (int k = 0; k < cc->nperm; k++) {
+				struct gh_range r = conc_mk(
+					cell_at(cc, w, c) + cc->perm_off[k],
+					cc->perm_size, w * 100000 + c * 100 + k);
+
+				CHECK_EQ(gh_registry_insert(&r,
+						&cc->perm_gen[w][c][k]), 0);
+			}
+	conc_run(reader, writer, what);
+	CHECK(gh_registry_count() >= (uint64_t)(CW * SCELLS * cc->nperm));
+}
+
+/*
+ * Granules packed with small buffers: 10 permanent ones (every other
+ * 512-byte slot), so that the node has a slot index, and writers churning
+ * buffers in the slots between them, second buffers sharing a slot (the
+ * search), buffers crossing into the next slot and whole pages (page
+ * leaves given up and back): each lookup goes through slot leaves, the
+ * slot index, the search or page leaves while they change under it.
+ */
+static void small_item(int i, uint64_t *off, uint64_t *size, uint64_t *seed)
+{
+	if (i < 10) {			/* alone in odd slot 2i+1 */
+		*off = (2 * i + 1) * 512ull;
+		*size = 1 + rng_below(seed, 300);
+	} else if (i < 15) {		/* shares slot 2(i-10)+1 */
+		*off = (2 * (i - 10) + 1) * 512ull + 300;
+		*size = 1 + rng_below(seed, 200);
+	} else if (i < 24) {		/* crosses into the next slot */
+		*off = (2 * (i - 15) + 21) * 512ull;
+		*size = 513 + rng_below(seed, 1023 - 512);
+	} else {			/* a whole page in the upper half */
+		*off = 32 * KiB + (i - 24) * 4096ull;
+		*size = 4096;
+	}
+}
+
+static struct cell_churn small_churn = {
+	.area = 0x7e0000000000ull, .items = 32, .item = small_item,
+	.nperm = 10, .perm_off = { 0, 1024, 2048, 3072, 4096, 5120, 6144,
+				   7168, 8192, 9216 },
+	.perm_size = 300,
+};
+
+static void *small_writer(void *arg)
+{
+	cell_writer(&small_churn, (int)(intptr_t)arg);
+	return NULL;
+}
+
+static void *small_reader(void *arg)
+{
+	cell_reader(&small_churn, (int)(intptr_t)arg);
 	return NULL;
 }
 
 TEST_TIMEOUT(concurrent_small_buffers, 120)
 {
-	for (int w = 0; w < CW; w++)
-		for (int c = 0; c < SCELLS; c++)
-			for (int k = 0; k < SPERM; k++) {
-				struct gh_range r = conc_mk(
-					SAREA(w) + c * 65536ull + 2 * k * 512ull,
-					300, w * 100000 + c * 100 + k);
-
-				CHECK_EQ(gh_registry_insert(&r,
-						&sperm_gen[w][c][k]), 0);
-			}
-	conc_run(small_reader, small_writer, "small buffers");
-	CHECK_EQ(gh_registry_count() >= CW * SCELLS * SPERM, 1);
+	cell_run(&small_churn, small_reader, small_writer, "small buffers");
 }
 
 /*
@@ -1526,111 +1565,47 @@ TEST_TIMEOUT(concurrent_granule_runs, 120)
 }
 
 /*
- * Concurrency in granules of page-sized buffers, as cuMemAlloc packs 4 KiB
- * allocations: three permanent pages (0, 5, 10) and writers churning
- * buffers of one or two pages between them, so that lookups read page
- * leaves while the writer changes the granule's node in place; and two
- * buffers that share page 15, which give the page leaves up (the node is
- * copied again, with a slot index) until one of them goes.
+ * Granules of page-sized buffers, as cuMemAlloc packs 4 KiB allocations:
+ * three permanent pages (0, 5, 10) and writers churning buffers of one or
+ * two pages between them, so that lookups read page leaves while the
+ * writer changes the granule's node in place; and two buffers that share
+ * page 15, which give the page leaves up (the node is copied again, with
+ * a slot index) until one of them goes.
  */
-#define PAREA(w) (0x7d0000000000ull + (uint64_t)(w) * 0x40000000ull)
-#define PITEMS 8
-static const uint32_t pperm_page[3] = { 0, 5, 10 };
-static uint64_t pperm_gen[CW][SCELLS][3];
-
-static void page_item(int i, uint64_t *off, uint64_t *max)
+static void page_item(int i, uint64_t *off, uint64_t *size, uint64_t *seed)
 {
 	static const uint32_t page[6] = { 1, 3, 6, 8, 11, 13 };
 
 	if (i < 6) {
 		*off = page[i] * 4096ull;
-		*max = 8192;
+		*size = 4096 * (1 + rng_below(seed, 2));
 	} else {
 		*off = 15 * 4096ull + (i - 6) * 1024ull;
-		*max = 1024 - (i == 6) * 512;
+		*size = 1 + rng_below(seed, 1024 - (i == 6) * 512);
 	}
 }
 
+static struct cell_churn page_churn = {
+	.area = 0x7d0000000000ull, .items = 8, .item = page_item,
+	.nperm = 3, .perm_off = { 0, 5 * 4096, 10 * 4096 },
+	.perm_size = 4096,
+};
+
 static void *page_writer(void *arg)
 {
-	int w = (int)(intptr_t)arg;
-	uint64_t seed = 5000 + w;
-	uint8_t live[SCELLS][PITEMS] = { { 0 } };
-
-	while (!__atomic_load_n(&conc_stop, __ATOMIC_RELAXED)) {
-		int c = (int)rng_below(&seed, SCELLS);
-		int i = (int)rng_below(&seed, PITEMS);
-		uint64_t off, max, b;
-		struct gh_range r;
-
-		page_item(i, &off, &max);
-		b = PAREA(w) + (uint64_t)c * 65536 + off;
-		if (live[c][i]) {
-			if (gh_registry_remove(b, &r) != 0 ||
-			    !conc_consistent(&r))
-				__atomic_fetch_add(&conc_errors, 1,
-						   __ATOMIC_RELAXED);
-			live[c][i] = 0;
-			continue;
-		}
-		r = conc_mk(b, i < 6 ? 4096 * (1 + rng_below(&seed, 2)) :
-			    1 + rng_below(&seed, max), rng_next(&seed));
-		if (gh_registry_insert(&r, NULL) != 0)
-			__atomic_fetch_add(&conc_errors, 1, __ATOMIC_RELAXED);
-		live[c][i] = 1;
-	}
+	cell_writer(&page_churn, (int)(intptr_t)arg);
 	return NULL;
 }
 
 static void *page_reader(void *arg)
 {
-	uint64_t seed = 101 + (uintptr_t)arg, reads = 0, found = 0;
-
-	while (!__atomic_load_n(&conc_stop, __ATOMIC_RELAXED)) {
-		int w = (int)rng_below(&seed, CW), c = (int)rng_below(&seed, SCELLS);
-		uint64_t cell = PAREA(w) + (uint64_t)c * 65536, ptr;
-		struct gh_range r;
-		int rc, k = -1;
-
-		if (rng_below(&seed, 3) == 0) {
-			k = (int)rng_below(&seed, 3);
-			ptr = cell + pperm_page[k] * 4096ull +
-			      rng_below(&seed, 4096);
-		} else {
-			ptr = cell + rng_below(&seed, 65536);
-		}
-		rc = gh_registry_lookup(ptr, 1, &r);
-		reads++;
-		if (k >= 0) {
-			if (rc != 0 || r.base != cell + pperm_page[k] * 4096ull ||
-			    r.size != 4096 || r.gen != pperm_gen[w][c][k] ||
-			    !conc_consistent(&r))
-				__atomic_fetch_add(&conc_errors, 1,
-						   __ATOMIC_RELAXED);
-		} else {
-			conc_check_churn(rc, &r, ptr, cell, cell + 65536,
-					 &found);
-		}
-	}
-	conc_tally(reads, found);
+	cell_reader(&page_churn, (int)(intptr_t)arg);
 	return NULL;
 }
 
 TEST_TIMEOUT(concurrent_page_buffers, 120)
 {
-	for (int w = 0; w < CW; w++)
-		for (int c = 0; c < SCELLS; c++)
-			for (int k = 0; k < 3; k++) {
-				struct gh_range r = conc_mk(
-					PAREA(w) + c * 65536ull +
-					pperm_page[k] * 4096ull, 4096,
-					w * 100000 + c * 100 + k);
-
-				CHECK_EQ(gh_registry_insert(&r,
-						&pperm_gen[w][c][k]), 0);
-			}
-	conc_run(page_reader, page_writer, "page buffers");
-	CHECK_EQ(gh_registry_count() >= CW * SCELLS * 3, 1);
+	cell_run(&page_churn, page_reader, page_writer, "page buffers");
 }
 
 TEST_MAIN()

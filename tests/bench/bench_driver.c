@@ -350,6 +350,8 @@ static int mode_churn_mt(long threads, long n, long warm, long live);
 struct find_obj {
 	const char *path;
 	uintptr_t base;
+	const ElfW(Phdr) *phdr;
+	size_t phnum;
 };
 
 static int find_libcuda(struct dl_phdr_info *info, size_t size, void *arg)
@@ -362,7 +364,22 @@ static int find_libcuda(struct dl_phdr_info *info, size_t size, void *arg)
 		return 0;
 	f->path = info->dlpi_name;
 	f->base = info->dlpi_addr;
+	f->phdr = info->dlpi_phdr;
+	f->phnum = info->dlpi_phnum;
 	return 1;
+}
+
+/* @addr is code of the loaded object (the file on disk may not be it). */
+static int in_code(const struct find_obj *f, uintptr_t addr)
+{
+	for (size_t i = 0; i < f->phnum; i++) {
+		uintptr_t lo = f->base + f->phdr[i].p_vaddr;
+
+		if (f->phdr[i].p_type == PT_LOAD && (f->phdr[i].p_flags & PF_X) &&
+		    addr >= lo && addr - lo < f->phdr[i].p_memsz)
+			return 1;
+	}
+	return 0;
 }
 
 static void *driver_sym(const char *name)
@@ -403,7 +420,8 @@ static void *driver_sym(const char *name)
 			if (sym[k].st_shndx != SHN_UNDEF && sym[k].st_value &&
 			    ELF64_ST_TYPE(sym[k].st_info) == STT_FUNC &&
 			    !strcmp(str + sym[k].st_name, name)) {
-				ret = (void *)(f.base + sym[k].st_value);
+				if (in_code(&f, f.base + sym[k].st_value))
+					ret = (void *)(f.base + sym[k].st_value);
 				break;
 			}
 	}

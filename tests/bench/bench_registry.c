@@ -161,6 +161,21 @@ static int layout_small;
 static int ucx_built;		/* the live set is in UCX's page table */
 #endif
 
+/*
+ * The queries: random pointers in random live allocations, of size
+ * @size only when not 0 (there must be some).
+ */
+static void queries_fill(uint64_t size, uint64_t seed)
+{
+	for (size_t i = 0; i < NQ;) {
+		struct alloc *a = &allocs[rng_next(&seed) % nallocs];
+
+		if (size && a->size != size)
+			continue;
+		queries[i++] = a->base + rng_next(&seed) % a->size;
+	}
+}
+
 static void build(size_t n, uint64_t seed)
 {
 	uint64_t cur = 0x7f0000000000ull;	/* where CUDA puts device VA */
@@ -207,11 +222,7 @@ static void build(size_t n, uint64_t seed)
 #endif
 		a->live = 1;
 	}
-	for (size_t i = 0; i < NQ; i++) {
-		struct alloc *a = &allocs[rng_next(&seed) % n];
-
-		queries[i] = a->base + rng_next(&seed) % a->size;
-	}
+	queries_fill(0, seed);
 }
 
 /* ------------------------------------------------------------------ */
@@ -672,6 +683,33 @@ int main(int argc, char **argv)
 			       FLOOR_ROUNDS, 100 * thp_share(floor_lines),
 			       100 * thp_share(NULL));
 		}
+		/*
+		 * One size class at a time: fewer table lines are touched
+		 * than by the mix, which shows what the mix pays for its
+		 * tables being larger than the cache.
+		 */
+		if (!layout_small && sizes[si] == 1000000) {
+			printf("  %-8zu chained lookups in one size class only, "
+			       "p50 ns:", sizes[si]);
+			for (int k = 0; k < 11; k++) {
+				double c50, c99;
+
+				queries_fill(4 * KiB << k, 5 + k);
+				lat_gdrhook(M_CHAIN, &c50, &c99);
+				printf(" %llu KiB %.0f%s", 4ull << k, c50,
+				       k < 10 ? "," : "\n");
+			}
+		}
+	}
+
+	printf("  random-read latency by working set (the floor's chase over "
+	       "an array of that size), ns:");
+	for (int mb = 1; mb <= 64; mb *= 2) {
+		double f50, f99;
+
+		floor_build((size_t)mb * MiB / sizeof(struct chase_line));
+		lat_floor(&f50, &f99);
+		printf(" %d MB %.0f%s", mb, f50, mb < 64 ? "," : "\n");
 	}
 
 	layout_small = 0;

@@ -30,6 +30,10 @@
  *             and of the whole process (mostly the registry) that the
  *             kernel put in transparent huge pages: without them a chase
  *             pays page walks too, and machines differ in granting them.
+ * At 1 M live the chained lookups are also timed one size class at a
+ * time, and the floor's chase over arrays of 1-64 MB shows what stays
+ * cached for random reads in that run (these hosts share the last-level
+ * cache with other tenants).
  * UCX's page table (ucs_pgtable_lookup, plus reading the region found, as
  * rcache does) runs on the same addresses in the same process when
  * libucs is available.  Multi-thread rows count all lookups done by N

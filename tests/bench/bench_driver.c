@@ -543,13 +543,13 @@ static int mode_churn(void)
  * GH_BENCH_LIVE divided among them), wait on a barrier and run their
  * GH_BENCH_N timed pairs at once (after the warm-up, also at once).
  * Reported: the percentiles of every pair of every thread, and pairs/s
- * over the wall time from the barrier to the last thread's end.
+ * over the wall time from the first thread's start to the last one's end.
  */
 struct mt_churn {
 	pthread_barrier_t *bar;
 	long n, warm, live;
 	double *tp;
-	uint64_t t_end;
+	uint64_t t_start, t_end;
 };
 
 static void *mt_churn_thread(void *arg)
@@ -571,8 +571,10 @@ static void *mt_churn_thread(void *arg)
 		CK(cuMemFree(p));
 		if (i >= 0)
 			m->tp[i] = (double)(now_ns() - t0);
-		if (i == -1)
+		if (i == -1) {
 			pthread_barrier_wait(m->bar);	/* warm-up done */
+			m->t_start = now_ns();
+		}
 	}
 	m->t_end = now_ns();
 	pthread_barrier_wait(m->bar);		/* keep live sets until all end */
@@ -588,7 +590,7 @@ static int mode_churn_mt(long threads, long n, long warm, long live)
 	struct mt_churn m[MAX_THREADS];
 	pthread_barrier_t bar;
 	double *all = calloc((size_t)(threads * n), sizeof(*all));
-	uint64_t t0, t1 = 0;
+	uint64_t t0 = 0, t1 = 0;
 
 	if (!all || pthread_barrier_init(&bar, NULL, (unsigned)threads + 1))
 		return 1;
@@ -601,10 +603,11 @@ static int mode_churn_mt(long threads, long n, long warm, long live)
 	}
 	pthread_barrier_wait(&bar);		/* live sets made */
 	pthread_barrier_wait(&bar);		/* warm-up done: timed from here */
-	t0 = now_ns();
 	pthread_barrier_wait(&bar);		/* every thread ended */
 	for (long t = 0; t < threads; t++) {
 		pthread_join(th[t], NULL);
+		if (!t || m[t].t_start < t0)
+			t0 = m[t].t_start;
 		if (m[t].t_end > t1)
 			t1 = m[t].t_end;
 	}

@@ -333,20 +333,9 @@ static int mode_alloc(void)
 	return 0;
 }
 
-/*
- * churn: the 4 KiB pair under a live set, as allocators that keep many
- * small buffers see it (GH_BENCH_LIVE's first count live 4 KiB
- * allocations, default 1000).  Against the CUDA double (build/fake),
- * whose calls cost little, the hooked minus the native figure is the
- * shim's own cost per pair.
- */
 static int mode_churn_mt(long threads, long n, long warm, long live);
 
-/*
- * The driver's own entry point @name, read from libcuda's symbol table on
- * disk: no loader call, so a preloaded shim cannot hand out its wrapper.
- * NULL when libcuda is not loaded or has no such symbol.
- */
+/* The loaded libcuda: its file, load address and segments. */
 struct find_obj {
 	const char *path;
 	uintptr_t base;
@@ -382,6 +371,11 @@ static int in_code(const struct find_obj *f, uintptr_t addr)
 	return 0;
 }
 
+/*
+ * The driver's own entry point @name, read from libcuda's symbol table on
+ * disk: no loader call, so a preloaded shim cannot hand out its wrapper.
+ * NULL when libcuda is not loaded or has no such symbol.
+ */
 static void *driver_sym(const char *name)
 {
 	struct find_obj f = { NULL, 0 };
@@ -459,7 +453,8 @@ static void churn_inproc(long n)
 	if (!bh || !bd || !br)
 		exit(2);
 	for (long b = -2; b < 2 * blocks; b++) {
-		int real = (b & 1) ^ ((b >> 1) & 1);	/* HDDH DHHD ... */
+		/* Blocks 2k and 2k+1: one of each, in turns (HD DH HD ...). */
+		int real = (b & 1) ^ ((b >> 1) & 1);
 
 		for (int i = 0; i < BATCH; i++) {
 			CUdeviceptr p;
@@ -493,6 +488,13 @@ static void churn_inproc(long n)
 	free(br);
 }
 
+/*
+ * churn: the 4 KiB pair under a live set, as allocators that keep many
+ * small buffers see it (GH_BENCH_LIVE's first count live 4 KiB
+ * allocations, default 1000).  Against the CUDA double (build/fake),
+ * whose calls cost little, the hooked minus the native figure is the
+ * shim's own cost per pair.
+ */
 static int mode_churn(void)
 {
 	const char *ls = getenv("GH_BENCH_LIVE");

@@ -17,25 +17,20 @@
 #include "hookrt.h"
 #include "evlog.h"
 
-struct gh_tls {
-	int busy;		/* inside gdrhook's own code */
-	struct gh_call *rt_outer; /* runtime call in progress */
-};
-
-static __thread struct gh_tls tls __attribute__((tls_model("initial-exec")));
+__thread struct gh_tls gh_tls __attribute__((tls_model("initial-exec")));
 
 int gh_enter(struct gh_call *c, unsigned int sym)
 {
 	int saved = errno;
 
-	if (GH_UNLIKELY(tls.busy) && gh_active() &&
+	if (GH_UNLIKELY(gh_tls.busy) && gh_active() &&
 	    gh_syms[sym].family <= GH_FAM_RUNTIME) {
 		/* Our own bookkeeping is running on this thread: the wrapper
 		 * calls through and queues the effect (src/deferred.c). */
 		errno = saved;
 		return GH_GUARDED;
 	}
-	if (!gh_active() || tls.busy) {
+	if (!gh_active() || gh_tls.busy) {
 		errno = saved;
 		return GH_PASS;
 	}
@@ -45,16 +40,16 @@ int gh_enter(struct gh_call *c, unsigned int sym)
 	c->saved_errno = saved;
 	c->dev = -1;
 	if (gh_syms[sym].family == GH_FAM_RUNTIME) {
-		if (tls.rt_outer) {
+		if (gh_tls.rt_outer) {
 			errno = saved;
 			return GH_PASS;
 		}
-		tls.rt_outer = c;
-	} else if (tls.rt_outer) {
-		c->outer = tls.rt_outer;
+		gh_tls.rt_outer = c;
+	} else if (gh_tls.rt_outer) {
+		c->outer = gh_tls.rt_outer;
 		c->api = c->outer->api;
 	}
-	tls.busy = 1;
+	gh_tls.busy = 1;
 	gh_note_cuda_used();
 	return GH_HOOK;
 }
@@ -62,7 +57,7 @@ int gh_enter(struct gh_call *c, unsigned int sym)
 /* The clock is read only for the event log (t, dur_ns). */
 void gh_real_begin(struct gh_call *c)
 {
-	tls.busy = 0;
+	gh_tls.busy = 0;
 	c->t0 = gh_evlog_clock();
 	errno = c->saved_errno;
 }
@@ -73,25 +68,25 @@ void gh_real_end(struct gh_call *c, int rc)
 	if (c->t0)
 		c->t1 = gh_now_ns();
 	c->rc = rc;
-	tls.busy = 1;
+	gh_tls.busy = 1;
 }
 
 void gh_leave(struct gh_call *c)
 {
-	if (tls.rt_outer == c)
-		tls.rt_outer = NULL;
+	if (gh_tls.rt_outer == c)
+		gh_tls.rt_outer = NULL;
 	if (GH_UNLIKELY(gh_deferred_pending()))
 		gh_deferred_drain();
-	tls.busy = 0;
+	gh_tls.busy = 0;
 	errno = c->saved_errno;
 }
 
 /* Run fn with the guard up, so CUDA calls it makes pass straight through. */
 int gh_guard_enter(void)
 {
-	int was = tls.busy;
+	int was = gh_tls.busy;
 
-	tls.busy = 1;
+	gh_tls.busy = 1;
 	/* verbs programs hear about configuration problems too */
 	if (!was)
 		gh_note_cuda_used();
@@ -106,5 +101,5 @@ void gh_guard_leave(int was)
 		gh_deferred_drain();
 		errno = saved;
 	}
-	tls.busy = was;
+	gh_tls.busy = was;
 }

@@ -106,13 +106,14 @@ static void at_exit(void)
  * exit handler, so ours runs first: the driver still answers the audit
  * sweep then.
  */
+/* Set once the exit-time work is armed. */
+int gh_cuda_used;
+
 void gh_note_cuda_used(void)
 {
-	static int armed;
-
-	if (GH_LIKELY(__atomic_load_n(&armed, __ATOMIC_RELAXED)))
+	if (GH_LIKELY(__atomic_load_n(&gh_cuda_used, __ATOMIC_RELAXED)))
 		return;
-	if (!__atomic_exchange_n(&armed, 1, __ATOMIC_ACQ_REL)) {
+	if (!__atomic_exchange_n(&gh_cuda_used, 1, __ATOMIC_ACQ_REL)) {
 		gh_config_report();
 		gh_info_banner();
 		atexit(at_exit);

@@ -89,6 +89,7 @@ static inline int gh_active(void)
 }
 /* Arm the exit-time work (audit sweep, log flush) once CUDA is used. */
 void gh_note_cuda_used(void);
+extern int gh_cuda_used;
 
 /* Untrusted registry (a memory entry point reached with no wrapper). */
 extern int gh_untrusted;
@@ -159,6 +160,19 @@ void gh_audit_report(const char *api, uint64_t ptr, uint64_t size,
 /* Guard for gdrhook-initiated work outside a wrapper (call.c). */
 int gh_guard_enter(void);
 void gh_guard_leave(int was);
+
+/* Per-thread call state (call.c). */
+struct gh_tls {
+	int busy;		/* inside gdrhook's own code */
+	struct gh_call *rt_outer; /* runtime call in progress */
+};
+extern __thread struct gh_tls gh_tls __attribute__((tls_model("initial-exec")));
+
+/* Non-zero while gdrhook's own code runs on this thread. */
+static inline int gh_guard_busy(void)
+{
+	return gh_tls.busy;
+}
 
 /* Emit one event to the log (when configured).  Records are started with
  * gh_evrec_start(); most callers use a family's gh_ev_emit_*() (evrec.h). */

@@ -128,30 +128,34 @@ static int mode_of(const char *v)
 	return v && !strcmp(v, "driver") ? MODE_DRIVER : MODE_REGISTRY;
 }
 
-/* GDRHOOK_POINTER_QUERIES, read once. */
-static int queries_mode(void)
+/* A mode variable's value, read from its setting the first time. */
+static __attribute__((noinline)) int mode_init(int *mode, const char *v)
 {
-	static int mode = MODE_UNSET;
-	int m = __atomic_load_n(&mode, __ATOMIC_RELAXED);
+	int m = mode_of(v);
 
-	if (GH_UNLIKELY(m == MODE_UNSET)) {
-		m = mode_of(gh_cfg.pointer_queries);
-		__atomic_store_n(&mode, m, __ATOMIC_RELAXED);
-	}
+	__atomic_store_n(mode, m, __ATOMIC_RELAXED);
 	return m;
 }
 
-/* GDRHOOK_BUFFER_ID, read once. */
-static int buffer_id_mode(void)
+static inline int mode_get(int *mode, const char *setting)
 {
-	static int mode = MODE_UNSET;
-	int m = __atomic_load_n(&mode, __ATOMIC_RELAXED);
+	int m = __atomic_load_n(mode, __ATOMIC_RELAXED);
 
-	if (GH_UNLIKELY(m == MODE_UNSET)) {
-		m = mode_of(gh_cfg.buffer_id);
-		__atomic_store_n(&mode, m, __ATOMIC_RELAXED);
-	}
-	return m;
+	return GH_LIKELY(m != MODE_UNSET) ? m : mode_init(mode, setting);
+}
+
+static int queries_mode_v = MODE_UNSET, buffer_id_mode_v = MODE_UNSET;
+
+/* GDRHOOK_POINTER_QUERIES, read once. */
+static inline int queries_mode(void)
+{
+	return mode_get(&queries_mode_v, gh_cfg.pointer_queries);
+}
+
+/* GDRHOOK_BUFFER_ID, read once. */
+static inline int buffer_id_mode(void)
+{
+	return mode_get(&buffer_id_mode_v, gh_cfg.buffer_id);
 }
 
 /* Set once the driver has answered a query itself: it is initialized,
@@ -176,24 +180,30 @@ static const char *const addr_routes[] = {
 	"cuLibraryGetManaged", "cuGraphAddMemAllocNode",
 };
 
-/* 1 when every route in addr_routes is covered; decided once. */
-static int routes_complete(void)
+static int routes_done = -1;
+
+/* routes_complete() the first time. */
+static __attribute__((noinline)) int routes_decide(void)
 {
-	static int done = -1;
-	int d = __atomic_load_n(&done, __ATOMIC_RELAXED);
+	int d = 1;
 	void *h;
 
-	if (GH_LIKELY(d >= 0))
-		return d;
-	d = 1;
 	h = gh_libcuda_handle();
 	for (size_t i = 0; i < sizeof(addr_routes) / sizeof(addr_routes[0]);
 	     i++)
 		if (gh_sym_find(addr_routes[i]) < 0 &&
 		    (!h || gh_real_dlsym(h, addr_routes[i])))
 			d = 0;
-	__atomic_store_n(&done, d, __ATOMIC_RELAXED);
+	__atomic_store_n(&routes_done, d, __ATOMIC_RELAXED);
 	return d;
+}
+
+/* 1 when every route in addr_routes is covered; decided once. */
+static inline int routes_complete(void)
+{
+	int d = __atomic_load_n(&routes_done, __ATOMIC_RELAXED);
+
+	return GH_LIKELY(d >= 0) ? d : routes_decide();
 }
 
 /* What the registry knows about ptr. */
@@ -203,7 +213,8 @@ enum where {
 	W_NONE,		/* trusted: ptr is no CUDA memory */
 };
 
-static enum where locate(CUdeviceptr ptr, struct gh_range *r)
+static inline __attribute__((always_inline)) enum where
+locate(CUdeviceptr ptr, struct gh_range *r)
 {
 	if (!gh_active() || __atomic_load_n(&gh_untrusted, __ATOMIC_RELAXED))
 		return W_DRIVER;
@@ -260,8 +271,10 @@ struct cur_ctx {
 static struct cur_ctx cur_ctx(void)
 {
 	struct cur_ctx c = { 0, false };
+	int *err = &errno, saved = *err;
 
 	c.known = !gh_drv_ctx_current(&c.ctx);
+	*err = saved;	/* an unguarded call leaves errno alone */
 	return c;
 }
 
@@ -286,7 +299,7 @@ static inline uint32_t buffer_id_bit(void)
  * (bit a for attribute a): worked out once per call, whatever the number
  * of attributes asked.
  */
-static uint32_t exact_mask(const struct gh_range *r)
+static inline uint32_t exact_mask(const struct gh_range *r)
 {
 	uint32_t m = 0;
 
@@ -303,7 +316,7 @@ static uint32_t exact_mask(const struct gh_range *r)
 	return (m & ~GH_A(BUFFER_ID)) | buffer_id_bit();
 }
 
-static bool kind_exact(const struct gh_range *r, CUpointer_attribute a)
+static inline bool kind_exact(const struct gh_range *r, CUpointer_attribute a)
 {
 	/* The tag check (libfabric's) needs no more than its own bit. */
 	if (a == CU_POINTER_ATTRIBUTE_BUFFER_ID)
@@ -440,9 +453,26 @@ static bool agrees(const char *api, CUdeviceptr ptr, CUresult our_rc,
 
 /* ------------------------------------------------------------------ */
 
+/*
+ * Whether a query may be answered without the guard and without saving
+ * errno: gdrhook's own code is not running on this thread and nothing is
+ * validated.  Answering then takes no lock, calls no wrapper and leaves
+ * errno as it was (cur_ctx() puts back what the driver's call may
+ * change), so a signal handler's CUDA call meanwhile is handled like any
+ * other.  Validation calls the driver: that goes the guarded way.
+ * (The guard, errno and the resolver cost more than the lookup itself
+ * once the registry's lines are cached.)
+ */
+static inline bool unguarded(void)
+{
+	return GH_LIKELY(!gh_guard_busy()) && GH_LIKELY(!gh_cfg.validate) &&
+	       GH_LIKELY(__atomic_load_n(&gh_cuda_used, __ATOMIC_RELAXED));
+}
+
 /* Answer one attribute; GH_ASK_DRIVER when the registry cannot. */
-static CUresult answer_one(void *data, CUpointer_attribute a, CUdeviceptr ptr,
-			   get_attr_fn real)
+static inline __attribute__((always_inline)) CUresult
+answer_one(void *data, CUpointer_attribute a, CUdeviceptr ptr,
+	   get_attr_fn real)
 {
 	unsigned char ours[GH_ATTR_BYTES], theirs[GH_ATTR_BYTES];
 	struct cur_ctx cc = { 0, false };
@@ -489,25 +519,51 @@ static CUresult answer_one(void *data, CUpointer_attribute a, CUdeviceptr ptr,
 	return rc;
 }
 
-CUresult gh_manual_cuPointerGetAttribute(void *data,
-					 CUpointer_attribute attribute,
-					 CUdeviceptr ptr)
+/*
+ * Everything but the common case (see unguarded()): the guarded answer
+ * unless @tried (the unguarded one asked for the driver), then the
+ * driver's.  Each entry point is split so: its common case saves few
+ * registers.
+ */
+static __attribute__((noinline)) CUresult
+attr_slow(void *data, CUpointer_attribute attribute, CUdeviceptr ptr,
+	  bool tried)
 {
 	get_attr_fn real = (get_attr_fn)gh_real_get(GH_SYM_cuPointerGetAttribute);
-	int saved = errno, was = gh_guard_enter();
 	CUresult rc = (CUresult)GH_ASK_DRIVER;
+	int saved, was;
 
-	if (!was && data)
-		rc = answer_one(data, attribute, ptr, real);
-	gh_guard_leave(was);
-	errno = saved;
-	if (rc != (CUresult)GH_ASK_DRIVER)
-		return rc;
+	if (!tried) {
+		saved = errno;
+		was = gh_guard_enter();
+		if (!was && data)
+			rc = answer_one(data, attribute, ptr, real);
+		gh_guard_leave(was);
+		errno = saved;
+		if (rc != (CUresult)GH_ASK_DRIVER)
+			return rc;
+	}
 	if (!real)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	rc = real(data, attribute, ptr);
 	note_driver_rc(rc);
 	return rc;
+}
+
+CUresult gh_manual_cuPointerGetAttribute(void *data,
+					 CUpointer_attribute attribute,
+					 CUdeviceptr ptr)
+{
+	CUresult rc;
+
+	if (GH_UNLIKELY(!unguarded()))
+		return attr_slow(data, attribute, ptr, false);
+	if (GH_LIKELY(data != NULL)) {
+		rc = answer_one(data, attribute, ptr, NULL);
+		if (GH_LIKELY(rc != (CUresult)GH_ASK_DRIVER))
+			return rc;
+	}
+	return attr_slow(data, attribute, ptr, true);
 }
 
 /* Audit of a whole cuPointerGetAttributes answer, @val, against the driver. */
@@ -543,76 +599,99 @@ static bool agrees_all(unsigned int n, const CUpointer_attribute *at,
  * driver.  *patch_p is set when only BUFFER_ID can be answered, to patch
  * into the driver's answer (its value in *id_p).
  */
-static int answer_all(unsigned int n, const CUpointer_attribute *at,
-		      void **data, CUdeviceptr ptr, get_attrs_fn real,
-		      int *patch_p, unsigned long long *id_p)
+static inline __attribute__((always_inline)) int
+answer_all(unsigned int n, const CUpointer_attribute *at, void **data,
+	   CUdeviceptr ptr, get_attrs_fn real, int *patch_p,
+	   unsigned long long *id_p)
 {
-	uint64_t val[GH_ATTR_MAX];
+	uint64_t val[GH_ATTR_MAX], v;
 	struct cur_ctx cc = { 0, false };
 	struct gh_range r;
+	uint32_t asked = 0;
+	bool bad = false;
 	enum where w;
-	uint32_t mask;
 	unsigned int i;
 
-	for (i = 0; i < n; i++)
-		if (at[i] == CU_POINTER_ATTRIBUTE_DEVICE_POINTER) {
-			cc = cur_ctx();
-			break;
-		}
-	w = locate(ptr, &r);
-	if (w == W_DRIVER)
-		return -1;
-	mask = w == W_NONE ? GH_ATTR_NEGATIVE : exact_mask(&r);
 	for (i = 0; i < n; i++) {
-		CUpointer_attribute a = at[i];
-		CUresult rc = (CUresult)GH_ASK_DRIVER;
-
-		if (!data[i] || (unsigned int)a >= GH_ATTR_MAX)
-			return -1;
-		if (mask >> a & 1) {
-			if (w == W_NONE) {
-				val[i] = negative_value(a, ptr);
-				continue;
-			}
-			rc = tracked_value(&r, ptr, a, &cc, &val[i]);
-		}
-		if (rc == (CUresult)GH_ASK_DRIVER) {
-			if (w == W_NONE || a == CU_POINTER_ATTRIBUTE_BUFFER_ID)
-				return -1;
-			*patch_p = buffer_id_mode() == MODE_REGISTRY;
-			*id_p = r.gen | GH_BUFFER_ID_TAG;
-			return -1;
-		}
-		/* A refused attribute reads as zero (tracked_value's). */
+		bad |= !data[i] || (unsigned int)at[i] >= GH_ATTR_MAX;
+		asked |= 1u << (at[i] & (GH_ATTR_MAX - 1));
 	}
-	if (GH_UNLIKELY(gh_cfg.validate) && real &&
-	    !agrees_all(n, at, ptr, real, val, w))
+	if (asked & GH_A(DEVICE_POINTER))
+		cc = cur_ctx();
+	w = locate(ptr, &r);
+	if (w == W_NONE) {
+		if (bad || (asked & ~GH_ATTR_NEGATIVE))
+			return -1;
+	} else if (w == W_TRACKED) {
+		/* tracked_value() asks the driver only for DEVICE_POINTER. */
+		if (bad || (asked & ~exact_mask(&r)) ||
+		    ((asked & GH_A(DEVICE_POINTER)) &&
+		     ctx_rel(cc, &r) == CTX_OTHER))
+			goto driver;
+	} else {
 		return -1;
-	for (i = 0; i < n; i++)
-		put_value(data[i], val[i], at[i]);
+	}
+	if (GH_UNLIKELY(real != NULL) && GH_UNLIKELY(gh_cfg.validate)) {
+		/* The whole answer first: the driver's is compared with it. */
+		for (i = 0; i < n; i++)
+			if (w == W_NONE)
+				val[i] = negative_value(at[i], ptr);
+			else
+				tracked_value(&r, ptr, at[i], &cc, &val[i]);
+		if (!agrees_all(n, at, ptr, real, val, w))
+			return -1;
+		for (i = 0; i < n; i++)
+			put_value(data[i], val[i], at[i]);
+		return 0;
+	}
+	/* Every value is known now: each goes straight out. */
+	for (i = 0; i < n; i++) {
+		v = 0;
+		if (w == W_NONE)
+			v = negative_value(at[i], ptr);
+		else
+			/* A refused attribute reads as zero (tracked_value's). */
+			tracked_value(&r, ptr, at[i], &cc, &v);
+		put_value(data[i], v, at[i]);
+	}
 	return 0;
+driver:
+	/* The driver answers; BUFFER_ID is still ours (patched in). */
+	*patch_p = buffer_id_mode() == MODE_REGISTRY;
+	*id_p = r.gen | GH_BUFFER_ID_TAG;
+	return -1;
 }
 
-CUresult gh_manual_cuPointerGetAttributes(unsigned int numAttributes,
-					  CUpointer_attribute *attributes,
-					  void **data, CUdeviceptr ptr)
+/* Bounded: the answer is built on the stack. */
+static inline bool attrs_ok(unsigned int n, CUpointer_attribute *at,
+			    void **data)
+{
+	return n && n <= GH_ATTR_MAX && at && data;
+}
+
+/* As attr_slow(); BUFFER_ID patched into the driver's answer (answer_all). */
+static __attribute__((noinline)) CUresult
+attrs_slow(unsigned int numAttributes, CUpointer_attribute *attributes,
+	   void **data, CUdeviceptr ptr, bool tried, int patch,
+	   unsigned long long id)
 {
 	get_attrs_fn real =
 		(get_attrs_fn)gh_real_get(GH_SYM_cuPointerGetAttributes);
-	unsigned long long id = 0;
-	int saved = errno, was = gh_guard_enter(), patch = 0, done = -1;
+	int saved, was, done = -1;
 	unsigned int i;
 	CUresult rc;
 
-	/* Bounded: the answer is built on the stack. */
-	if (!was && numAttributes && numAttributes <= GH_ATTR_MAX &&
-	    attributes && data)
-		done = answer_all(numAttributes, attributes, data, ptr, real,
-				  &patch, &id);
-	gh_guard_leave(was);
-	errno = saved;
-	if (!done)
-		return CUDA_SUCCESS;
+	if (!tried) {
+		saved = errno;
+		was = gh_guard_enter();
+		if (!was && attrs_ok(numAttributes, attributes, data))
+			done = answer_all(numAttributes, attributes, data, ptr,
+					  real, &patch, &id);
+		gh_guard_leave(was);
+		errno = saved;
+		if (!done)
+			return CUDA_SUCCESS;
+	}
 	if (!real)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	rc = real(numAttributes, attributes, data, ptr);
@@ -628,9 +707,28 @@ CUresult gh_manual_cuPointerGetAttributes(unsigned int numAttributes,
 	return rc;
 }
 
+CUresult gh_manual_cuPointerGetAttributes(unsigned int numAttributes,
+					  CUpointer_attribute *attributes,
+					  void **data, CUdeviceptr ptr)
+{
+	unsigned long long id = 0;
+	int patch = 0;
+
+	if (GH_UNLIKELY(!unguarded()))
+		return attrs_slow(numAttributes, attributes, data, ptr, false,
+				  0, 0);
+	if (GH_LIKELY(attrs_ok(numAttributes, attributes, data)) &&
+	    GH_LIKELY(!answer_all(numAttributes, attributes, data, ptr, NULL,
+				  &patch, &id)))
+		return CUDA_SUCCESS;
+	return attrs_slow(numAttributes, attributes, data, ptr, true, patch,
+			  id);
+}
+
 /* 0 and the answer, or -1: ask the driver. */
-static int answer_range(CUdeviceptr *pbase, size_t *psize, CUdeviceptr ptr,
-			get_range_fn real, CUresult *rc_p)
+static inline __attribute__((always_inline)) int
+answer_range(CUdeviceptr *pbase, size_t *psize, CUdeviceptr ptr,
+	     get_range_fn real, CUresult *rc_p)
 {
 	CUdeviceptr base = 0, dbase = 0;
 	size_t size = 0, dsize = 0;
@@ -675,25 +773,42 @@ static int answer_range(CUdeviceptr *pbase, size_t *psize, CUdeviceptr ptr,
 	return 0;
 }
 
-CUresult gh_manual_cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize,
-					   CUdeviceptr dptr)
+/* As attr_slow(). */
+static __attribute__((noinline)) CUresult
+range_slow(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr, bool tried)
 {
 	get_range_fn real =
 		(get_range_fn)gh_real_get(GH_SYM_cuMemGetAddressRange_v2);
-	int saved = errno, was = gh_guard_enter(), done = -1;
 	CUresult rc = CUDA_SUCCESS;
+	int saved, was, done = -1;
 
-	if (!was)
-		done = answer_range(pbase, psize, dptr, real, &rc);
-	gh_guard_leave(was);
-	errno = saved;
-	if (!done)
-		return rc;
+	if (!tried) {
+		saved = errno;
+		was = gh_guard_enter();
+		if (!was)
+			done = answer_range(pbase, psize, dptr, real, &rc);
+		gh_guard_leave(was);
+		errno = saved;
+		if (!done)
+			return rc;
+	}
 	if (!real)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	rc = real(pbase, psize, dptr);
 	note_driver_rc(rc);
 	return rc;
+}
+
+CUresult gh_manual_cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize,
+					   CUdeviceptr dptr)
+{
+	CUresult rc;
+
+	if (GH_UNLIKELY(!unguarded()))
+		return range_slow(pbase, psize, dptr, false);
+	if (GH_LIKELY(!answer_range(pbase, psize, dptr, NULL, &rc)))
+		return rc;
+	return range_slow(pbase, psize, dptr, true);
 }
 
 /* ------------------------------------------------------------------ */
@@ -734,8 +849,9 @@ static void note_runtime_rc(cudaError_t rc, rt_attrs_fn real)
 			 1 : -1, __ATOMIC_RELAXED);
 }
 
-static int rt_answer(struct cudaPointerAttributes *out, const void *p,
-		     rt_attrs_fn real)
+static inline __attribute__((always_inline)) int
+rt_answer(struct cudaPointerAttributes *out, const void *p,
+	  rt_attrs_fn real)
 {
 	CUdeviceptr ptr = (CUdeviceptr)(uintptr_t)p;
 	struct cudaPointerAttributes a, theirs;
@@ -795,26 +911,46 @@ static int rt_answer(struct cudaPointerAttributes *out, const void *p,
 	return 0;
 }
 
-cudaError_t gh_manual_cudaPointerGetAttributes(
-	struct cudaPointerAttributes *attributes, const void *ptr)
+/* As attr_slow(); @caller: the program's call site (gh_real_get_for). */
+static __attribute__((noinline)) cudaError_t
+rt_slow(struct cudaPointerAttributes *attributes, const void *ptr,
+	void *caller, bool tried)
 {
-	rt_attrs_fn real = (rt_attrs_fn)gh_real_get_for(
-		GH_SYM_cudaPointerGetAttributes, __builtin_return_address(0));
 	int saved = errno, was, done = -1;
+	rt_attrs_fn real;
 	cudaError_t rc;
 
-	if (!real)
+	real = (rt_attrs_fn)gh_real_get_for(GH_SYM_cudaPointerGetAttributes,
+					    caller);
+	if (!real) {
+		errno = saved;
 		return cudaErrorInitializationError;
-	was = gh_guard_enter();
-	if (!was && attributes)
-		done = rt_answer(attributes, ptr, real);
-	gh_guard_leave(was);
+	}
+	if (!tried) {
+		was = gh_guard_enter();
+		if (!was && attributes)
+			done = rt_answer(attributes, ptr, real);
+		gh_guard_leave(was);
+	}
 	errno = saved;
 	if (!done)
 		return cudaSuccess;
 	rc = real(attributes, ptr);
 	note_runtime_rc(rc, real);
 	return rc;
+}
+
+cudaError_t gh_manual_cudaPointerGetAttributes(
+	struct cudaPointerAttributes *attributes, const void *ptr)
+{
+	void *caller = __builtin_return_address(0);
+
+	if (GH_UNLIKELY(!unguarded()))
+		return rt_slow(attributes, ptr, caller, false);
+	if (GH_LIKELY(attributes != NULL) &&
+	    GH_LIKELY(!rt_answer(attributes, ptr, NULL)))
+		return cudaSuccess;
+	return rt_slow(attributes, ptr, caller, true);
 }
 
 GH_EXPORT CUresult cuPointerGetAttribute(void *data,

@@ -353,7 +353,9 @@ static inline int gh_rtab_found(const struct gh_range *r, uint64_t last)
 	return last - r->base < r->size ? 0 : -ERANGE;
 }
 
-int gh_registry_lookup(uint64_t ptr, uint64_t len, struct gh_range *out_p)
+/* gh_registry_lookup() for every case, retrying until consistent. */
+static __attribute__((noinline)) int
+gh_rtab_lookup_full(uint64_t ptr, uint64_t len, struct gh_range *out_p)
 {
 	const struct gh_rtab_leaf *leaf;
 	const uint64_t *dslot;
@@ -500,6 +502,88 @@ whole:
 	if (GH_LD_ACQ(&leaf->seq) == lseq && GH_LD(&node->seq) == nseq)
 		return -ENOENT;
 	goto retry;
+}
+
+/*
+ * The common cases straight through, with few registers to save: a
+ * granule with one owner, a whole-region entry, a shared granule's page
+ * or slot leaf.  Anything else, and any inconsistent snapshot, goes to
+ * gh_rtab_lookup_full(), which starts over.
+ */
+int gh_registry_lookup(uint64_t ptr, uint64_t len, struct gh_range *out_p)
+{
+	const struct gh_rtab_leaf *leaf, *pl;
+	const struct gh_rtab_sub *sub;
+	struct gh_range *r = out_p;
+	uint64_t v, seq, lseq, size, base;
+	uint32_t g;
+
+	if (GH_REG_UNLIKELY(ptr >= (1ull << GH_REG_DIR_SHIFT)))
+		return gh_rtab_lookup_full(ptr, len, r);
+	v = GH_LD_ACQ(&gh_rtab_dir0.slot[ptr >> GH_REG_WIN_SHIFT]);
+	if (!v)
+		return -ENOENT;
+	if (GH_REG_UNLIKELY(v & GH_REG_WHOLE))
+		return gh_rtab_lookup_full(ptr, len, r);
+	v = GH_LD_ACQ(&((const struct gh_rtab_mid *)v)->slot[
+		(ptr >> GH_REG_REG_SHIFT) & (GH_REG_MID_SLOTS - 1)]);
+	if (!v)
+		return -ENOENT;
+	if (v & GH_REG_WHOLE) {
+		if (GH_REG_UNLIKELY(!gh_rtab_ent_snap(
+			(const struct gh_rtab_ent *)(v & ~GH_REG_WHOLE), r, &seq)) ||
+		    GH_REG_UNLIKELY(ptr - r->base >= r->size))
+			return gh_rtab_lookup_full(ptr, len, r);
+		goto found;
+	}
+	sub = (const struct gh_rtab_sub *)v;
+	g = (ptr >> GH_REG_GRAN_SHIFT) & (GH_REG_SUB_SLOTS - 1);
+	v = (uint64_t)GH_LD(&sub->fine[g]);
+	if (v)
+		__builtin_prefetch(&((const struct gh_rtab_fine *)v)->leaf[
+			(ptr >> GH_REG_PAGE_SHIFT) & (GH_REG_FINE_SLOTS - 1)]);
+	v = (uint64_t)GH_LD(&sub->slots[g]);
+	if (v)
+		__builtin_prefetch(&((const struct gh_rtab_slots *)v)->leaf[
+			(ptr >> GH_REG_SLOT_SHIFT) & (GH_REG_NODE_SLOTS - 1)]);
+	leaf = &sub->leaf[g];
+	/* Size, base and gen first: a shared granule needs no more of it. */
+	lseq = GH_LD_ACQ(&leaf->seq);
+	size = GH_LD(&leaf->size);
+	base = GH_LD(&leaf->base);
+	v = GH_LD(&leaf->gen);
+	if (GH_REG_LIKELY(size)) {
+		/* The granule's only allocation: the answer, or a miss. */
+		if (GH_REG_UNLIKELY(!gh_rtab_leaf_snap(leaf, r, &seq)) ||
+		    GH_REG_UNLIKELY(seq != lseq))
+			return gh_rtab_lookup_full(ptr, len, r);
+		if (ptr - r->base >= r->size)
+			return -ENOENT;
+		goto found;
+	}
+	GH_FENCE_ACQ();
+	if (GH_REG_UNLIKELY(GH_LD(&leaf->seq) != lseq || (lseq & 1)))
+		return gh_rtab_lookup_full(ptr, len, r);
+	if (!base)
+		return -ENOENT;
+	if (GH_REG_UNLIKELY(!v))
+		return gh_rtab_lookup_full(ptr, len, r);
+	pl = (v & GH_REG_LEAF_SLOTS) ?
+		&((const struct gh_rtab_slots *)(v & ~GH_REG_LEAF_SLOTS))->leaf[
+			(ptr >> GH_REG_SLOT_SHIFT) & (GH_REG_NODE_SLOTS - 1)] :
+		&((const struct gh_rtab_fine *)v)->leaf[
+			(ptr >> GH_REG_PAGE_SHIFT) & (GH_REG_FINE_SLOTS - 1)];
+	if (GH_REG_UNLIKELY(!gh_rtab_leaf_snap(pl, r, &seq)))
+		return gh_rtab_lookup_full(ptr, len, r);
+	GH_FENCE_ACQ();
+	if (GH_REG_UNLIKELY(GH_LD(&leaf->seq) != lseq))
+		return gh_rtab_lookup_full(ptr, len, r);
+	if (!r->size || ptr - r->base >= r->size)
+		return -ENOENT;
+found:
+	if (GH_REG_LIKELY(len <= 1))
+		return 0;
+	return len - 1 <= r->size - (ptr - r->base) - 1 ? 0 : -ERANGE;
 }
 
 /* ------------------------------------------------------------------ */

@@ -20,6 +20,16 @@
  * and the BUFFER_ID check and the classification loop on 1 and
  * GH_QB_THREADS (default 16) threads at once (total calls per second,
  * and the scaling over one thread).  GH_QB_SECS (default 0.3) per figure.
+ *
+ * Then the same calls in this process, through the driver's own entry
+ * points (read from libcuda's symbol table, so the shim cannot stand in)
+ * and through the shim, in GH_QB_ROUNDS (default 9) pairs of blocks of
+ * GH_QB_BLOCK_MS (default 20) each, one of each in turns: the median of
+ * each and the spread of the pairs' speed-ups.  A pair shares whatever
+ * the process and the machine did at that moment (frequency, other
+ * tenants, the scheduler), which separate processes do not.  Not the
+ * runtime call: the runtime's own entry point reaches the driver through
+ * the shim's wrappers.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -31,6 +41,8 @@
 #include <unistd.h>
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+
+#include "drvsym.h"
 
 #define MAXLIVE		8
 #define NKIND		6
@@ -63,13 +75,30 @@ static inline uint64_t rnd(uint64_t *s)
 	return *s;
 }
 
+typedef CUresult (*attr_fn)(void *, CUpointer_attribute, CUdeviceptr);
+typedef CUresult (*attrs_fn)(unsigned int, CUpointer_attribute *, void **,
+			     CUdeviceptr);
+typedef CUresult (*range_fn)(CUdeviceptr *, size_t *, CUdeviceptr);
+
+/* The entry points a figure goes through. */
+struct calls {
+	attr_fn attr;
+	attrs_fn attrs;
+	range_fn range;
+};
+
+/* This program's: the driver, or the shim's wrappers when preloaded. */
+static const struct calls linked = {
+	cuPointerGetAttribute, cuPointerGetAttributes, cuMemGetAddressRange,
+};
+
 static CUpointer_attribute at3[3] = {
 	CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_BUFFER_ID,
 	CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
 };
 
 /* One call of kind k on a random pointer; returns something to sink. */
-static inline uint64_t one(int k, uint64_t *s)
+static inline uint64_t one(int k, const struct calls *c, uint64_t *s)
 {
 	uint64_t r = rnd(s);
 	CUdeviceptr p = dptr[r % nlive];
@@ -83,16 +112,16 @@ static inline uint64_t one(int k, uint64_t *s)
 
 	switch (k) {
 	case 0:
-		cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, p);
+		c->attr(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, p);
 		return id;
 	case 1:
-		cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p);
+		c->attr(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p);
 		return mt;
 	case 2:
-		cuPointerGetAttributes(3, at3, d3, p);
+		c->attrs(3, at3, d3, p);
 		return id + mt;
 	case 3:
-		cuMemGetAddressRange(&b, &sz, p);
+		c->range(&b, &sz, p);
 		return b + sz;
 	case 4:
 		rt_attrs(&pa, (void *)(uintptr_t)p);
@@ -100,7 +129,7 @@ static inline uint64_t one(int k, uint64_t *s)
 	default:
 		if (r & (1ull << 40))
 			p = (CUdeviceptr)(uintptr_t)hptr[(r >> 20) % nlive];
-		cuPointerGetAttributes(3, at3, d3, p);
+		c->attrs(3, at3, d3, p);
 		return id + mt + (unsigned int)ord;
 	}
 }
@@ -122,7 +151,7 @@ static void *work(void *arg)
 	cuCtxSetCurrent(ctx);
 	while (!*w->stop) {
 		for (int i = 0; i < 256; i++)
-			sink += one(w->kind, &s);
+			sink += one(w->kind, &linked, &s);
 		n += 256;
 	}
 	w->calls = n;
@@ -181,6 +210,96 @@ static int setup(size_t n)
 	return 0;
 }
 
+#define MAXFIG		64
+
+/* The same-process figures (shim process only). */
+static struct calls own;	/* the driver's own entry points */
+static int rounds = 9;
+static double block_s = 0.02;
+static struct ipfig {
+	size_t live;
+	int kind;
+	double drv_ns, shim_ns, r10, r50, r90;
+} ipf[MAXFIG];
+static int nipf;
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* @v sorted, 0 <= q <= 1: the nearest-rank quantile. */
+static double quantile(const double *v, int n, double q)
+{
+	int i = (int)(q * (n - 1) + 0.5);
+
+	return v[i];
+}
+
+/* ns per call of kind k over one block through @c, from seed @seed. */
+static double block_ns(int k, const struct calls *c, uint64_t seed,
+		       uint64_t *sink)
+{
+	uint64_t s = seed, n = 0;
+	double t0 = now(), t;
+
+	do {
+		for (int i = 0; i < 64; i++)
+			*sink += one(k, c, &s);
+		n += 64;
+		t = now() - t0;
+	} while (t < block_s);
+	return t * 1e9 / (double)n;
+}
+
+/*
+ * Kind k through the driver's own entry points and through the shim in
+ * alternating pairs of blocks (DH HD DH ...), each block on pointers of
+ * its own: neither warms the other's lines.
+ */
+static void same_process(int k)
+{
+	double d[256], h[256], r[256];
+	uint64_t sink = 0;
+	int n = rounds;
+	struct ipfig *f;
+
+	if (nipf == MAXFIG)
+		return;
+	for (int b = -1; b < n; b++) {
+		uint64_t seed = 0x9e3779b97f4a7c15ull * (uint64_t)(2 * b + 5);
+		double x, y;
+
+		if (b & 1) {
+			y = block_ns(k, &linked, seed + 1, &sink);
+			x = block_ns(k, &own, seed, &sink);
+		} else {
+			x = block_ns(k, &own, seed, &sink);
+			y = block_ns(k, &linked, seed + 1, &sink);
+		}
+		if (b < 0)
+			continue;	/* warm-up pair */
+		d[b] = x;
+		h[b] = y;
+		r[b] = x / y;
+	}
+	qsort(d, n, sizeof(d[0]), cmp_double);
+	qsort(h, n, sizeof(h[0]), cmp_double);
+	qsort(r, n, sizeof(r[0]), cmp_double);
+	f = &ipf[nipf++];
+	f->live = nlive;
+	f->kind = k;
+	f->drv_ns = quantile(d, n, 0.5);
+	f->shim_ns = quantile(h, n, 0.5);
+	f->r10 = quantile(r, n, 0.1);
+	f->r50 = quantile(r, n, 0.5);
+	f->r90 = quantile(r, n, 0.9);
+	if (sink == 42)
+		fputc(' ', stderr);	/* keeps the calls */
+}
+
 /* Lines "L k threads calls_per_s" for every figure, on stdout. */
 static int measure(size_t *live, int nl, int nthreads)
 {
@@ -216,6 +335,9 @@ static int measure(size_t *live, int nl, int nthreads)
 			printf("%zu 0 %d %.0f\n", nlive, nthreads, rate(0, nthreads));
 			printf("%zu 5 %d %.0f\n", nlive, nthreads, rate(5, nthreads));
 		}
+		for (int k = 0; own.attr && k < NKIND; k++)
+			if (k != 4)
+				same_process(k);
 		fflush(stdout);
 	}
 	return 0;
@@ -258,6 +380,18 @@ int main(int argc, char **argv)
 		secs = atof(e);
 	if ((e = getenv("GH_QB_THREADS")))
 		nthreads = atoi(e);
+	if ((e = getenv("GH_QB_ROUNDS")))
+		rounds = atoi(e);
+	if ((e = getenv("GH_QB_BLOCK_MS")))
+		block_s = atof(e) / 1e3;
+	if (!(block_s > 0 && block_s <= 10)) {
+		fprintf(stderr, "bench_queries: GH_QB_BLOCK_MS must be 0-10000\n");
+		return 2;
+	}
+	if (rounds < 1 || rounds > 256) {
+		fprintf(stderr, "bench_queries: GH_QB_ROUNDS must be 1-256\n");
+		return 2;
+	}
 	if (nthreads > 64)
 		nthreads = 64;
 	list = strdup((e = getenv("GH_QB_LIVE")) ? e : "1000,100000,1000000");
@@ -292,6 +426,12 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
+	own.attr = (attr_fn)driver_sym("cuPointerGetAttribute");
+	own.attrs = (attrs_fn)driver_sym("cuPointerGetAttributes");
+	own.range = (range_fn)driver_sym("cuMemGetAddressRange_v2");
+	if (!own.attr || !own.attrs || !own.range ||
+	    (void *)own.attr == (void *)linked.attr)
+		own.attr = NULL;	/* no same-process figures */
 	{
 		char *buf = NULL;
 		size_t len = 0;
@@ -338,5 +478,17 @@ int main(int argc, char **argv)
 				       dn / d1, sn / 1e6, sn / s1, sn / dn);
 			}
 	}
+	if (!own.attr) {
+		printf("\nsame process: the driver's own entry points not found\n");
+		return 0;
+	}
+	printf("\nsame process: %d pairs of %.0f ms blocks, the driver's own "
+	       "entry points and the shim in turns\n", rounds, block_s * 1e3);
+	printf("%-20s %9s %12s %12s %9s %17s\n", "call", "live", "driver ns",
+	       "gdrhook ns", "speedup", "pairs p10 .. p90");
+	for (int i = 0; i < nipf; i++)
+		printf("%-20s %9zu %12.1f %12.1f %8.1fx %7.1fx .. %5.1fx\n",
+		       kind_name[ipf[i].kind], ipf[i].live, ipf[i].drv_ns,
+		       ipf[i].shim_ns, ipf[i].r50, ipf[i].r10, ipf[i].r90);
 	return 0;
 }

@@ -38,7 +38,7 @@ BENCH_DRIVER_LIBS := -L$(BENCH_CUDA_LIB) -L$(BENCH_CUDA_LIB)/stubs \
 bench: $(BENCH_DRIVER)
 bench-driver: $(BENCH_DRIVER)
 
-$(BENCH_DRIVER): tests/bench/bench_driver.c include/gdrhook.h \
+$(BENCH_DRIVER): tests/bench/bench_driver.c tests/bench/drvsym.h include/gdrhook.h \
 		include/gdrhook_preload.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(BENCH_DRIVER_LIBS)
@@ -66,7 +66,7 @@ BENCH_QUERIES	:= $(BUILD)/tests/bench/bench_queries
 bench: $(BENCH_QUERIES)
 bench-queries: $(BENCH_QUERIES)
 
-$(BENCH_QUERIES): tests/bench/bench_queries.c
+$(BENCH_QUERIES): tests/bench/bench_queries.c tests/bench/drvsym.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< -Wl,--no-as-needed $(BENCH_DRIVER_LIBS)
 # ---- end bench_queries ----

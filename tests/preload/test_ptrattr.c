@@ -10,10 +10,15 @@
  *  - on a thread with no current context, DEVICE_POINTER and the address
  *    range are the driver's refusals, still without calling it;
  *  - the runtime's cudaPointerGetAttributes is answered without calling
- *    the runtime once the runtime has answered one itself.
+ *    the runtime once the runtime has answered one itself;
+ *  - answers that read the calling thread's context leave errno as it
+ *    was, whatever the driver's cuCtxGetCurrent does to it;
+ *  - a query made from gdrhook's own code (a subscriber callback) goes
+ *    to the driver.
  * (tests/gpu/ptrattr-check compares the whole table with the real driver.)
  */
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 
@@ -397,6 +402,116 @@ static int scenario_runtime_validate(void)
 	return 0;
 }
 
+/*
+ * The answers that read the calling thread's context (DEVICE_POINTER,
+ * the address range, the runtime's call) with the double's every call
+ * setting errno: errno is the program's value after each, and the
+ * driver was not asked.
+ */
+static int scenario_errno(void)
+{
+	void (*seterr)(int) = (void (*)(int))dlsym(RTLD_DEFAULT,
+						   "fakecuda_set_errno");
+	CUpointer_attribute at[2] = { CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+				      CU_POINTER_ATTRIBUTE_MEMORY_TYPE };
+	struct cudaPointerAttributes pa;
+	CUdeviceptr dp = 0, base = 0;
+	unsigned int mt = 0;
+	void *data[2] = { &dp, &mt };
+	unsigned long before, rt_before;
+	struct mem m;
+	size_t size = 0;
+	int stackv = 0;
+
+	CHECK(seterr != NULL);
+	before = setup_answered(&m);
+	/* The first runtime query goes to the runtime (it may have to start). */
+	CU_OK(cudaPointerGetAttributes(&pa, &stackv));
+	rt_before = cudaFakePointerQueries();
+	seterr(4242);
+	errno = 77;
+	CU_OK(cuPointerGetAttribute(&dp, CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+				    m.dev + 8));
+	CHECK_EQ(errno, 77);
+	CHECK_EQ(dp, m.dev + 8);
+	errno = 78;
+	CU_OK(cuPointerGetAttributes(2, at, data, m.managed));
+	CHECK_EQ(errno, 78);
+	CHECK_EQ(dp, m.managed);
+	CHECK_EQ(mt, CU_MEMORYTYPE_DEVICE);
+	errno = 79;
+	CU_OK(cuMemGetAddressRange(&base, &size, m.dev + 50));
+	CHECK_EQ(errno, 79);
+	CHECK_EQ(base, m.dev);
+	CHECK_EQ(size, 100);
+	errno = 80;
+	CHECK_EQ(cuMemGetAddressRange(&base, &size,
+				      (CUdeviceptr)(uintptr_t)&stackv),
+		 CUDA_ERROR_NOT_FOUND);
+	CHECK_EQ(errno, 80);
+	errno = 81;
+	CU_OK(cudaPointerGetAttributes(&pa, (void *)(uintptr_t)(m.pool + 8)));
+	CHECK_EQ(errno, 81);
+	CHECK(pa.devicePointer == (void *)(uintptr_t)(m.pool + 8));
+	seterr(-1);
+	CHECK_EQ(driver_queries(), before);
+	CHECK_EQ(cudaFakePointerQueries(), rt_before);
+	return 0;
+}
+
+/* What a subscriber callback's queries got, and how many the driver saw. */
+static struct {
+	CUresult rc;
+	unsigned int mt;
+	unsigned long long id;
+	unsigned long asked;
+	int fired;
+} cb;
+
+static void query_in_callback(const struct gdrhook_event *ev, void *arg)
+{
+	unsigned long before = driver_queries();
+
+	(void)arg;
+	cb.rc = cuPointerGetAttribute(&cb.mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+				      (CUdeviceptr)ev->range.base);
+	if (cb.rc == CUDA_SUCCESS)
+		cb.rc = cuPointerGetAttribute(&cb.id,
+					      CU_POINTER_ATTRIBUTE_BUFFER_ID,
+					      (CUdeviceptr)ev->range.base);
+	cb.asked = driver_queries() - before;
+	cb.fired++;
+}
+
+/*
+ * A query from gdrhook's own code (a subscriber callback) reaches the
+ * driver, which answers; the same query from the program afterwards is
+ * answered here.
+ */
+static int scenario_callback(void)
+{
+	unsigned long long id = 0;
+	unsigned long before;
+	CUdeviceptr p;
+	struct mem m;
+
+	before = setup_answered(&m);
+	CHECK(gdrhook_subscribe(GDRHOOK_EVENT_ALLOC, query_in_callback,
+				NULL) >= 0);
+	CU_OK(cuMemAlloc(&p, 4096));
+	CHECK_EQ(cb.fired, 1);
+	CU_OK(cb.rc);
+	CHECK_EQ(cb.mt, CU_MEMORYTYPE_DEVICE);
+	CHECK_EQ(cb.asked, 2);
+	/* The driver's own buffer ID: no tag bit. */
+	CHECK_EQ(cb.id >> 63, 0);
+	before = driver_queries();
+	CU_OK(cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, p));
+	CHECK_EQ(id >> 63, 1);
+	CHECK_EQ(driver_queries(), before);
+	return 0;
+}
+
 static const struct scenario scenarios[] = {
 	{ "registry", scenario_registry },
 	{ "validate", scenario_validate },
@@ -404,6 +519,8 @@ static const struct scenario scenarios[] = {
 	{ "noctx", scenario_noctx },
 	{ "runtime", scenario_runtime },
 	{ "runtime_validate", scenario_runtime_validate },
+	{ "errno", scenario_errno },
+	{ "callback", scenario_callback },
 };
 
 static const char *const registry_env[] = {
@@ -430,5 +547,8 @@ QUERY_TEST(queries_without_context_answered_as_driver, "noctx", registry_env)
 QUERY_TEST(runtime_query_answered_without_runtime, "runtime", registry_env)
 QUERY_TEST(runtime_query_agrees_under_validate, "runtime_validate",
 	   validate_env)
+QUERY_TEST(context_reading_queries_keep_errno, "errno", registry_env)
+QUERY_TEST(queries_from_gdrhook_callbacks_ask_driver, "callback",
+	   registry_env)
 
 SCENARIO_MAIN(scenarios)

@@ -14,13 +14,16 @@
  *  - answers that read the calling thread's context leave errno as it
  *    was, whatever the driver's cuCtxGetCurrent does to it;
  *  - a query made from gdrhook's own code (a subscriber callback) goes
- *    to the driver.
+ *    to the driver;
+ *  - queries on threads running beside threads that allocate and free
+ *    get exact answers.
  * (tests/gpu/ptrattr-check compares the whole table with the real driver.)
  */
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <time.h>
 
 /* Not every helper is used here. */
 #pragma GCC diagnostic ignored "-Wunused-function"
@@ -512,6 +515,159 @@ static int scenario_callback(void)
 	return 0;
 }
 
+/* Queries beside allocating threads (scenario_concurrent). */
+#define CC_STABLE	64
+#define CC_WRITERS	3
+#define CC_READERS	3
+#define CC_SIZE		4096
+
+static struct {
+	CUcontext ctx;
+	CUdeviceptr stable[CC_STABLE];
+	size_t size[CC_STABLE];
+	unsigned long long id[CC_STABLE];
+	CUdeviceptr churn[CC_WRITERS];	/* the writer's latest, or 0 */
+	int stop;
+	unsigned long errors, queries, churn_live, churn_gone;
+} cc;
+
+static void cc_error(const char *what, CUdeviceptr p)
+{
+	if (__atomic_fetch_add(&cc.errors, 1, __ATOMIC_RELAXED) < 5)
+		fprintf(stderr, "concurrent: %s at 0x%llx\n", what,
+			(unsigned long long)p);
+}
+
+static void *cc_writer(void *arg)
+{
+	CUdeviceptr *slot = arg, p;
+
+	if (cuCtxSetCurrent(cc.ctx))
+		cc_error("cuCtxSetCurrent", 0);
+	while (!__atomic_load_n(&cc.stop, __ATOMIC_RELAXED)) {
+		if (cuMemAlloc(&p, CC_SIZE)) {
+			cc_error("cuMemAlloc", 0);
+			break;
+		}
+		__atomic_store_n(slot, p, __ATOMIC_RELAXED);
+		if (cuMemFree(p))
+			cc_error("cuMemFree", p);
+	}
+	return NULL;
+}
+
+/* A stable allocation: every answer exact. */
+static void cc_stable(uint64_t r)
+{
+	static const CUpointer_attribute at[3] = {
+		CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+		CU_POINTER_ATTRIBUTE_BUFFER_ID,
+		CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+	};
+	unsigned int i = r % CC_STABLE, mt = 0;
+	CUdeviceptr p = cc.stable[i] + (r >> 32) % cc.size[i], b = 0, dp = 0;
+	unsigned long long id = 0, id3 = 0;
+	void *data[3] = { &mt, &id3, &dp };
+	size_t sz = 0;
+
+	if (cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, p) ||
+	    id != cc.id[i])
+		cc_error("stable buffer ID", p);
+	if (cuMemGetAddressRange(&b, &sz, p) || b != cc.stable[i] ||
+	    sz != cc.size[i])
+		cc_error("stable range", p);
+	if (cuPointerGetAttributes(3, (CUpointer_attribute *)at, data, p) ||
+	    mt != CU_MEMORYTYPE_DEVICE || id3 != cc.id[i] || dp != p)
+		cc_error("stable attributes", p);
+}
+
+/* A churned allocation: in some live CC_SIZE allocation, or in none. */
+static void cc_churned(uint64_t r)
+{
+	CUdeviceptr q = __atomic_load_n(&cc.churn[r % CC_WRITERS],
+					__ATOMIC_RELAXED);
+	CUdeviceptr p = q + (r >> 32) % CC_SIZE, b = 7;
+	unsigned long long id = 0;
+	size_t sz = 7;
+	CUresult rc;
+
+	if (!q)
+		return;
+	rc = cuMemGetAddressRange(&b, &sz, p);
+	if (rc == CUDA_SUCCESS && sz == CC_SIZE && p - b < sz)
+		__atomic_fetch_add(&cc.churn_live, 1, __ATOMIC_RELAXED);
+	else if (rc == CUDA_ERROR_NOT_FOUND && !b && !sz)
+		__atomic_fetch_add(&cc.churn_gone, 1, __ATOMIC_RELAXED);
+	else
+		cc_error("churned range", p);
+	rc = cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, p);
+	if (!(rc == CUDA_SUCCESS && id >> 63) &&
+	    rc != CUDA_ERROR_INVALID_VALUE)
+		cc_error("churned buffer ID", p);
+}
+
+static void *cc_reader(void *arg)
+{
+	uint64_t s = (uintptr_t)arg * 0x9e3779b97f4a7c15ull + 1;
+	unsigned long n = 0;
+
+	if (cuCtxSetCurrent(cc.ctx))
+		cc_error("cuCtxSetCurrent", 0);
+	while (!__atomic_load_n(&cc.stop, __ATOMIC_RELAXED)) {
+		s ^= s << 13;
+		s ^= s >> 7;
+		s ^= s << 17;
+		cc_stable(s);
+		cc_churned(s * 31);
+		n++;
+	}
+	__atomic_fetch_add(&cc.queries, n, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+/*
+ * Readers query stable allocations (every answer exact) and the ones
+ * writers keep allocating and freeing (in a live allocation of theirs, or
+ * in none) while the writers run: the unguarded answers beside the
+ * registry's writers.
+ */
+static int scenario_concurrent(void)
+{
+	pthread_t w[CC_WRITERS], rd[CC_READERS];
+	struct timespec ts = { 0, 300 * 1000 * 1000 };
+	struct mem m;
+	int i;
+
+	setup_answered(&m);
+	CU_OK(cuCtxGetCurrent(&cc.ctx));
+	for (i = 0; i < CC_STABLE; i++) {
+		cc.size[i] = 100 + 977 * (size_t)i;
+		CU_OK(cuMemAlloc(&cc.stable[i], cc.size[i]));
+		CU_OK(cuPointerGetAttribute(&cc.id[i],
+					    CU_POINTER_ATTRIBUTE_BUFFER_ID,
+					    cc.stable[i]));
+		CHECK_EQ(cc.id[i] >> 63, 1);
+	}
+	for (i = 0; i < CC_WRITERS; i++)
+		CHECK_EQ(pthread_create(&w[i], NULL, cc_writer, &cc.churn[i]),
+			 0);
+	for (i = 0; i < CC_READERS; i++)
+		CHECK_EQ(pthread_create(&rd[i], NULL, cc_reader,
+					(void *)(uintptr_t)(i + 1)), 0);
+	nanosleep(&ts, NULL);
+	__atomic_store_n(&cc.stop, 1, __ATOMIC_RELAXED);
+	for (i = 0; i < CC_WRITERS; i++)
+		CHECK_EQ(pthread_join(w[i], NULL), 0);
+	for (i = 0; i < CC_READERS; i++)
+		CHECK_EQ(pthread_join(rd[i], NULL), 0);
+	fprintf(stderr, "concurrent: %lu queries, churned %lu live / %lu gone\n",
+		cc.queries, cc.churn_live, cc.churn_gone);
+	CHECK_EQ(cc.errors, 0);
+	CHECK(cc.queries > 0);
+	CHECK_EQ(gdrhook_trusted(), 1);
+	return 0;
+}
+
 static const struct scenario scenarios[] = {
 	{ "registry", scenario_registry },
 	{ "validate", scenario_validate },
@@ -521,6 +677,7 @@ static const struct scenario scenarios[] = {
 	{ "runtime_validate", scenario_runtime_validate },
 	{ "errno", scenario_errno },
 	{ "callback", scenario_callback },
+	{ "concurrent", scenario_concurrent },
 };
 
 static const char *const registry_env[] = {
@@ -549,6 +706,8 @@ QUERY_TEST(runtime_query_agrees_under_validate, "runtime_validate",
 	   validate_env)
 QUERY_TEST(context_reading_queries_keep_errno, "errno", registry_env)
 QUERY_TEST(queries_from_gdrhook_callbacks_ask_driver, "callback",
+	   registry_env)
+QUERY_TEST(queries_beside_allocating_threads_exact, "concurrent",
 	   registry_env)
 
 SCENARIO_MAIN(scenarios)

@@ -101,14 +101,14 @@ static void at_exit(void)
 		gh_evlog_shutdown(gh_registry_count(), gh_registry_bytes());
 }
 
+/* Set once the exit-time work is armed (read by the query fast path). */
+int gh_cuda_used;
+
 /*
  * Registered at the first CUDA call, after the runtime registered its own
  * exit handler, so ours runs first: the driver still answers the audit
  * sweep then.
  */
-/* Set once the exit-time work is armed. */
-int gh_cuda_used;
-
 void gh_note_cuda_used(void)
 {
 	if (GH_LIKELY(__atomic_load_n(&gh_cuda_used, __ATOMIC_RELAXED)))

@@ -21,15 +21,15 @@
  * GH_QB_THREADS (default 16) threads at once (total calls per second,
  * and the scaling over one thread).  GH_QB_SECS (default 0.3) per figure.
  *
- * Then the same calls in this process, through the driver's own entry
- * points (read from libcuda's symbol table, so the shim cannot stand in)
- * and through the shim, in GH_QB_ROUNDS (default 9) pairs of blocks of
- * GH_QB_BLOCK_MS (default 20) each, one of each in turns: the median of
- * each and the spread of the pairs' speed-ups.  A pair shares whatever
- * the process and the machine did at that moment (frequency, other
- * tenants, the scheduler), which separate processes do not.  Not the
- * runtime call: the runtime's own entry point reaches the driver through
- * the shim's wrappers.
+ * Then the same calls paired in this process: through the driver's own
+ * entry points (read from libcuda's symbol table, so the shim cannot
+ * stand in) and through the shim, in GH_QB_ROUNDS (default 9) pairs of
+ * blocks of GH_QB_BLOCK_MS (default 20) each, one of each in turns: the
+ * median of each and the spread of the pairs' speed-ups.  A pair shares
+ * whatever the process and the machine did at that moment (frequency,
+ * other tenants, the scheduler), which separate processes do not.  Not
+ * the runtime call: the runtime's own entry point reaches the driver
+ * through the shim's wrappers.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -212,7 +212,7 @@ static int setup(size_t n)
 
 #define MAXFIG		64
 
-/* The same-process figures (shim process only). */
+/* The paired figures (shim process only). */
 static struct calls own;	/* the driver's own entry points */
 static int rounds = 9;
 static double block_s = 0.02;
@@ -259,7 +259,7 @@ static double block_ns(int k, const struct calls *c, uint64_t seed,
  * alternating pairs of blocks (DH HD DH ...), each block on pointers of
  * its own: neither warms the other's lines.
  */
-static void same_process(int k)
+static void paired(int k)
 {
 	double d[256], h[256], r[256];
 	uint64_t sink = 0;
@@ -337,7 +337,7 @@ static int measure(size_t *live, int nl, int nthreads)
 		}
 		for (int k = 0; own.attr && k < NKIND; k++)
 			if (k != 4)
-				same_process(k);
+				paired(k);
 		fflush(stdout);
 	}
 	return 0;
@@ -385,7 +385,7 @@ int main(int argc, char **argv)
 	if ((e = getenv("GH_QB_BLOCK_MS")))
 		block_s = atof(e) / 1e3;
 	if (!(block_s > 0 && block_s <= 10)) {
-		fprintf(stderr, "bench_queries: GH_QB_BLOCK_MS must be 0-10000\n");
+		fprintf(stderr, "bench_queries: GH_QB_BLOCK_MS must be above 0 and at most 10000 (ms)\n");
 		return 2;
 	}
 	if (rounds < 1 || rounds > 256) {
@@ -431,7 +431,7 @@ int main(int argc, char **argv)
 	own.range = (range_fn)driver_sym("cuMemGetAddressRange_v2");
 	if (!own.attr || !own.attrs || !own.range ||
 	    (void *)own.attr == (void *)linked.attr)
-		own.attr = NULL;	/* no same-process figures */
+		own.attr = NULL;	/* no paired figures */
 	{
 		char *buf = NULL;
 		size_t len = 0;
@@ -479,11 +479,12 @@ int main(int argc, char **argv)
 			}
 	}
 	if (!own.attr) {
-		printf("\nsame process: the driver's own entry points not found\n");
+		printf("\npaired: the driver's own entry points not found\n");
 		return 0;
 	}
-	printf("\nsame process: %d pairs of %.0f ms blocks, the driver's own "
-	       "entry points and the shim in turns\n", rounds, block_s * 1e3);
+	printf("\npaired in one process: %d pairs of %.0f ms blocks, the "
+	       "driver's own entry points and the shim in turns\n", rounds,
+	       block_s * 1e3);
 	printf("%-20s %9s %12s %12s %9s %17s\n", "call", "live", "driver ns",
 	       "gdrhook ns", "speedup", "pairs p10 .. p90");
 	for (int i = 0; i < nipf; i++)

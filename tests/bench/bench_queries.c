@@ -385,7 +385,8 @@ int main(int argc, char **argv)
 	if ((e = getenv("GH_QB_BLOCK_MS")))
 		block_s = atof(e) / 1e3;
 	if (!(block_s > 0 && block_s <= 10)) {
-		fprintf(stderr, "bench_queries: GH_QB_BLOCK_MS must be above 0 and at most 10000 (ms)\n");
+		fprintf(stderr, "bench_queries: GH_QB_BLOCK_MS must be above 0 "
+			"and at most 10000 (ms)\n");
 		return 2;
 	}
 	if (rounds < 1 || rounds > 256) {

@@ -30,6 +30,11 @@
  * other tenants, the scheduler), which separate processes do not.  Not
  * the runtime call: the runtime's own entry point reaches the driver
  * through the shim's wrappers.
+ *
+ * bench_queries --count K N: N calls of kind K (0-5, in the order above)
+ * among the first GH_QB_LIVE count, after 1000 more, and nothing else
+ * measured: for instruction counts, e.g. under
+ * valgrind --tool=callgrind, count_calls()'s cost / N.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -300,6 +305,38 @@ static void paired(int k)
 		fputc(' ', stderr);	/* keeps the calls */
 }
 
+/* N calls of kind k: the one function to read under callgrind. */
+static __attribute__((noinline)) uint64_t count_calls(int k, long n)
+{
+	uint64_t s = 7, sink = 0;
+
+	for (long i = 0; i < n; i++)
+		sink += one(k, &linked, &s);
+	return sink;
+}
+
+/* --count K N */
+static int count_mode(const char *ks, const char *ns, size_t live)
+{
+	int k = atoi(ks);
+	long n = atol(ns);
+
+	if (k < 0 || k >= NKIND || n < 1) {
+		fprintf(stderr, "bench_queries: --count K N: K 0-%d, N >= 1\n",
+			NKIND - 1);
+		return 2;
+	}
+	if (k == 4 && !rt_attrs) {
+		fprintf(stderr, "bench_queries: no cudaPointerGetAttributes\n");
+		return 2;
+	}
+	if (setup(live))
+		return 1;
+	count_calls(k, 1000);	/* the first answers may come from the driver */
+	printf("%llu\n", (unsigned long long)count_calls(k, n));
+	return 0;
+}
+
 /* Lines "L k threads calls_per_s" for every figure, on stdout. */
 static int measure(size_t *live, int nl, int nthreads)
 {
@@ -406,6 +443,11 @@ int main(int argc, char **argv)
 	rt_attrs = (void *)dlsym(RTLD_DEFAULT, "cudaPointerGetAttributes");
 	if (child)
 		return measure(live, nl, nthreads) ? 1 : 0;
+	if (argc > 1 && !strcmp(argv[1], "--count")) {
+		if (argc != 4 || !nl)
+			return count_mode("-1", "0", 0);
+		return count_mode(argv[2], argv[3], live[0]);
+	}
 
 	if (!getenv("LD_PRELOAD") || !strstr(getenv("LD_PRELOAD"), "gdrhook")) {
 		fprintf(stderr, "bench_queries: run me under LD_PRELOAD=libgdrhook.so\n");

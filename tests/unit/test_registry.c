@@ -1402,9 +1402,24 @@ static void cell_reader(const struct cell_churn *cc, int id)
 }
 
 /* Insert the permanent buffers, run, check they all stayed. */
-static void cell_run(struct cell_churn *cc, void *(*reader)(void *),
-		     void *(*writer)(void *), const char *what)
+/* The churn cell_run() runs (each test is a process of its own). */
+static struct cell_churn *cell_cur;
+
+static void *cell_writer_thread(void *arg)
 {
+	cell_writer(cell_cur, (int)(intptr_t)arg);
+	return NULL;
+}
+
+static void *cell_reader_thread(void *arg)
+{
+	cell_reader(cell_cur, (int)(intptr_t)arg);
+	return NULL;
+}
+
+static void cell_run(struct cell_churn *cc, const char *what)
+{
+	cell_cur = cc;
 	for (int w = 0; w < CW; w++)
 		for (int c = 0; c < SCELLS; c++)
 			for (int k = 0; k < cc->nperm; k++) {
@@ -1415,7 +1430,7 @@ static void cell_run(struct cell_churn *cc, void *(*reader)(void *),
 				CHECK_EQ(gh_registry_insert(&r,
 						&cc->perm_gen[w][c][k]), 0);
 			}
-	conc_run(reader, writer, what);
+	conc_run(cell_reader_thread, cell_writer_thread, what);
 	CHECK(gh_registry_count() >= (uint64_t)(CW * SCELLS * cc->nperm));
 }
 
@@ -1451,21 +1466,9 @@ static struct cell_churn small_churn = {
 	.perm_size = 300,
 };
 
-static void *small_writer(void *arg)
-{
-	cell_writer(&small_churn, (int)(intptr_t)arg);
-	return NULL;
-}
-
-static void *small_reader(void *arg)
-{
-	cell_reader(&small_churn, (int)(intptr_t)arg);
-	return NULL;
-}
-
 TEST_TIMEOUT(concurrent_small_buffers, 120)
 {
-	cell_run(&small_churn, small_reader, small_writer, "small buffers");
+	cell_run(&small_churn, "small buffers");
 }
 
 /*
@@ -1591,21 +1594,9 @@ static struct cell_churn page_churn = {
 	.perm_size = 4096,
 };
 
-static void *page_writer(void *arg)
-{
-	cell_writer(&page_churn, (int)(intptr_t)arg);
-	return NULL;
-}
-
-static void *page_reader(void *arg)
-{
-	cell_reader(&page_churn, (int)(intptr_t)arg);
-	return NULL;
-}
-
 TEST_TIMEOUT(concurrent_page_buffers, 120)
 {
-	cell_run(&page_churn, page_reader, page_writer, "page buffers");
+	cell_run(&page_churn, "page buffers");
 }
 
 TEST_MAIN()

@@ -595,6 +595,22 @@ static bool agrees_all(unsigned int n, const CUpointer_attribute *at,
 }
 
 /*
+ * cuPointerGetAttributes' value of attribute @a once answer_all() has
+ * found every attribute answerable: a refused one reads as zero.
+ */
+static inline uint64_t answered_value(enum where w, const struct gh_range *r,
+				      CUdeviceptr ptr, CUpointer_attribute a,
+				      const struct cur_ctx *cc)
+{
+	uint64_t v = 0;
+
+	if (w == W_NONE)
+		return negative_value(a, ptr);
+	tracked_value(r, ptr, a, cc, &v);
+	return v;
+}
+
+/*
  * Answer every attribute or none: 0 when data[] is filled, -1 to ask the
  * driver.  *patch_p is set when only BUFFER_ID can be answered, to patch
  * into the driver's answer (its value in *id_p).
@@ -604,7 +620,7 @@ answer_all(unsigned int n, const CUpointer_attribute *at, void **data,
 	   CUdeviceptr ptr, get_attrs_fn real, int *patch_p,
 	   unsigned long long *id_p)
 {
-	uint64_t val[GH_ATTR_MAX], v;
+	uint64_t val[GH_ATTR_MAX];
 	struct cur_ctx cc = { 0, false };
 	struct gh_range r;
 	uint32_t asked = 0;
@@ -631,13 +647,10 @@ answer_all(unsigned int n, const CUpointer_attribute *at, void **data,
 	} else {
 		return -1;
 	}
-	if (GH_UNLIKELY(real != NULL) && GH_UNLIKELY(gh_cfg.validate)) {
+	if (GH_UNLIKELY(gh_cfg.validate) && real) {
 		/* The whole answer first: the driver's is compared with it. */
 		for (i = 0; i < n; i++)
-			if (w == W_NONE)
-				val[i] = negative_value(at[i], ptr);
-			else
-				tracked_value(&r, ptr, at[i], &cc, &val[i]);
+			val[i] = answered_value(w, &r, ptr, at[i], &cc);
 		if (!agrees_all(n, at, ptr, real, val, w))
 			return -1;
 		for (i = 0; i < n; i++)
@@ -645,15 +658,9 @@ answer_all(unsigned int n, const CUpointer_attribute *at, void **data,
 		return 0;
 	}
 	/* Every value is known now: each goes straight out. */
-	for (i = 0; i < n; i++) {
-		v = 0;
-		if (w == W_NONE)
-			v = negative_value(at[i], ptr);
-		else
-			/* A refused attribute reads as zero (tracked_value's). */
-			tracked_value(&r, ptr, at[i], &cc, &v);
-		put_value(data[i], v, at[i]);
-	}
+	for (i = 0; i < n; i++)
+		put_value(data[i], answered_value(w, &r, ptr, at[i], &cc),
+			  at[i]);
 	return 0;
 driver:
 	/* The driver answers; BUFFER_ID is still ours (patched in). */
@@ -892,7 +899,7 @@ rt_answer(struct cudaPointerAttributes *out, const void *p,
 	} else {
 		return -1;
 	}
-	if (GH_UNLIKELY(gh_cfg.validate)) {
+	if (GH_UNLIKELY(gh_cfg.validate) && real) {
 		memset(&theirs, GH_POISON, sizeof(theirs));
 		drc = real(&theirs, p);
 		GH_COUNT(audit_checks, 1);

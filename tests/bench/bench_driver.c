@@ -55,10 +55,7 @@
  * the same table until a stop flag (set by the main thread after
  * GH_BENCH_SECS) is seen; calls/s = sum over threads of calls / own time.
  */
-#include <elf.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <link.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
@@ -67,8 +64,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>

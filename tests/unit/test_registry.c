@@ -1323,10 +1323,11 @@ TEST_TIMEOUT(concurrent_readers_writers, 120)
  */
 #define SCELLS 16
 #define SPERM 10	/* permanent buffers per cell, at most */
+#define SITEMS 64	/* churned items per cell, at most */
 
 struct cell_churn {
 	uint64_t area;		/* cells of writer w: area + w * 1 GiB */
-	int items;
+	int items;		/* at most SITEMS */
 	/* Item i: its offset in the cell and its size (from seed). */
 	void (*item)(int i, uint64_t *off, uint64_t *size, uint64_t *seed);
 	int nperm;
@@ -1342,7 +1343,7 @@ static uint64_t cell_at(const struct cell_churn *cc, int w, int c)
 static void cell_writer(const struct cell_churn *cc, int w)
 {
 	uint64_t seed = 3000 + w + cc->area;
-	uint8_t live[SCELLS][64] = { { 0 } };
+	uint8_t live[SCELLS][SITEMS] = { { 0 } };
 
 	while (!__atomic_load_n(&conc_stop, __ATOMIC_RELAXED)) {
 		int c = (int)rng_below(&seed, SCELLS);
@@ -1401,7 +1402,6 @@ static void cell_reader(const struct cell_churn *cc, int id)
 	conc_tally(reads, found);
 }
 
-/* Insert the permanent buffers, run, check they all stayed. */
 /* The churn cell_run() runs (each test is a process of its own). */
 static struct cell_churn *cell_cur;
 
@@ -1417,6 +1417,7 @@ static void *cell_reader_thread(void *arg)
 	return NULL;
 }
 
+/* Insert the permanent buffers, run, check they all stayed. */
 static void cell_run(struct cell_churn *cc, const char *what)
 {
 	cell_cur = cc;

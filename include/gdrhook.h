@@ -98,10 +98,21 @@ typedef void (*gdrhook_event_fn)(const struct gdrhook_event *ev, void *arg);
 /*
  * Subscribe to the event types in mask.  Returns a handle >= 0, or
  * -EINVAL (no fn, unknown bits), -ENOSPC (too many subscribers), -ENODEV.
+ * A handle names this one subscription: once it is unsubscribed, the
+ * handle is refused, even when a later subscription took its place.
+ * A callback always gets the arg subscribed with its fn.
  */
 int gdrhook_subscribe(uint32_t mask, gdrhook_event_fn fn, void *arg);
 
-/* Returns 0, or -EINVAL for a handle that is not subscribed. */
+/*
+ * Returns 0, or -EINVAL for a handle that is not subscribed (any more).
+ * On 0 no callback of the subscription runs any more, and none starts:
+ * it waits for those running on other threads to return.  Called from
+ * the subscription's own callback, it does not wait for that callback
+ * (which goes on to its end) but for the others; it must not be used to
+ * wait for a subscription whose callbacks may themselves be waiting for
+ * the caller's.  Not async-signal-safe.
+ */
 int gdrhook_unsubscribe(int handle);
 
 /*

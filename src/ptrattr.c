@@ -914,7 +914,11 @@ rt_answer(struct cudaPointerAttributes *out, const void *p,
 			return -1;
 		}
 	}
-	*out = a;
+	/* The runtime writes these four and leaves reserved[] alone. */
+	out->type = a.type;
+	out->device = a.device;
+	out->devicePointer = a.devicePointer;
+	out->hostPointer = a.hostPointer;
 	return 0;
 }
 

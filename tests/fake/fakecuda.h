@@ -62,6 +62,9 @@ size_t fakecuda_snapshot(struct fakecuda_live *out, size_t max);
  * Returns 0, or -1 if @fd did not come from the fake.
  */
 int fakecuda_dmabuf_offset(int fd, uint64_t *off);
+/* ... and the device address the export began at (what a NIC holding
+ * the dma-buf reaches), or -1. */
+int fakecuda_dmabuf_address(int fd, uint64_t *va);
 
 /*
  * Exported by the fake libcudart.so.13: resolve the plain entry points'
@@ -71,6 +74,11 @@ int fakecuda_dmabuf_offset(int fd, uint64_t *off);
 void cudaFakeSetPerThread(int on);
 /* Calls of cudaPointerGetAttributes that reached the runtime double. */
 unsigned long cudaFakePointerQueries(void);
+#ifdef __CUDA_RUNTIME_API_H__
+/* The runtime double's own cudaPointerGetAttributes, never interposed. */
+cudaError_t cudaFakePointerGetAttributes(struct cudaPointerAttributes *attr,
+					 const void *ptr);
+#endif
 
 #ifdef __cplusplus
 }

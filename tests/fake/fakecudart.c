@@ -702,7 +702,7 @@ RT_API unsigned long cudaFakePointerQueries(void)
 	return __atomic_load_n(&rt_pointer_queries, __ATOMIC_RELAXED);
 }
 
-RT_API cudaError_t CUDARTAPI cudaPointerGetAttributes(
+static cudaError_t rt_pointer_get_attributes(
 	struct cudaPointerAttributes *attributes, const void *ptr)
 {
 	CUpointer_attribute at[5] = {
@@ -735,6 +735,20 @@ RT_API cudaError_t CUDARTAPI cudaPointerGetAttributes(
 	attributes->devicePointer = (void *)(uintptr_t)dp;
 	attributes->hostPointer = hp;
 	return cudaSuccess;
+}
+
+RT_API cudaError_t CUDARTAPI cudaPointerGetAttributes(
+	struct cudaPointerAttributes *attributes, const void *ptr)
+{
+	return rt_pointer_get_attributes(attributes, ptr);
+}
+
+/* Tests: this runtime's own answer, which a preloaded library cannot
+ * answer in its place (it writes the four fields, reserved[] untouched). */
+RT_API cudaError_t cudaFakePointerGetAttributes(
+	struct cudaPointerAttributes *attributes, const void *ptr)
+{
+	return rt_pointer_get_attributes(attributes, ptr);
 }
 
 RT_API cudaError_t CUDARTAPI cudaMemcpy(void *dst, const void *src,

@@ -10,7 +10,8 @@
  *  - on a thread with no current context, DEVICE_POINTER and the address
  *    range are the driver's refusals, still without calling it;
  *  - the runtime's cudaPointerGetAttributes is answered without calling
- *    the runtime once the runtime has answered one itself;
+ *    the runtime once the runtime has answered one itself, byte for byte
+ *    as the runtime does (reserved[] left as the caller had it);
  *  - answers that read the calling thread's context leave errno as it
  *    was, whatever the driver's cuCtxGetCurrent does to it;
  *  - a query made from gdrhook's own code (a subscriber callback) goes
@@ -380,6 +381,42 @@ static int scenario_runtime(void)
 	return 0;
 }
 
+/*
+ * Every byte of the caller's struct: what the runtime leaves alone
+ * (reserved[]) stays as the caller had it, the rest is the runtime's.
+ * Both structs start with the same pattern, the runtime double's own
+ * answer is the reference, and the registry's must be byte-identical.
+ */
+static int scenario_runtime_bytes(void)
+{
+	struct cudaPointerAttributes ours, theirs;
+	unsigned long before, answered = 0;
+	struct mem m;
+
+	primary_ctx(0);
+	alloc_all(&m);
+	/* The first goes to the runtime (it may have to start). */
+	CU_OK(cudaPointerGetAttributes(&ours, (void *)(uintptr_t)m.dev));
+	CU_OK(cudaPointerGetAttributes(&ours, &m));
+	for (int i = 0; ptrs(&m, i) != (CUdeviceptr)-1; i++) {
+		const void *p = (const void *)(uintptr_t)ptrs(&m, i);
+
+		for (size_t b = 0; b < sizeof(ours); b++)
+			((unsigned char *)&ours)[b] = (unsigned char)(0x5a + b);
+		memcpy(&theirs, &ours, sizeof(ours));
+		before = cudaFakePointerQueries();
+		CHECK_EQ(cudaPointerGetAttributes(&ours, p),
+			 cudaFakePointerGetAttributes(&theirs, p));
+		answered += cudaFakePointerQueries() == before + 1;
+		if (memcmp(&ours, &theirs, sizeof(ours)))
+			TH_FAIL("pointer %d: bytes differ from the runtime's",
+				i);
+	}
+	/* Most were the registry's answers, not the runtime's. */
+	CHECK(answered >= 4);
+	return 0;
+}
+
 /* Audit mode: the runtime's answers checked against it, all agree. */
 static int scenario_runtime_validate(void)
 {
@@ -672,6 +709,7 @@ static const struct scenario scenarios[] = {
 	{ "noctx", scenario_noctx },
 	{ "runtime", scenario_runtime },
 	{ "runtime_validate", scenario_runtime_validate },
+	{ "runtime_bytes", scenario_runtime_bytes },
 	{ "errno", scenario_errno },
 	{ "callback", scenario_callback },
 	{ "concurrent", scenario_concurrent },
@@ -701,6 +739,8 @@ QUERY_TEST(queries_without_context_answered_as_driver, "noctx", registry_env)
 QUERY_TEST(runtime_query_answered_without_runtime, "runtime", registry_env)
 QUERY_TEST(runtime_query_agrees_under_validate, "runtime_validate",
 	   validate_env)
+QUERY_TEST(runtime_query_leaves_unwritten_bytes, "runtime_bytes",
+	   registry_env)
 QUERY_TEST(context_reading_queries_keep_errno, "errno", registry_env)
 QUERY_TEST(queries_from_gdrhook_callbacks_ask_driver, "callback",
 	   registry_env)

@@ -215,7 +215,7 @@ struct fc_state {
 	unsigned long long next_ctx_id;
 	struct CUmemPoolHandle_st *pools;
 	/* DMA-BUF fallback: fd -> byte offset of the range in the file */
-	struct { int fd; uint64_t off; } dmabuf[256];
+	struct { int fd; uint64_t off, va; } dmabuf[256];
 };
 
 extern FC_HIDDEN struct fc_state fc;

@@ -104,6 +104,7 @@ FC_API CUresult CUDAAPI cuMemGetHandleForAddressRange(
 	if (fd < (int)(sizeof(fc.dmabuf) / sizeof(fc.dmabuf[0]))) {
 		fc.dmabuf[fd].fd = fd + 1;	/* 0 means unset */
 		fc.dmabuf[fd].off = off;
+		fc.dmabuf[fd].va = dptr;
 	}
 	*(int *)handle = fd;
 out:
@@ -119,6 +120,20 @@ FC_API int fakecuda_dmabuf_offset(int fd, uint64_t *off)
 	if (fd >= 0 && fd < (int)(sizeof(fc.dmabuf) / sizeof(fc.dmabuf[0])) &&
 	    fc.dmabuf[fd].fd == fd + 1) {
 		*off = fc.dmabuf[fd].off;
+		rc = 0;
+	}
+	fc_unlock();
+	return rc;
+}
+
+FC_API int fakecuda_dmabuf_address(int fd, uint64_t *va)
+{
+	int rc = -1;
+
+	fc_lock();
+	if (fd >= 0 && fd < (int)(sizeof(fc.dmabuf) / sizeof(fc.dmabuf[0])) &&
+	    fc.dmabuf[fd].fd == fd + 1) {
+		*va = fc.dmabuf[fd].va;
 		rc = 0;
 	}
 	fc_unlock();

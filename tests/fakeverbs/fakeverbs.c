@@ -23,7 +23,17 @@
  *  - FAKEVERBS_NO_DMABUF=1 in the environment: a NIC that cannot import
  *    DMA-BUF (soft-RoCE): ibv_reg_dmabuf_mr fails with EOPNOTSUPP;
  *    FAKEVERBS_NO_DMABUF=fakenic1: only that NIC cannot (a second NIC,
- *    reached through fakeverbs_open_nic(1), not in the device list).
+ *    reached through fakeverbs_open_nic(1), not in the device list);
+ *  - an MR's iova is only the name a peer uses: the NIC reaches the
+ *    memory it pinned (the process address, or the dma-buf's pages), and
+ *    staleness is judged there, per allocation the MR touched;
+ *  - FAKEVERBS_REG_DELAY_US=N: a slow NIC (a GPU registration takes
+ *    10 us - 2 ms): the pages are pinned when a registration starts, the
+ *    call returns N microseconds later, so races with a free are wide;
+ *  - the IBVERBS_1.0 compat ibv_reg_mr/ibv_dereg_mr behave like
+ *    rdma-core's (a wrapper around the default version, called through
+ *    the PLT); FAKEVERBS_COMPAT_DIRECT=1: a library whose compat entry
+ *    registers by itself, unseen by an interposer of the default one.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -47,15 +57,26 @@
 #define FV_API __attribute__((visibility("default")))
 #define FV_MAX 4096
 
+#define FV_PINS 8
+
 struct fv_mr {
 	struct ibv_mr mr;
 	int live;
 	int compat;
 	unsigned int access;
-	uint64_t iova;
+	uint64_t iova;		/* what a peer names */
+	uint64_t mem;		/* what the NIC reaches: the pinned memory */
 	void *map;		/* dmabuf: the NIC's view of the pages */
 	size_t map_len, map_delta;
-	unsigned long long buffer_id;	/* 0: not GPU memory */
+	/* the GPU allocations it pinned, as they were at registration */
+	int npins;
+	struct { uint64_t base, size; unsigned long long id; } pin[FV_PINS];
+};
+
+/* rdma-core's compat MR: a wrapper holding the default version's MR. */
+struct fv_mr_1_0 {
+	struct ibv_mr mr;
+	struct ibv_mr *real;
 };
 
 static struct fv_mr *mrs[FV_MAX];
@@ -77,32 +98,96 @@ static void count(int c)
 	__atomic_add_fetch(&calls[c], 1, __ATOMIC_RELAXED);
 }
 
-/* The CUDA double's buffer ID of the allocation containing p, or 0. */
-static unsigned long long buffer_id_of(uint64_t p)
+/* The CUDA double's live allocations (one snapshot buffer for every
+ * thread; MRs have locks of their own). */
+static pthread_mutex_t snap_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct fakecuda_live snap[4096];
+
+static size_t snapshot_locked(void)
 {
-	/* One snapshot buffer for every thread (MRs have locks of their own). */
-	static pthread_mutex_t snap_lock = PTHREAD_MUTEX_INITIALIZER;
-	static struct fakecuda_live snap[4096];
 	size_t (*fn)(struct fakecuda_live *, size_t) =
 		(size_t (*)(struct fakecuda_live *, size_t))dlsym(
 			RTLD_DEFAULT, "fakecuda_snapshot");
-	unsigned long long id = 0;
 	size_t n;
 
 	if (!fn)
 		return 0;
-	pthread_mutex_lock(&snap_lock);
 	n = fn(snap, 4096);
-	for (size_t i = 0; i < n && i < 4096; i++)
+	return n < 4096 ? n : 4096;
+}
+
+/* The buffer ID of the allocation containing p, or 0. */
+static unsigned long long buffer_id_of(uint64_t p)
+{
+	unsigned long long id = 0;
+	size_t n;
+
+	pthread_mutex_lock(&snap_lock);
+	n = snapshot_locked();
+	for (size_t i = 0; i < n; i++)
 		if (p >= snap[i].base && p - snap[i].base < snap[i].size)
 			id = snap[i].buffer_id;
 	pthread_mutex_unlock(&snap_lock);
 	return id;
 }
 
+/* Pin: remember every GPU allocation [mem, mem + len) touches now. */
+static void fv_pin(struct fv_mr *m, uint64_t mem, uint64_t len)
+{
+	size_t n;
+
+	m->mem = mem;
+	m->npins = 0;
+	pthread_mutex_lock(&snap_lock);
+	n = snapshot_locked();
+	for (size_t i = 0; i < n && m->npins < FV_PINS; i++) {
+		if (snap[i].base < mem + len && mem < snap[i].base + snap[i].size) {
+			m->pin[m->npins].base = snap[i].base;
+			m->pin[m->npins].size = snap[i].size;
+			m->pin[m->npins].id = snap[i].buffer_id;
+			m->npins++;
+		}
+	}
+	pthread_mutex_unlock(&snap_lock);
+}
+
+/*
+ * Would a NIC write to [w, w + len) of the pinned memory land in memory
+ * that is no longer what was pinned (freed, or another allocation now)?
+ * Bytes that were no GPU memory at registration are the host's (a real
+ * NIC pinned host pages there, or refused): not judged.
+ */
+static int stale_at(const struct fv_mr *m, uint64_t w, uint64_t len)
+{
+	for (int i = 0; i < m->npins; i++) {
+		uint64_t lo = m->pin[i].base, hi = lo + m->pin[i].size;
+
+		if (lo >= w + len || w >= hi)
+			continue;
+		if (w > lo)
+			lo = w;
+		if (buffer_id_of(lo) != m->pin[i].id)
+			return 1;
+	}
+	return 0;
+}
+
 static int is_stale(const struct fv_mr *m)
 {
-	return m->buffer_id && buffer_id_of(m->iova) != m->buffer_id;
+	for (int i = 0; i < m->npins; i++)
+		if (buffer_id_of(m->pin[i].base) != m->pin[i].id)
+			return 1;
+	return 0;
+}
+
+/* FAKEVERBS_REG_DELAY_US: the time a registration takes after it pinned. */
+static void reg_delay(void)
+{
+	const char *e = getenv("FAKEVERBS_REG_DELAY_US");
+	long us = e ? atol(e) : 0;
+
+	if (us > 0)
+		usleep((useconds_t)us);
 }
 
 static struct fv_mr *fv_new(struct ibv_pd *pd, void *addr, size_t len,
@@ -170,7 +255,8 @@ FV_API struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
 	m = fv_new(pd, addr, length, iova, access);
 	if (!m)
 		return NULL;
-	m->buffer_id = buffer_id_of((uintptr_t)addr);
+	fv_pin(m, (uintptr_t)addr, length);
+	reg_delay();
 	return &m->mr;
 }
 
@@ -185,20 +271,51 @@ FV_API struct ibv_mr *fv_reg_mr_1_1(struct ibv_pd *pd, void *addr, size_t length
 }
 __asm__(".symver fv_reg_mr_1_1, ibv_reg_mr@@IBVERBS_1.1");
 
-/* The compat entry point (old struct layouts in real rdma-core). */
+/*
+ * The compat entry point, as rdma-core's: a wrapper object around a
+ * registration by the default version (through the PLT, so an
+ * interposer of ibv_reg_mr sees it).  FAKEVERBS_COMPAT_DIRECT=1: one
+ * that registers by itself.
+ */
+static int compat_direct(void)
+{
+	const char *e = getenv("FAKEVERBS_COMPAT_DIRECT");
+
+	return e && !strcmp(e, "1");
+}
+
 struct ibv_mr *fv_reg_mr_1_0(struct ibv_pd *pd, void *addr, size_t length,
 			     int access);
 FV_API struct ibv_mr *fv_reg_mr_1_0(struct ibv_pd *pd, void *addr, size_t length,
 			     int access)
 {
 	struct fv_mr *m;
+	struct fv_mr_1_0 *w;
+	struct ibv_mr *real;
 
 	count(C_REG_MR_1_0);
-	m = fv_new(pd, addr, length, (uintptr_t)addr, (unsigned int)access);
-	if (!m)
+	if (compat_direct()) {
+		m = fv_new(pd, addr, length, (uintptr_t)addr,
+			   (unsigned int)access);
+		if (!m)
+			return NULL;
+		m->compat = 1;
+		fv_pin(m, (uintptr_t)addr, length);
+		reg_delay();
+		return &m->mr;
+	}
+	w = calloc(1, sizeof(*w));
+	if (!w)
 		return NULL;
-	m->compat = 1;
-	return &m->mr;
+	real = ibv_reg_mr_iova2(pd, addr, length, (uintptr_t)addr,
+				(unsigned int)access);
+	if (!real) {
+		free(w);
+		return NULL;
+	}
+	w->mr = *real;
+	w->real = real;
+	return &w->mr;
 }
 __asm__(".symver fv_reg_mr_1_0, ibv_reg_mr@IBVERBS_1.0");
 
@@ -275,7 +392,9 @@ FV_API struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
 {
 	int (*off_fn)(int, uint64_t *) = (int (*)(int, uint64_t *))dlsym(
 		RTLD_DEFAULT, "fakecuda_dmabuf_offset");
-	uint64_t base = 0, pg = (uint64_t)sysconf(_SC_PAGESIZE), at;
+	int (*va_fn)(int, uint64_t *) = (int (*)(int, uint64_t *))dlsym(
+		RTLD_DEFAULT, "fakecuda_dmabuf_address");
+	uint64_t base = 0, pg = (uint64_t)sysconf(_SC_PAGESIZE), at, va = 0;
 	struct fv_mr *m;
 	void *map;
 
@@ -286,7 +405,7 @@ FV_API struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
 	}
 	if (!off_fn)
 		return reg_real_dmabuf(pd, offset, length, iova, fd, access);
-	if (off_fn(fd, &base)) {
+	if (off_fn(fd, &base) || !va_fn || va_fn(fd, &va)) {
 		errno = EBADF;
 		return NULL;
 	}
@@ -304,7 +423,9 @@ FV_API struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
 	m->map = map;
 	m->map_len = length + (at & (pg - 1));
 	m->map_delta = at & (pg - 1);
-	m->buffer_id = buffer_id_of(iova);
+	/* the exported pages, whatever iova the program chose */
+	fv_pin(m, va + offset, length);
+	reg_delay();
 	return &m->mr;
 }
 
@@ -319,8 +440,16 @@ __asm__(".symver fv_dereg_mr_1_1, ibv_dereg_mr@@IBVERBS_1.1");
 int fv_dereg_mr_1_0(struct ibv_mr *mr);
 FV_API int fv_dereg_mr_1_0(struct ibv_mr *mr)
 {
+	struct fv_mr_1_0 *w = (struct fv_mr_1_0 *)mr;
+	int rc;
+
 	count(C_DEREG_1_0);
-	return fv_destroy((struct fv_mr *)mr);
+	if (fakeverbs_is_mr(mr))	/* FAKEVERBS_COMPAT_DIRECT's own */
+		return fv_destroy((struct fv_mr *)mr);
+	rc = ibv_dereg_mr(w->real);
+	if (!rc)
+		free(w);
+	return rc;
 }
 __asm__(".symver fv_dereg_mr_1_0, ibv_dereg_mr@IBVERBS_1.0");
 
@@ -336,7 +465,12 @@ FV_API int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 		m->mr.addr = addr;
 		m->mr.length = length;
 		m->iova = (uintptr_t)addr;
-		m->buffer_id = buffer_id_of((uintptr_t)addr);
+		if (m->map) {
+			munmap(m->map, m->map_len);
+			m->map = NULL;
+		}
+		fv_pin(m, (uintptr_t)addr, length);
+		reg_delay();
 	}
 	if (flags & IBV_REREG_MR_CHANGE_ACCESS)
 		m->access = (unsigned int)access;
@@ -495,13 +629,21 @@ FV_API int fakeverbs_write(struct ibv_pd *pd, uint32_t rkey, uint64_t raddr,
 	else if (raddr < m->iova || raddr - m->iova + len > m->mr.length)
 		rc = -ERANGE;
 	if (!rc) {
-		if (is_stale(m))
+		/* iova names the memory; the NIC writes what it pinned */
+		uint64_t at = raddr - m->iova;
+
+		if (stale_at(m, m->mem + at, len)) {
 			count(C_STALE_WRITES);
+			if (getenv("FAKEVERBS_DEBUG"))
+				fprintf(stderr, "fakeverbs: stale write through rkey %#x at mem %#llx+%zu (mr mem %#llx len %zu, %d pins, first %#llx+%llu)\n",
+					rkey, (unsigned long long)(m->mem + at), len,
+					(unsigned long long)m->mem, m->mr.length, m->npins,
+					(unsigned long long)m->pin[0].base, (unsigned long long)m->pin[0].size);
+		}
 		if (m->map)
-			memcpy((char *)m->map + m->map_delta + (raddr - m->iova),
-			       src, len);
+			memcpy((char *)m->map + m->map_delta + at, src, len);
 		else
-			memcpy((void *)(uintptr_t)raddr, src, len);
+			memcpy((void *)(uintptr_t)(m->mem + at), src, len);
 	}
 	pthread_mutex_unlock(&fv_lock);
 	return rc;

@@ -54,7 +54,7 @@ static const struct gh_opt gh_opts[] = {
 	GH_OPT("VALIDATE", "0", GH_OPT_BOOL, validate,
 	       "`1` is audit mode: every event and lookup is cross-checked against the driver (`cuMemGetAddressRange`, buffer ID) and the live set is swept at exit; disagreements become `audit` events and a counter."),
 	GH_OPT("LIBCUDA", "libcuda.so.1", GH_OPT_STR, libcuda,
-	       "The driver library real entry points are resolved from."),
+	       "The driver library real entry points are resolved from. One that cannot be loaded or is not a CUDA driver is reported on stderr and `libcuda.so.1` used."),
 	GH_OPT("STRICT", "0", GH_OPT_BOOL, strict,
 	       "`1` aborts the process when the registry becomes untrusted, instead of running on with caching off."),
 	GH_OPT_WORDS("BACKEND", "auto", backend,
@@ -87,17 +87,17 @@ static const struct gh_opt gh_opts[] = {
 #define GH_PREFIX_LEN 8
 
 /* The spellings UCX, libfabric and NCCL users bring along. */
+static const char *const bool_yes[] = { "1", "y", "yes", "on", "true", NULL };
+static const char *const bool_no[] = { "0", "n", "no", "off", "false", NULL };
+
 static int parse_bool(const char *s, int *v_p)
 {
-	static const char *const yes[] = { "1", "y", "yes", "on", "true" };
-	static const char *const no[] = { "0", "n", "no", "off", "false" };
-
-	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
-		if (!strcasecmp(s, yes[i])) {
+	for (size_t i = 0; bool_yes[i]; i++) {
+		if (!strcasecmp(s, bool_yes[i])) {
 			*v_p = 1;
 			return 0;
 		}
-		if (!strcasecmp(s, no[i])) {
+		if (!strcasecmp(s, bool_no[i])) {
 			*v_p = 0;
 			return 0;
 		}
@@ -105,19 +105,17 @@ static int parse_bool(const char *s, int *v_p)
 	return -EINVAL;
 }
 
+/* Level i's names; the digits 0-4 as well. */
+static const char *const level_names[] = {
+	"none", "error", "warn", "warning", "info", "debug", "trace", NULL
+};
+static const int level_of[] = { 0, 1, 2, 2, 3, 4, 4 };
+
 static int parse_level(const char *s, int *v_p)
 {
-	static const struct {
-		const char *name;
-		int level;
-	} names[] = {
-		{ "none", 0 }, { "error", 1 }, { "warn", 2 }, { "warning", 2 },
-		{ "info", 3 }, { "debug", 4 }, { "trace", 4 },
-	};
-
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		if (!strcasecmp(s, names[i].name)) {
-			*v_p = names[i].level;
+	for (size_t i = 0; level_names[i]; i++) {
+		if (!strcasecmp(s, level_names[i])) {
+			*v_p = level_of[i];
 			return 0;
 		}
 	}
@@ -231,12 +229,12 @@ void gh_config_defer_warning(const char *msg, const char *arg)
 	deferred_arg = arg;
 }
 
-static void print_words(const struct gh_opt *o, char *buf, size_t cap)
+/* Appends words[] to buf as "a, b, c" (buf holds a string already). */
+static void print_words(const char *const *words, char *buf, size_t cap)
 {
-	size_t n = 0;
+	size_t n = strlen(buf);
 
-	buf[0] = '\0';
-	for (const char *const *w = o->words; w && *w && n + 1 < cap; w++) {
+	for (const char *const *w = words; w && *w; w++) {
 		size_t l = strlen(*w);
 
 		if (n + l + 3 >= cap)
@@ -251,25 +249,51 @@ static void print_words(const struct gh_opt *o, char *buf, size_t cap)
 	}
 }
 
+/* The values o accepts, in words, from the tables the parsers use. */
+static const char *accepted(const struct gh_opt *o, char *buf, size_t cap)
+{
+	buf[0] = '\0';
+	switch (o->type) {
+	case GH_OPT_BOOL:
+		print_words(bool_yes, buf, cap);
+		print_words(bool_no, buf, cap);
+		break;
+	case GH_OPT_LEVEL:
+		print_words(level_names, buf, cap);
+		print_words((const char *const[]){ "0", "1", "2", "3", "4",
+						   NULL }, buf, cap);
+		break;
+	case GH_OPT_ENUM:
+		print_words(o->words, buf, cap);
+		break;
+	case GH_OPT_SIZE:
+		return "a whole number, optionally followed by k, m or g";
+	case GH_OPT_SIZE_INF:
+		return "a whole number, optionally followed by k, m or g; or inf or unlimited";
+	case GH_OPT_STR:
+		return "any string";
+	}
+	return buf;
+}
+
 void gh_config_report(void)
 {
 	for (int i = 0; i < n_unknown; i++)
 		gh_warn("unknown variable ignored: %s", unknown[i]);
 	for (int i = 0; i < n_bad; i++) {
 		const struct gh_opt *o = bad[i].opt;
+		const char *list;
+		char words[256];
 
-		if (o->type == GH_OPT_ENUM) {
-			char words[256];
-
-			print_words(o, words, sizeof(words));
-			gh_warn("bad value \"%s\" for " "GDRHOOK_" "%s (one of: %s), using \"%s\"",
-				bad[i].val, o->name, words, o->def);
-		} else {
-			gh_warn("bad value \"%s\" for " "GDRHOOK_" "%s (%s), using \"%s\"",
+		list = accepted(o, words, sizeof(words));
+		if (o->type == GH_OPT_SIZE || o->type == GH_OPT_SIZE_INF)
+			gh_warn("bad value \"%s\" for " "GDRHOOK_" "%s (%s%s), using \"%s\"",
 				bad[i].val, o->name,
-				bad[i].err == -ERANGE ? "too large" : "not understood",
-				o->def);
-		}
+				bad[i].err == -ERANGE ?
+				"too large for 64 bits; " : "", list, o->def);
+		else
+			gh_warn("bad value \"%s\" for " "GDRHOOK_" "%s (one of: %s), using \"%s\"",
+				bad[i].val, o->name, list, o->def);
 	}
 	if (deferred_msg)
 		gh_warn("%s \"%s\"", deferred_msg, deferred_arg);

@@ -175,14 +175,13 @@ GH_NO_SANITIZE void *gh_real_dlvsym(void *handle, const char *name,
 
 static void *libcuda;
 
-void *gh_libcuda_handle(void)
-{
-	void *h = __atomic_load_n(&libcuda, __ATOMIC_ACQUIRE);
-	const char *name;
+#define GH_LIBCUDA_DEFAULT "libcuda.so.1"
 
-	if (h)
-		return h;
-	name = gh_cfg.libcuda ? gh_cfg.libcuda : "libcuda.so.1";
+/* @name loaded and a CUDA driver, else NULL and why in *why_p. */
+static void *open_driver(const char *name, const char **why_p)
+{
+	void *h;
+
 	/* Prefer the copy the program already loaded. */
 	h = dlopen(name, RTLD_NOW | RTLD_NOLOAD);
 	if (!h)
@@ -190,17 +189,42 @@ void *gh_libcuda_handle(void)
 	if (!h) {
 		const char *why = dlerror();
 
-		/* every hooked call would fail: say why, once */
-		gh_log_once(GH_LOG_WARN, "cannot load the CUDA driver %s: %s",
-			    name, why ? why : "unknown error");
+		*why_p = why ? why : "unknown error";
 		return NULL;
 	}
 	if (!gh_real_dlsym(h, "cuGetProcAddress_v2") &&
 	    !gh_real_dlsym(h, "cuInit")) {
-		gh_log_once(GH_LOG_WARN,
-			    "%s is not a CUDA driver (no cuInit, no cuGetProcAddress_v2); set GDRHOOK_LIBCUDA to libcuda.so.1",
-			    name);
+		*why_p = "not a CUDA driver (no cuInit, no cuGetProcAddress_v2)";
 		dlclose(h);
+		return NULL;
+	}
+	return h;
+}
+
+void *gh_libcuda_handle(void)
+{
+	void *h = __atomic_load_n(&libcuda, __ATOMIC_ACQUIRE);
+	const char *name = gh_cfg.libcuda, *why;
+
+	if (h)
+		return h;
+	/*
+	 * A bad GDRHOOK_LIBCUDA is a bad value like any other: said once,
+	 * and the default used, not every hooked call failing.
+	 */
+	if (name && strcmp(name, GH_LIBCUDA_DEFAULT)) {
+		h = open_driver(name, &why);
+		if (!h)
+			gh_log_once(GH_LOG_WARN,
+				    "GDRHOOK_LIBCUDA=%s refused: %s; using the default " GH_LIBCUDA_DEFAULT,
+				    name, why);
+	}
+	if (!h)
+		h = open_driver(GH_LIBCUDA_DEFAULT, &why);
+	if (!h) {
+		/* every hooked call would fail: say why, once */
+		gh_log_once(GH_LOG_WARN, "cannot load the CUDA driver "
+			    GH_LIBCUDA_DEFAULT ": %s", why);
 		return NULL;
 	}
 	__atomic_store_n(&libcuda, h, __ATOMIC_RELEASE);

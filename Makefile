@@ -131,8 +131,9 @@ PRELOAD_ENV	:= LD_PRELOAD="$(SAN_RT)$(if $(SAN_RT), ,)$(abspath $(LIB))" \
 all: examples bench
 
 # Per-component fragments (test doubles, preload tests, benchmarks).
--include $(sort $(wildcard tests/*/rules.mk)) examples/rules.mk scripts/install.mk \
-	scripts/tools/rules.mk scripts/packaging/rules.mk
+# (tools before install.mk: install's prerequisites name the tools.)
+-include $(sort $(wildcard tests/*/rules.mk)) examples/rules.mk scripts/tools/rules.mk \
+	scripts/install.mk scripts/packaging/rules.mk
 -include $(wildcard $(BUILD)/obj/*/*.d $(BUILD)/obj/*/*/*.d)
 
 check: $(LIB)
@@ -185,7 +186,15 @@ stress: all $(PRELOAD_BINS)
 	  done; \
 	done
 
+# What make run and make test need from the machine (scripts/setup):
+# installed from Debian when run as root, else named in one line.
+SETUP		= CC="$(CC)" CUDA_HOME="$(CUDA_HOME)" scripts/setup
+.PHONY: setup
+setup:
+	@$(SETUP) test
+
 test:
+	@$(SETUP) test
 	$(MAKE) test-default
 	$(MAKE) test-asan
 	$(MAKE) test-tsan

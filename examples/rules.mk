@@ -14,8 +14,11 @@
 # The programs link the doubles' libcuda.so.1 / libcudart.so.13 (the real
 # SONAMEs) with no RUNPATH: the same binary runs against the real driver
 # and runtime on a GPU machine, or against the doubles with
-# LD_LIBRARY_PATH=$(BUILD)/fake.  regcache_churn needs rdma-core's
-# libibverbs-dev; without it `make examples` builds the others.
+# LD_LIBRARY_PATH=$(BUILD)/fake.  regcache_churn links libibverbs, whose
+# headers the library needs anyway (libibverbs-dev, scripts/setup).
+#
+# `make run` first runs scripts/setup (what it needs from Debian), then
+# builds only what the example needs: not the benchmarks, no libcudart.
 
 EXAMPLE		?= driver_api
 EXAMPLE_LOG	?= $(BUILD)/run/trace.jsonl
@@ -23,17 +26,8 @@ EXAMPLES_DIR	:= $(BUILD)/examples
 EXAMPLES_ALL	:= driver_api runtime_api regcache_churn torch_train
 EXAMPLES_HDRS	:= include/gdrhook.h include/gdrhook_preload.h
 
-# Worked out once (one compile and link of a probe) and handed to
-# recursive makes through the environment.
-EX_HASH		:= \#
-ifndef EXAMPLES_VERBS
-EXAMPLES_VERBS	:= $(shell printf '$(EX_HASH)include <infiniband/verbs.h>\nint main(void) { return ibv_get_device_list(0) != 0; }\n' | \
-		   $(CC) -x c - -o /dev/null -libverbs >/dev/null 2>&1 && echo 1 || echo 0)
-endif
-export EXAMPLES_VERBS
-
 EXAMPLES_BINS	:= $(EXAMPLES_DIR)/driver_api $(EXAMPLES_DIR)/runtime_api \
-		   $(if $(filter 1,$(EXAMPLES_VERBS)),$(EXAMPLES_DIR)/regcache_churn,)
+		   $(EXAMPLES_DIR)/regcache_churn
 
 $(EXAMPLES_DIR)/driver_api: examples/driver_api.c $(EXAMPLES_HDRS) $(BUILD)/fake/libcuda.so
 	@mkdir -p $(dir $@)
@@ -48,7 +42,6 @@ $(EXAMPLES_DIR)/regcache_churn: examples/regcache_churn.c $(EXAMPLES_HDRS) $(BUI
 	$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD)/fake -lcuda -libverbs -ldl
 
 examples: $(EXAMPLES_BINS)
-	@$(if $(filter 1,$(EXAMPLES_VERBS)),:,echo "examples: regcache_churn not built: no libibverbs-dev (apt-get install -y libibverbs-dev)")
 
 # The GPU is used when `nvidia-smi -L` works; runtime_api then needs the
 # real CUDA 13 runtime (libcudart.so.13 known to ld.so, or in
@@ -56,8 +49,14 @@ examples: $(EXAMPLES_BINS)
 EX_IS_C		:= $(filter-out torch_train,$(filter $(EXAMPLE),$(EXAMPLES_ALL)))
 EX_CMD		:= $(if $(EX_IS_C),$(EXAMPLES_DIR)/$(EXAMPLE),$(PYTHON) examples/torch_train.py)
 
-run: all $(if $(EX_IS_C),$(EXAMPLES_DIR)/$(EXAMPLE),)
+run:
 	@$(if $(filter $(EXAMPLE),$(EXAMPLES_ALL)),:,echo "run: EXAMPLE=$(EXAMPLE)? one of: $(EXAMPLES_ALL)"; exit 2)
+	@$(SETUP) run
+	@$(MAKE) --no-print-directory run-example
+
+# What the run needs and no more (make run has checked the machine).
+run-example: $(LIB) $(TRACE_CORE) fake $(if $(EX_IS_C),$(EXAMPLES_DIR)/$(EXAMPLE),) \
+		$(if $(filter regcache_churn,$(EXAMPLE)),fakeverbs,)
 	@mkdir -p $(dir $(EXAMPLE_LOG)); rm -f $(EXAMPLE_LOG)
 	@fake=$(abspath $(BUILD)/fake); \
 	if nvidia-smi -L >/dev/null 2>&1; then \
@@ -90,4 +89,4 @@ run: all $(if $(EX_IS_C),$(EXAMPLES_DIR)/$(EXAMPLE),)
 		echo "== no GPU allocation was made: no event log ($(EXAMPLE_LOG))"; \
 	fi
 
-.PHONY: examples run
+.PHONY: examples run run-example

@@ -11,12 +11,18 @@
 #   $(MANDIR)/man1/gdrhook-trace.1, gdrhook-info.1, man7/libgdrhook.7
 #   $(DKMSSRCDIR)                        gdrpin DKMS source tree
 #                                        (make -C src/kmod dkms-tree)
+#
+# Nothing outside PREFIX unless asked: the module's system files go under
+# SYSCONFDIR only with `make install SYSCONFDIR=/etc` or `make
+# install-system` (SYSCONFDIR defaults to /etc there; udev, modules-load.d
+# and sysusers.d read /etc and /usr/lib, never /usr/local):
 #   $(UDEVRULESDIR)/60-gdrpin.rules      /dev/gdrpin for group gdrpin
 #   $(MODULESLOADDIR)/gdrpin.conf        load gdrpin at boot
 #   $(SYSUSERSDIR)/gdrpin.conf           the gdrpin group (systemd-sysusers)
-# udev, modules-load.d and sysusers.d read /usr/lib and /etc, never
-# /usr/local: with a PREFIX other than /usr those three go under /etc.
-# Without DESTDIR, as root, install also creates the group and reloads udev.
+# Without DESTDIR, as root, install-system also creates the group and
+# reloads udev.  `make uninstall` removes what install and install-system
+# put down (system files only where they are still as installed), and
+# the group when it removed the sysusers entry that declares it.
 #
 # With PREFIX=/usr the DKMS tree lands where dkms looks for it
 # (/usr/src/gdrpin-<version>: dkms add gdrpin/<version>); elsewhere give
@@ -38,10 +44,12 @@ TRACE_CORE_DIR	= $(abspath $(BINDIR)/../lib/gdrhook-trace)
 GDRPIN_VERSION	= $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' src/kmod/dkms.conf)
 GDRHOOK_VERSION	?= $(GDRPIN_VERSION)
 DKMSSRCDIR	?= $(PREFIX)/src/gdrpin-$(GDRPIN_VERSION)
-SYSCONF_BASE	= $(if $(filter /usr,$(PREFIX)),/usr/lib,/etc)
-UDEVRULESDIR	?= $(SYSCONF_BASE)/udev/rules.d
-MODULESLOADDIR	?= $(SYSCONF_BASE)/modules-load.d
-SYSUSERSDIR	?= $(SYSCONF_BASE)/sysusers.d
+# SYSCONFDIR is left undefined: set, it makes install put the system files
+# down; install-system and uninstall-system default it to /etc.
+UDEVRULESDIR	?= $(SYSCONFDIR)/udev/rules.d
+MODULESLOADDIR	?= $(SYSCONFDIR)/modules-load.d
+SYSUSERSDIR	?= $(SYSCONFDIR)/sysusers.d
+install-system uninstall-system: SYSCONFDIR ?= /etc
 
 INSTALL_HDRS	:= include/gdrhook.h include/gdrhook_preload.h include/gdrpin_ioctl.h
 INSTALL_MAN1	:= scripts/man/gdrhook-trace.1 scripts/man/gdrhook-info.1
@@ -57,12 +65,14 @@ INSTALLED_FILES	= $(LIBDIR)/libgdrhook.so \
 		  $(PKGCONFIGDIR)/gdrhook.pc \
 		  $(MANDIR)/man1/gdrhook-trace.1 \
 		  $(MANDIR)/man1/gdrhook-info.1 \
-		  $(MANDIR)/man7/libgdrhook.7 \
-		  $(UDEVRULESDIR)/60-gdrpin.rules \
-		  $(MODULESLOADDIR)/gdrpin.conf \
-		  $(SYSUSERSDIR)/gdrpin.conf
+		  $(MANDIR)/man7/libgdrhook.7
+# The system files, each after its source in the tree.
+SYSTEM_FILES	= src/kmod/udev/60-gdrpin.rules $(UDEVRULESDIR)/60-gdrpin.rules \
+		  src/kmod/udev/gdrpin.modules-load.conf $(MODULESLOADDIR)/gdrpin.conf \
+		  src/kmod/udev/gdrpin.sysusers.conf $(SYSUSERSDIR)/gdrpin.conf
 
-.PHONY: install uninstall install-dkms install-kmod-system $(INSTALL_PC) $(INSTALL_INFO)
+.PHONY: install uninstall install-dkms install-system uninstall-system \
+	$(INSTALL_PC) $(INSTALL_INFO)
 
 # gdrhook-info linked again for its installed place: it finds the library
 # in $(LIBDIR) (the build tree's copy looks next to itself).
@@ -84,7 +94,8 @@ $(INSTALL_PC): scripts/gdrhook.pc.in
 	    -e 's|@INCLUDEDIR@|$(call PC_REL,$(INCLUDEDIR))|g' \
 	    -e 's|@VERSION@|$(GDRHOOK_VERSION)|g' $< > $@
 
-install: $(LIB) $(TRACE_TOOL) $(TRACE_CORE) $(INSTALL_PC) $(INSTALL_INFO) install-dkms install-kmod-system
+install: $(LIB) $(TRACE_TOOL) $(TRACE_CORE) $(INSTALL_PC) $(INSTALL_INFO) install-dkms \
+		$(if $(SYSCONFDIR),install-system,)
 	$(INSTALL) -D -m 0755 $(LIB) $(DESTDIR)$(LIBDIR)/libgdrhook.so
 	$(foreach h,$(INSTALL_HDRS),$(INSTALL) -D -m 0644 $(h) $(DESTDIR)$(INCLUDEDIR)/$(notdir $(h)) &&) :
 	$(INSTALL) -D -m 0755 $(TRACE_TOOL) $(DESTDIR)$(BINDIR)/gdrhook-trace
@@ -107,16 +118,37 @@ install-dkms:
 
 # The files that give /dev/gdrpin a group and load gdrpin at boot; a DKMS
 # package ships the same three from the DKMS tree's udev/ folder.
-install-kmod-system:
-	$(INSTALL) -D -m 0644 src/kmod/udev/60-gdrpin.rules $(DESTDIR)$(UDEVRULESDIR)/60-gdrpin.rules
-	$(INSTALL) -D -m 0644 src/kmod/udev/gdrpin.modules-load.conf $(DESTDIR)$(MODULESLOADDIR)/gdrpin.conf
-	$(INSTALL) -D -m 0644 src/kmod/udev/gdrpin.sysusers.conf $(DESTDIR)$(SYSUSERSDIR)/gdrpin.conf
+install-system:
+	@set -- $(SYSTEM_FILES); while [ $$# -gt 0 ]; do \
+		echo "install -D -m 0644 $$1 $(DESTDIR)$$2"; \
+		$(INSTALL) -D -m 0644 $$1 $(DESTDIR)$$2 || exit 1; shift 2; \
+	done
 	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then \
 		getent group gdrpin >/dev/null || groupadd --system gdrpin; \
 		! command -v udevadm >/dev/null || udevadm control --reload 2>/dev/null || true; \
 	fi
 
-uninstall:
+# A system file changed since it was installed is left (and said).  The
+# group goes with the sysusers entry that declared it, unless another
+# entry (a package's) still does.
+uninstall-system:
+	@gone=; set -- $(SYSTEM_FILES); while [ $$# -gt 0 ]; do \
+		f=$(DESTDIR)$$2; \
+		if cmp -s $$1 $$f; then rm -f $$f && echo "rm $$f" || exit 1; \
+			gone="$$gone $$2"; \
+		elif [ -e $$f ]; then echo "uninstall: $$f left: not as installed"; fi; \
+		shift 2; \
+	done; \
+	case "$$gone" in *sysusers.d/gdrpin.conf*) \
+		if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && getent group gdrpin >/dev/null && \
+		   ! ls /etc/sysusers.d/gdrpin.conf /run/sysusers.d/gdrpin.conf \
+			/usr/lib/sysusers.d/gdrpin.conf >/dev/null 2>&1; then \
+			groupdel gdrpin && echo "groupdel gdrpin"; \
+		fi; \
+		! command -v udevadm >/dev/null || udevadm control --reload 2>/dev/null || true;; \
+	esac
+
+uninstall: uninstall-system
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED_FILES))
 	rmdir $(DESTDIR)$(TRACE_CORE_DIR) 2>/dev/null || true
 	rm -rf $(DESTDIR)$(DKMSSRCDIR)

@@ -27,9 +27,9 @@
  *  - an MR's iova is only the name a peer uses: the NIC reaches the
  *    memory it pinned (the process address, or the dma-buf's pages), and
  *    staleness is judged there, per allocation the MR touched;
- *  - FAKEVERBS_REG_DELAY_US=N: a slow NIC (a GPU registration takes
- *    10 us - 2 ms): the pages are pinned when a registration starts, the
- *    call returns N microseconds later, so races with a free are wide;
+ *  - a slow NIC (a GPU registration takes 10 us - 2 ms), so races with
+ *    a free are wide: FAKEVERBS_PIN_DELAY_US=N waits before the pages
+ *    are pinned, FAKEVERBS_REG_DELAY_US=N after, before returning;
  *  - the IBVERBS_1.0 compat ibv_reg_mr/ibv_dereg_mr behave like
  *    rdma-core's (a wrapper around the default version, called through
  *    the PLT); FAKEVERBS_COMPAT_DIRECT=1: a library whose compat entry
@@ -180,14 +180,22 @@ static int is_stale(const struct fv_mr *m)
 	return 0;
 }
 
-/* FAKEVERBS_REG_DELAY_US: the time a registration takes after it pinned. */
-static void reg_delay(void)
+/* A slow NIC: FAKEVERBS_PIN_DELAY_US before it pins the pages,
+ * FAKEVERBS_REG_DELAY_US after (before the call returns). */
+static void nic_wait(const char *var)
 {
-	const char *e = getenv("FAKEVERBS_REG_DELAY_US");
+	const char *e = getenv(var);
 	long us = e ? atol(e) : 0;
 
 	if (us > 0)
 		usleep((useconds_t)us);
+}
+
+static void fv_pin_slowly(struct fv_mr *m, uint64_t mem, uint64_t len)
+{
+	nic_wait("FAKEVERBS_PIN_DELAY_US");
+	fv_pin(m, mem, len);
+	nic_wait("FAKEVERBS_REG_DELAY_US");
 }
 
 static struct fv_mr *fv_new(struct ibv_pd *pd, void *addr, size_t len,
@@ -255,8 +263,7 @@ FV_API struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
 	m = fv_new(pd, addr, length, iova, access);
 	if (!m)
 		return NULL;
-	fv_pin(m, (uintptr_t)addr, length);
-	reg_delay();
+	fv_pin_slowly(m, (uintptr_t)addr, length);
 	return &m->mr;
 }
 
@@ -300,8 +307,7 @@ FV_API struct ibv_mr *fv_reg_mr_1_0(struct ibv_pd *pd, void *addr, size_t length
 		if (!m)
 			return NULL;
 		m->compat = 1;
-		fv_pin(m, (uintptr_t)addr, length);
-		reg_delay();
+		fv_pin_slowly(m, (uintptr_t)addr, length);
 		return &m->mr;
 	}
 	w = calloc(1, sizeof(*w));
@@ -424,8 +430,7 @@ FV_API struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
 	m->map_len = length + (at & (pg - 1));
 	m->map_delta = at & (pg - 1);
 	/* the exported pages, whatever iova the program chose */
-	fv_pin(m, va + offset, length);
-	reg_delay();
+	fv_pin_slowly(m, va + offset, length);
 	return &m->mr;
 }
 
@@ -469,8 +474,7 @@ FV_API int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 			munmap(m->map, m->map_len);
 			m->map = NULL;
 		}
-		fv_pin(m, (uintptr_t)addr, length);
-		reg_delay();
+		fv_pin_slowly(m, (uintptr_t)addr, length);
 	}
 	if (flags & IBV_REREG_MR_CHANGE_ACCESS)
 		m->access = (unsigned int)access;

@@ -22,7 +22,8 @@ $(FAKEVERBS_LIB): $(FAKEVERBS_DIR)/fakeverbs.o tests/fakeverbs/libibverbs.map
 		-Wl,-soname,libibverbs.so.1 -Wl,-z,defs \
 		-Wl,--version-script=tests/fakeverbs/libibverbs.map $(LDLIBS)
 
-$(BUILD)/tests/preload/test_verbs: tests/preload/test_verbs.c \
+$(BUILD)/tests/preload/test_verbs $(BUILD)/tests/preload/test_races: \
+		$(BUILD)/tests/preload/%: tests/preload/%.c \
 		$(wildcard tests/preload/*.h) tests/harness.h $(FAKE_LIBS) $(FAKEVERBS_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(PRELOAD_CFLAGS) -Itests/fake -Itests/fakeverbs -o $@ $< $(PRELOAD_LIBS) \

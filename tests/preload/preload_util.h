@@ -22,7 +22,7 @@
 
 #define CU_OK(call) CHECK_EQ((call), CUDA_SUCCESS)
 
-static void *fake_sym(const char *name)
+static inline void *fake_sym(const char *name)
 {
 	void *p = dlsym(RTLD_DEFAULT, name);
 
@@ -31,12 +31,12 @@ static void *fake_sym(const char *name)
 	return p;
 }
 
-static unsigned long fake_calls(const char *sym)
+static inline unsigned long fake_calls(const char *sym)
 {
 	return ((unsigned long (*)(const char *))fake_sym("fakecuda_calls"))(sym);
 }
 
-static void fake_fail_next(const char *sym, CUresult rc, int n)
+static inline void fake_fail_next(const char *sym, CUresult rc, int n)
 {
 	((void (*)(const char *, CUresult, int))fake_sym("fakecuda_fail_next"))(
 		sym, rc, n);
@@ -53,7 +53,7 @@ static CUcontext primary_ctx(int dev)
 }
 
 /* The registry's view of ptr: 0, -ENOENT, ... */
-static int tracked(uint64_t ptr, struct gdrhook_range *r)
+static inline int tracked(uint64_t ptr, struct gdrhook_range *r)
 {
 	struct gdrhook_range tmp;
 
@@ -83,7 +83,7 @@ struct scenario {
 	}
 
 /* Run this program's scenario `name` in a fresh process with env set. */
-static int run_scenario(const char *name, const char *const *env)
+static inline int run_scenario(const char *name, const char *const *env)
 {
 	pid_t pid = fork();
 	int st;
@@ -106,7 +106,7 @@ static int run_scenario(const char *name, const char *const *env)
 }
 
 /* Temporary log path unique to this case. */
-static const char *log_path(char *buf, size_t n, const char *tag)
+static inline const char *log_path(char *buf, size_t n, const char *tag)
 {
 	snprintf(buf, n, "%s/gdrhook-test-%d-%s.jsonl",
 		 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid(),
@@ -116,7 +116,7 @@ static const char *log_path(char *buf, size_t n, const char *tag)
 }
 
 /* Count log lines containing every one of the given fragments. */
-static int log_count(const char *path, const char *const *frags)
+static inline int log_count(const char *path, const char *const *frags)
 {
 	FILE *f = fopen(path, "r");
 	char line[4096];

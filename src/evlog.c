@@ -86,6 +86,7 @@ static struct {
 	uint32_t drained;	/* bumped after each drain: blocked puts */
 	uint32_t stop;		/* writer: exit after the next drain */
 	uint32_t ring_recs;	/* records per ring (power of two) */
+	uint64_t asked_bytes;	/* GDRHOOK_LOG_BUFFER, for a message */
 	uint32_t block;		/* GDRHOOK_LOG_MODE=block */
 	uint32_t dead;		/* sink abandoned: events are dropped */
 	struct gh_ring *rings;	/* list head, atomic */
@@ -98,7 +99,9 @@ static struct {
 	pthread_key_t key;
 	int key_ok;
 	pthread_t writer;
-	int fd;			/* -1: not open yet; -2: open failed */
+	/* sink.fd -1: not open yet; -2: open failed or abandoned */
+	struct gh_ownfd sink;
+	const char *sink_path;	/* what sink is opened again from */
 	int is_stderr;
 	int is_fork_child;	/* write a "fork" record after "start" */
 	int after_exec;		/* a former image of ours died writing */
@@ -111,7 +114,7 @@ static struct {
 	struct gh_buf out;
 } gh_ev = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
-	.fd = -1,
+	.sink = { .fd = -1 },
 };
 
 static char gh_ev_outbuf[GH_EV_OUTBUF];
@@ -198,6 +201,7 @@ int gh_evlog_configure(const char *path, uint64_t ring_bytes)
 	/* round down to a power of two */
 	while (recs & (recs - 1))
 		recs &= recs - 1;
+	gh_ev.asked_bytes = ring_bytes;
 
 	if (!gh_ev.key_ok) {
 		rc = pthread_key_create(&gh_ev.key, gh_ev_thread_exit);
@@ -245,6 +249,8 @@ uint64_t gh_evlog_dropped(void)
 static void gh_ev_drop(uint64_t n)
 {
 	__atomic_add_fetch(&gh_ev.dropped, n, __ATOMIC_RELAXED);
+	/* the spool counts too: a killed process's recoverer reports it */
+	gh_spool_count_drop(n);
 }
 
 /* ---------------------------------------------------------------- */
@@ -380,6 +386,7 @@ static void *gh_ev_writer_main(void *arg)
 		pthread_mutex_lock(&gh_ev.lock);
 		gh_ev_open_locked();
 		gh_ev_drain_locked();
+		gh_spool_report();
 		pthread_mutex_unlock(&gh_ev.lock);
 		if (stop)
 			break;
@@ -547,19 +554,107 @@ static void gh_ev_kv_u64(struct gh_buf *b, const char *key, size_t klen,
 /* ---------------------------------------------------------------- */
 /* output (all under gh_ev.lock)                                     */
 
+/*
+ * What err means for a log, in words: strerror's text, and what it means
+ * here where that text alone would mislead or not say enough.
+ */
+static void gh_ev_put_err(struct gh_buf *b, int err)
+{
+	const char *what = NULL, *text = strerrordesc_np(err);
+
+	switch (err) {
+	case ETIMEDOUT:
+		gh_buf_lit(b, "it took nothing for ");
+		gh_buf_u64(b, GH_EV_STALL_MS / 1000);
+		gh_buf_lit(b, " s");
+		return;
+	case ENXIO:
+		gh_buf_lit(b, "a FIFO with no reader");
+		return;
+	case ELOOP:
+		what = "it is a symlink; logs are never written through a "
+		       "symlink";
+		break;
+	case ENOENT:
+		what = "its directory does not exist";
+		break;
+	case EISDIR:
+		what = "it is a directory";
+		break;
+	case ENOSPC:
+	case EDQUOT:
+		what = "the file system is full";
+		break;
+	case EACCES:
+	case EPERM:
+		what = "this user may not create or write it";
+		break;
+	case EPIPE:
+		what = "its reader went away";
+		break;
+	}
+	gh_buf_puts(b, text ? text : "unknown error");
+	if (what) {
+		gh_buf_lit(b, " (");
+		gh_buf_puts(b, what);
+		gh_buf_putc(b, ')');
+	}
+}
+
 /* Give up on the sink: one message; what it did not take is dropped. */
 static void gh_ev_abandon(const char *why, int err, uint64_t lost)
 {
+	char text[256];
+	struct gh_buf b;
+
 	__atomic_store_n(&gh_ev.dead, 1, __ATOMIC_RELAXED);
 	gh_ev_drop(lost);
-	gh_warn("event log %s: %s (errno %d); no more events are written, "
+	gh_buf_init(&b, text, sizeof(text));
+	gh_ev_put_err(&b, -err);
+	gh_buf_cstr(&b);
+	gh_warn("event log %s: %s: %s; no more events are written, "
 		"%llu lost so far (the exit counts say how many in all)",
 		gh_ev.is_stderr ? GH_EV_STDERR :
-		gh_ev.opened[0] ? gh_ev.opened : gh_ev.path, why, -err,
+		gh_ev.opened[0] ? gh_ev.opened : gh_ev.path, why, text,
 		(unsigned long long)gh_evlog_dropped());
-	if (gh_ev.fd >= 0 && !gh_ev.is_stderr)
-		close(gh_ev.fd);
-	gh_ev.fd = -2;
+	if (!gh_ev.is_stderr)
+		gh_fd_close(&gh_ev.sink);
+	gh_ev.sink.fd = -2;
+}
+
+static int gh_ev_open_sink(const char *path, int end_torn);
+
+/*
+ * Before each write: is the log's fd still the file we opened?  The
+ * program may have closed it (close_range) and opened its own on that
+ * number, or dup2()ed over it: then it is not ours to write into or to
+ * close.  The log is opened again by its path (as at first: O_APPEND,
+ * never through a symlink) or, failing that, abandoned.  Returns 1 when
+ * gh_ev.sink.fd may be written.
+ */
+static int gh_ev_sink_ready(void)
+{
+	int fd;
+
+	if (gh_ev.sink.fd < 0)
+		return 0;
+	if (gh_ev.is_stderr || gh_fd_ours(&gh_ev.sink))
+		return 1;
+	gh_log_once(GH_LOG_INFO, "event log %s: the program closed or "
+		    "replaced its descriptor; opened again by its path",
+		    gh_ev.sink_path);
+	/* a dup of stderr (recovery) has no path to open again */
+	fd = gh_ev.sink_path && gh_ev.sink_path[0] == '/' ?
+	     gh_ev_open_sink(gh_ev.sink_path, 0) : -EBADF;
+	if (fd >= 0)
+		fd = gh_fd_own(fd, &gh_ev.sink);
+	if (fd < 0) {
+		gh_ev.sink.fd = -1;	/* never closed: not ours */
+		gh_ev_abandon("cannot be opened again after the program closed "
+			      "its descriptor", fd, 0);
+		return 0;
+	}
+	return 1;
 }
 
 /*
@@ -574,11 +669,11 @@ static void gh_ev_out_flush(void)
 
 	if (!gh_ev.out.len)
 		goto out;
-	if (gh_ev.fd < 0) {
+	if (!gh_ev_sink_ready()) {
 		gh_ev_drop(gh_ev.out_recs);
 		goto out;
 	}
-	err = gh_write_nosig(gh_ev.fd, gh_ev.out.p, gh_ev.out.len,
+	err = gh_write_nosig(gh_ev.sink.fd, gh_ev.out.p, gh_ev.out.len,
 			     GH_EV_STALL_MS, &done);
 	if (err) {
 		uint64_t took = 0;
@@ -589,8 +684,7 @@ static void gh_ev_out_flush(void)
 		if (took > gh_ev.out_recs)
 			took = gh_ev.out_recs;
 		__atomic_add_fetch(&gh_ev.written, took, __ATOMIC_RELAXED);
-		gh_ev_abandon(err == -ETIMEDOUT ? "takes nothing" :
-			      "write failed", err, gh_ev.out_recs - took);
+		gh_ev_abandon("write failed", err, gh_ev.out_recs - took);
 	} else {
 		__atomic_add_fetch(&gh_ev.written, gh_ev.out_recs,
 				   __ATOMIC_RELAXED);
@@ -613,12 +707,11 @@ static void gh_ev_meta_done(void)
 	size_t done = 0;
 	int err;
 
-	if (gh_ev.fd >= 0 && gh_ev.out.len) {
-		err = gh_write_nosig(gh_ev.fd, gh_ev.out.p, gh_ev.out.len,
+	if (gh_ev.out.len && gh_ev_sink_ready()) {
+		err = gh_write_nosig(gh_ev.sink.fd, gh_ev.out.p, gh_ev.out.len,
 				     GH_EV_STALL_MS, &done);
 		if (err)
-			gh_ev_abandon(err == -ETIMEDOUT ? "takes nothing" :
-				      "write failed", err, 0);
+			gh_ev_abandon("write failed", err, 0);
 	}
 	gh_buf_reset(&gh_ev.out);
 }
@@ -670,23 +763,36 @@ static void gh_ev_open_locked(void)
 	ssize_t n;
 	int saved = errno, fd;
 
-	if (gh_ev.fd != -1)
+	if (gh_ev.sink.fd != -1)
 		return;
+	/* said by a process that logs, not by every one that starts */
+	if ((uint64_t)gh_ev.ring_recs * sizeof(struct gh_evrec) !=
+	    gh_ev.asked_bytes)
+		gh_log_once(GH_LOG_WARN, "GDRHOOK_LOG_BUFFER=%llu: each "
+			    "thread's ring holds %u events (%llu bytes) "
+			    "instead: a ring holds a power of two of %u-byte "
+			    "events, %u to %u",
+			    (unsigned long long)gh_ev.asked_bytes,
+			    gh_ev.ring_recs,
+			    (unsigned long long)gh_ev.ring_recs *
+				    sizeof(struct gh_evrec),
+			    (unsigned int)sizeof(struct gh_evrec),
+			    GH_EV_MIN_RECS, GH_EV_MAX_RECS);
 	if (gh_ev.is_stderr) {
-		gh_ev.fd = STDERR_FILENO;
+		gh_ev.sink.fd = STDERR_FILENO;
 	} else {
 		fd = gh_ev_expand(gh_ev.path, getpid(), gh_ev.opened,
 				  sizeof(gh_ev.opened));
+		gh_ev.sink_path = gh_ev.opened;
 		if (!fd)
 			fd = gh_ev_open_sink(gh_ev.opened, gh_ev.after_exec);
+		if (fd >= 0)
+			fd = gh_fd_own(fd, &gh_ev.sink);
 		if (fd < 0) {
-			gh_ev_abandon(fd == -ENXIO ?
-				      "cannot open: a FIFO with no reader" :
-				      "cannot open", fd, 0);
+			gh_ev_abandon("cannot open", fd, 0);
 			errno = saved;
 			return;
 		}
-		gh_ev.fd = fd;
 	}
 	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	exe[n > 0 ? n : 0] = '\0';
@@ -734,7 +840,7 @@ static uint64_t gh_ev_drain_ring(struct gh_ring *g, pid_t pid)
 			gh_ev_out_flush();
 			__atomic_store_n(&g->tail, t, __ATOMIC_RELEASE);
 		}
-		if (gh_ev.fd >= 0) {
+		if (gh_ev.sink.fd >= 0) {
 			gh_ev_format_record(&gh_ev.out, &g->rec[t & g->mask], pid);
 			gh_ev.out_recs++;
 		} else {
@@ -809,13 +915,15 @@ static void gh_ev_recover_lost(const struct gh_spool_dead *d)
 
 /*
  * Append what a dead process's rings still hold to its log, after a
- * "recovered" record.  Under gh_ev.lock with gh_ev.fd unused (-1 or -2):
+ * "recovered" record.  Under gh_ev.lock with gh_ev.sink.fd unused (-1 or -2):
  * borrows the output buffer and fd slot.
  */
 static void gh_ev_recover(const struct gh_spool_dead *d)
 {
+	struct gh_ownfd saved_sink = gh_ev.sink;
+	const char *saved_path = gh_ev.sink_path;
 	uint64_t n = 0;
-	int lfd, saved_fd = gh_ev.fd, saved_dead = gh_ev.dead;
+	int lfd, saved_dead = gh_ev.dead;
 	uint64_t saved_written = gh_evlog_written();
 	uint64_t saved_dropped = gh_evlog_dropped();
 	struct gh_buf *b;
@@ -838,12 +946,21 @@ static void gh_ev_recover(const struct gh_spool_dead *d)
 			gh_ev.after_exec = 1;	/* our former image: it may have torn */
 		lfd = gh_ev_open_sink(d->log, 1);
 	}
+	if (lfd >= 0)
+		lfd = gh_fd_own(lfd, &gh_ev.sink);
 	if (lfd < 0) {
-		gh_warn("event log: cannot recover %s into %s (errno %d)",
-			d->spool, d->log, -lfd);
+		char text[256];
+		struct gh_buf tb;
+
+		gh_buf_init(&tb, text, sizeof(text));
+		gh_ev_put_err(&tb, -lfd);
+		gh_buf_cstr(&tb);
+		gh_warn("event log: cannot recover %s into %s: %s", d->spool,
+			d->log, text);
+		gh_ev.sink = saved_sink;
 		return;
 	}
-	gh_ev.fd = lfd;
+	gh_ev.sink_path = d->log;
 	gh_ev.dead = 0;
 	gh_buf_reset(&gh_ev.out);
 	gh_ev.out_recs = 0;
@@ -855,10 +972,11 @@ static void gh_ev_recover(const struct gh_spool_dead *d)
 	GH_KV_I(b, "pid", d->pid);
 	GH_KV_U(b, "wall_ns", d->start_wall);
 	GH_KV_U(b, "events", n);
+	GH_KV_U(b, "dropped", d->dropped);
 	GH_KV_I(b, "by", getpid());
 	gh_buf_lit(b, "}\n");
 	gh_ev_meta_done();
-	for (uint32_t i = 0; i < d->nrings && gh_ev.fd >= 0; i++) {
+	for (uint32_t i = 0; i < d->nrings && gh_ev.sink.fd >= 0; i++) {
 		struct gh_ring *g = gh_spool_dead_ring(d, i);
 
 		if (!g)
@@ -866,9 +984,10 @@ static void gh_ev_recover(const struct gh_spool_dead *d)
 		gh_ev_drain_ring(g, d->pid);
 		gh_spool_unmap_ring(d, g);
 	}
-	if (gh_ev.fd >= 0)
-		close(gh_ev.fd);
-	gh_ev.fd = saved_fd;
+	if (gh_ev.sink.fd >= 0)
+		gh_fd_close(&gh_ev.sink);
+	gh_ev.sink = saved_sink;
+	gh_ev.sink_path = saved_path;
 	gh_ev.dead = saved_dead;
 	/* the recovered events are not this process's */
 	__atomic_store_n(&gh_ev.written, saved_written, __ATOMIC_RELAXED);
@@ -897,6 +1016,7 @@ void gh_evlog_flush(void)
 	pthread_mutex_lock(&gh_ev.lock);
 	gh_ev_open_locked();
 	gh_ev_drain_locked();
+	gh_spool_report();
 	pthread_mutex_unlock(&gh_ev.lock);
 	errno = saved;
 }
@@ -971,7 +1091,7 @@ void gh_evlog_shutdown(uint64_t live, uint64_t live_bytes)
 	gh_ev_drain_locked();
 	dead_before = gh_ev.dead;
 	dropped = gh_evlog_dropped();
-	if (gh_ev.fd >= 0) {
+	if (gh_ev.sink.fd >= 0) {
 		b = gh_ev_meta_line();
 		gh_buf_lit(b, "{\"ev\":\"exit\",\"t\":");
 		gh_buf_u64(b, gh_now_ns());
@@ -983,10 +1103,11 @@ void gh_evlog_shutdown(uint64_t live, uint64_t live_bytes)
 		GH_KV_U(b, "live_bytes", live_bytes);
 		gh_buf_lit(b, "}\n");
 		gh_ev_meta_done();
-		if (!gh_ev.is_stderr && gh_ev.fd >= 0)
-			close(gh_ev.fd);
+		if (!gh_ev.is_stderr && gh_ev.sink.fd >= 0)
+			gh_fd_close(&gh_ev.sink);
 	}
-	gh_ev.fd = -1;
+	gh_ev.sink.fd = -1;
+	gh_spool_report();
 	/* every record went out or was counted: the spool has no more use */
 	gh_spool_remove();
 	pthread_mutex_unlock(&gh_ev.lock);
@@ -1061,9 +1182,10 @@ void gh_evlog_atfork_child(void)
 	if (gh_ev.key_ok)
 		pthread_setspecific(gh_ev.key, gh_ev_tl_ring);
 	gh_spool_atfork_child();
-	if (gh_ev.fd >= 0 && !gh_ev.is_stderr)
-		close(gh_ev.fd);
-	gh_ev.fd = -1;
+	/* the parent's log, ours only while dev/ino say so */
+	if (gh_ev.sink.fd >= 0 && !gh_ev.is_stderr)
+		gh_fd_close(&gh_ev.sink);
+	gh_ev.sink.fd = -1;
 	gh_ev.dead = 0;
 	gh_buf_reset(&gh_ev.out);
 	gh_ev.out_recs = 0;

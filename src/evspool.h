@@ -31,6 +31,24 @@ struct gh_ring {
 	struct gh_evrec rec[] __attribute__((aligned(64)));
 };
 
+/*
+ * A descriptor the shim owns, known by its file (st_dev, st_ino) and never
+ * by its number alone: the program may close it (close_range) and open
+ * its own file on that number, or dup2() over it.  gh_fd_own() moves a
+ * fresh fd above the numbers programs use and remembers its file;
+ * gh_fd_ours() says whether the number still names that file (checked
+ * before every write, mmap and close); gh_fd_close() closes only then.
+ */
+struct gh_ownfd {
+	int fd;				/* -1: none */
+	dev_t dev;
+	ino_t ino;
+};
+
+int gh_fd_own(int fd, struct gh_ownfd *o);	/* 0 or -errno (fd closed) */
+int gh_fd_ours(const struct gh_ownfd *o);
+void gh_fd_close(struct gh_ownfd *o);
+
 /* Bytes a ring of recs records maps (whole pages). */
 size_t gh_ring_bytes(uint32_t recs);
 
@@ -50,10 +68,19 @@ void gh_spool_name(char *dst, size_t cap, pid_t pid);
 int gh_spool_active(void);
 
 /*
- * The next ring of the spool, mapped shared, len bytes; MAP_FAILED when
- * there is no spool or it is full.  Any thread, lock-free.
+ * The next ring of the spool, mapped shared, len bytes, its storage
+ * reserved first (a full /dev/shm must never raise SIGBUS on a hook's
+ * store); MAP_FAILED when there is no spool, it is full or there is no
+ * room: the caller then uses anonymous memory.  Any thread, lock-free,
+ * no message (gh_spool_report() says it later).
  */
 struct gh_ring *gh_spool_map_ring(size_t len);
+
+/* Count n events dropped in the spool's header, for a recoverer. */
+void gh_spool_count_drop(uint64_t n);
+
+/* Say once, off the hook path, that rings are not crash-safe and why. */
+void gh_spool_report(void);
 
 /* Remove the spool (clean exit: everything in it was written). */
 void gh_spool_remove(void);
@@ -69,12 +96,14 @@ struct gh_spool_dead {
 	const char *log;		/* the log its records belong to */
 	const char *spool;		/* its file (claimed: renamed) */
 	uint32_t nrings;
+	uint64_t dropped;		/* events it counted as dropped */
 	/* private */
 	int fd_;
 	uint32_t ring_recs_;
 	uint64_t stride_;
 	uint64_t data_off_;
 	uint64_t size_;
+	const uint8_t *sound_;
 };
 
 /*

@@ -71,12 +71,13 @@ SYSTEM_FILES	= src/kmod/udev/60-gdrpin.rules $(UDEVRULESDIR)/60-gdrpin.rules \
 		  src/kmod/udev/gdrpin.modules-load.conf $(MODULESLOADDIR)/gdrpin.conf \
 		  src/kmod/udev/gdrpin.sysusers.conf $(SYSUSERSDIR)/gdrpin.conf
 
+# gdrhook-info linked again for its installed place: it finds the library
+# in $(LIBDIR) (the build tree's copy looks next to itself).  Phony, as
+# the .pc file: both depend on PREFIX and LIBDIR.
+INSTALL_INFO	:= $(BUILD)/install/gdrhook-info
+
 .PHONY: install uninstall install-dkms install-system uninstall-system \
 	$(INSTALL_PC) $(INSTALL_INFO)
-
-# gdrhook-info linked again for its installed place: it finds the library
-# in $(LIBDIR) (the build tree's copy looks next to itself).
-INSTALL_INFO	:= $(BUILD)/install/gdrhook-info
 
 $(INSTALL_INFO): scripts/tools/gdrhook-info.c include/gdrhook.h $(LIB)
 	@mkdir -p $(dir $@)

@@ -47,6 +47,13 @@ unsigned long fakecuda_calls(const char *sym);
 void fakecuda_reset_calls(void);
 /* The next @n calls of @sym return @rc without any side effect. */
 void fakecuda_fail_next(const char *sym, CUresult rc, int n);
+/*
+ * The next @n calls of @sym that take the double's lock send @sig to the
+ * calling thread while they hold it: its handler runs as the call drops
+ * the lock, still inside the call (the double's calls are safe to make
+ * from a handler that interrupted one on the same thread).
+ */
+void fakecuda_signal_in_lock(const char *sym, int sig, int n);
 /* Every driver call sets errno to @e just before returning; e < 0: off. */
 void fakecuda_set_errno(int e);
 /* Live allocations: every kind above, host registrations included. */

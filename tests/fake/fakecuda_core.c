@@ -8,6 +8,7 @@
 #include "fakecuda.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,12 +27,79 @@ static char fc_sym_names[FC_MAX_SYMS][64];
 static int fc_nsyms;
 static pthread_mutex_t fc_sym_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/*
+ * Both locks are held with every signal blocked on the thread.  A signal
+ * handler that calls the double while its thread is inside it (programs
+ * free from handlers; the tests check what the shim does then) runs only
+ * once the lock is dropped and no realloc of ours is half done; it never
+ * waits forever on a lock its own thread holds, nor sees state half
+ * changed.  The locks nest (fork takes both): counted per thread.
+ */
+static __thread int sig_depth;
+static __thread sigset_t sig_saved;
+static __thread int raise_sig;	/* fakecuda_signal_in_lock(), pending */
+
+static void sig_block(void)
+{
+	sigset_t all, old;
+
+	if (sig_depth) {
+		sig_depth++;
+		return;
+	}
+	/* A signal before the mask is set runs its handler to the end. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	sig_saved = old;
+	sig_depth = 1;
+}
+
+static void sig_unblock(void)
+{
+	sigset_t old;
+
+	if (--sig_depth)
+		return;
+	old = sig_saved;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+static void sym_lock(void)
+{
+	sig_block();
+	pthread_mutex_lock(&fc_sym_lock);
+}
+
+static void sym_unlock(void)
+{
+	pthread_mutex_unlock(&fc_sym_lock);
+	sig_unblock();
+}
+
+void fc_lock(void)
+{
+	sig_block();
+	pthread_mutex_lock(&fc.lock);
+	if (raise_sig) {
+		int sig = raise_sig;
+
+		raise_sig = 0;
+		pthread_kill(pthread_self(), sig);	/* pending till unlock */
+	}
+}
+
+void fc_unlock(void)
+{
+	pthread_mutex_unlock(&fc.lock);
+	sig_unblock();
+}
+
 /* Find or create the counter slot of @name.  Takes fc_sym_lock. */
 struct fc_sym *fc_sym_get(const char *name)
 {
 	struct fc_sym *s = NULL;
 
-	pthread_mutex_lock(&fc_sym_lock);
+	sym_lock();
 	for (int i = 0; i < fc_nsyms; i++)
 		if (!strcmp(fc_syms[i].name, name)) {
 			s = &fc_syms[i];
@@ -44,7 +112,7 @@ struct fc_sym *fc_sym_get(const char *name)
 		s->name = fc_sym_names[fc_nsyms];
 		fc_nsyms++;
 	}
-	pthread_mutex_unlock(&fc_sym_lock);
+	sym_unlock();
 	return s;
 }
 
@@ -59,14 +127,17 @@ int fc_enter(struct fc_sym **slot, const char *name, CUresult *rc)
 			return 0;
 		__atomic_store_n(slot, s, __ATOMIC_RELEASE);
 	}
-	pthread_mutex_lock(&fc_sym_lock);
+	sym_lock();
 	s->calls++;
 	if (s->fail_n > 0) {
 		s->fail_n--;
 		*rc = s->fail_rc;
 		fail = 1;
+	} else if (s->raise_n > 0) {
+		s->raise_n--;
+		raise_sig = s->raise_sig;
 	}
-	pthread_mutex_unlock(&fc_sym_lock);
+	sym_unlock();
 	if (fail)
 		fc_log("%s: injected failure %d", name, (int)*rc);
 	else
@@ -106,20 +177,20 @@ FC_API unsigned long fakecuda_calls(const char *sym)
 {
 	unsigned long n = 0;
 
-	pthread_mutex_lock(&fc_sym_lock);
+	sym_lock();
 	for (int i = 0; i < fc_nsyms; i++)
 		if (!strcmp(fc_syms[i].name, sym))
 			n = fc_syms[i].calls;
-	pthread_mutex_unlock(&fc_sym_lock);
+	sym_unlock();
 	return n;
 }
 
 FC_API void fakecuda_reset_calls(void)
 {
-	pthread_mutex_lock(&fc_sym_lock);
+	sym_lock();
 	for (int i = 0; i < fc_nsyms; i++)
 		fc_syms[i].calls = 0;
-	pthread_mutex_unlock(&fc_sym_lock);
+	sym_unlock();
 }
 
 FC_API void fakecuda_fail_next(const char *sym, CUresult rc, int n)
@@ -128,10 +199,22 @@ FC_API void fakecuda_fail_next(const char *sym, CUresult rc, int n)
 
 	if (!s)
 		return;
-	pthread_mutex_lock(&fc_sym_lock);
+	sym_lock();
 	s->fail_n = n;
 	s->fail_rc = rc;
-	pthread_mutex_unlock(&fc_sym_lock);
+	sym_unlock();
+}
+
+FC_API void fakecuda_signal_in_lock(const char *sym, int sig, int n)
+{
+	struct fc_sym *s = fc_sym_get(sym);
+
+	if (!s)
+		return;
+	sym_lock();
+	s->raise_n = n;
+	s->raise_sig = sig;
+	sym_unlock();
 }
 
 FC_API void fakecuda_set_errno(int e)
@@ -207,14 +290,14 @@ static __thread int tls_depth;
 
 static void fc_atfork_prepare(void)
 {
-	pthread_mutex_lock(&fc_sym_lock);
+	sym_lock();
 	fc_lock();
 }
 
 static void fc_atfork_parent(void)
 {
 	fc_unlock();
-	pthread_mutex_unlock(&fc_sym_lock);
+	sym_unlock();
 }
 
 /*
@@ -228,7 +311,7 @@ static void fc_atfork_child(void)
 	/* Unlock (the forking thread holds both): re-initializing a locked
 	 * mutex would leave it "held forever" as far as TSan can tell. */
 	fc_unlock();
-	pthread_mutex_unlock(&fc_sym_lock);
+	sym_unlock();
 	tls_depth = 0;
 	fc_mem_fork_reset();
 }

@@ -2,7 +2,8 @@
 /*
  * Fake CUDA driver (test double of libcuda.so.1): shared internals.
  *
- * One process-wide mutex (fc.lock) guards all state.  Every exported
+ * One process-wide mutex (fc.lock) guards all state; it is held with
+ * signals blocked, so a signal handler may call the double.  Every exported
  * driver function starts with FC_ENTER(), which counts the call, applies
  * an injected failure (fakecuda_fail_next) before any side effect, and
  * arranges for errno to be set on return (fakecuda_set_errno).
@@ -34,6 +35,8 @@ struct fc_sym {
 	unsigned long calls;
 	int fail_n;
 	CUresult fail_rc;
+	int raise_n;		/* fakecuda_signal_in_lock() */
+	int raise_sig;
 };
 
 struct fc_sym *fc_sym_get(const char *name);
@@ -220,8 +223,12 @@ struct fc_state {
 
 extern FC_HIDDEN struct fc_state fc;
 
-static inline void fc_lock(void) { pthread_mutex_lock(&fc.lock); }
-static inline void fc_unlock(void) { pthread_mutex_unlock(&fc.lock); }
+/*
+ * fc.lock, taken with every signal blocked on the thread (fakecuda_core.c
+ * says why).
+ */
+void fc_lock(void);
+void fc_unlock(void);
 
 /* fakecuda_core.c */
 CUresult fc_check_init(void);

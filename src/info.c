@@ -107,6 +107,58 @@ static void text(struct out *o, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* The report fits a terminal: lines longer than this wrap. */
+#define INFO_COLS	100
+#define INFO_CONT	"      "	/* a wrapped line's indent */
+
+/*
+ * One line of text (fmt ends without a newline), broken at spaces into
+ * lines of at most INFO_COLS columns; continuations indented.
+ */
+static void line(struct out *o, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void line(struct out *o, const char *fmt, ...)
+{
+	static char l[2048];	/* gdrhook_info() holds its lock */
+	struct gh_buf lb;
+	const size_t cont = sizeof(INFO_CONT) - 1;
+	size_t width = INFO_COLS;
+	const char *p;
+	va_list ap;
+
+	gh_buf_init(&lb, l, sizeof(l));
+	va_start(ap, fmt);
+	gh_buf_vprintf(&lb, fmt, ap);
+	va_end(ap);
+	gh_buf_putc(&lb, '\0');
+	l[sizeof(l) - 1] = '\0';
+	p = l;
+	for (;;) {
+		size_t n = strlen(p), cut;
+
+		if (n <= width) {
+			text(o, "%s\n", p);
+			return;
+		}
+		for (cut = width; cut > 0 && p[cut] != ' '; cut--)
+			;
+		if (!cut)	/* one word longer than a line: as it is */
+			for (cut = width; p[cut] && p[cut] != ' '; cut++)
+				;
+		room(o);
+		gh_buf_putn(&o->b, p, cut);
+		gh_buf_putc(&o->b, '\n');
+		gh_buf_puts(&o->b, INFO_CONT);
+		p += cut;
+		while (*p == ' ')
+			p++;
+		if (!*p)
+			return;
+		width = INFO_COLS - cont;
+	}
+}
+
 static void j_key(struct out *o, const char *key)
 {
 	room(o);
@@ -213,16 +265,15 @@ static void versions(struct out *o)
 		j_close(o, '}');
 		return;
 	}
-	text(o, "gdrhook %s (API %u, event log format %u)\n", GH_VERSION,
-	     GDRHOOK_API_VERSION, GH_EV_FORMAT_VERSION);
-	if (g.present)
-		text(o, "gdrpin: ABI %u.%u, caps %#llx (%s)\n", g.major, g.minor,
-		     (unsigned long long)g.caps, g.why);
-	else
-		text(o, "gdrpin: not present (%s)\n", g.why);
-	text(o, "state: %s\n",
+	line(o, "gdrhook %s (API %u, event log format %u), state: %s", GH_VERSION,
+	     GDRHOOK_API_VERSION, GH_EV_FORMAT_VERSION,
 	     gh_state == GH_STATE_ACTIVE ? "active" :
 	     "pass-through (GDRHOOK_ENABLE=0 or init failed)");
+	if (g.present)
+		line(o, "gdrpin: ABI %u.%u, caps %#llx (%s)", g.major, g.minor,
+		     (unsigned long long)g.caps, g.why);
+	else
+		line(o, "gdrpin: not present (%s)", g.why);
 }
 
 /* ------------------------------------------------------ configuration */
@@ -254,8 +305,9 @@ static void configuration(struct out *o)
 			j_str(o, "meaning", r.doc);
 			j_close(o, '}');
 		} else {
-			text(o, "  %s=%s (%s)\n      %s\n", name,
-			     *r.value ? r.value : "", src[r.source], r.doc);
+			line(o, "  %s=%s (%s)", name, *r.value ? r.value : "",
+			     src[r.source]);
+			line(o, INFO_CONT "%s", r.doc);
 		}
 	}
 	if (o->json) {
@@ -288,6 +340,19 @@ typedef CUresult (*cu_int_fn)(int *);
 typedef CUresult (*cu_init_fn)(unsigned int);
 typedef CUresult (*cu_name_fn)(char *, int, CUdevice);
 typedef CUresult (*cu_attr_fn)(int *, CUdevice_attribute, CUdevice);
+typedef CUresult (*cu_errname_fn)(CUresult, const char **);
+
+/* A CUresult by the driver's name for it (cuGetErrorName), else its number. */
+static const char *cu_err(void *h, CUresult rc, char *buf, size_t cap)
+{
+	cu_errname_fn f = h ? (cu_errname_fn)gh_real_dlsym(h, "cuGetErrorName") : NULL;
+	const char *n = NULL;
+
+	if (f && f(rc, &n) == CUDA_SUCCESS && n)
+		return n;
+	gh_str_printf(buf, cap, "CUresult %d", (int)rc);
+	return buf;
+}
 
 static void gpus(struct out *o)
 {
@@ -298,7 +363,7 @@ static void gpus(struct out *o)
 	cu_name_fn name = h ? (cu_name_fn)gh_real_dlsym(h, "cuDeviceGetName") : NULL;
 	cu_name_fn pci = h ? (cu_name_fn)gh_real_dlsym(h, "cuDeviceGetPCIBusId") : NULL;
 	cu_attr_fn attr = h ? (cu_attr_fn)gh_real_dlsym(h, "cuDeviceGetAttribute") : NULL;
-	char why[160] = "";
+	char why[160] = "", e[32];
 	int n = 0, v = 0;
 	CUresult rc;
 
@@ -308,9 +373,11 @@ static void gpus(struct out *o)
 	} else if (!init || !count || !name) {
 		gh_str_printf(why, sizeof(why), "the driver lacks cuInit/cuDeviceGetCount/cuDeviceGetName");
 	} else if ((rc = init(0)) != CUDA_SUCCESS) {
-		gh_str_printf(why, sizeof(why), "cuInit failed: CUresult %d", (int)rc);
+		gh_str_printf(why, sizeof(why), "cuInit failed: %s",
+		    cu_err(h, rc, e, sizeof(e)));
 	} else if ((rc = count(&n)) != CUDA_SUCCESS) {
-		gh_str_printf(why, sizeof(why), "cuDeviceGetCount failed: CUresult %d", (int)rc);
+		gh_str_printf(why, sizeof(why), "cuDeviceGetCount failed: %s",
+		    cu_err(h, rc, e, sizeof(e)));
 		n = 0;
 	}
 	if (ver && ver(&v) != CUDA_SUCCESS)
@@ -324,13 +391,14 @@ static void gpus(struct out *o)
 	} else {
 		text(o, "\ndevices:\n");
 		if (*why)
-			text(o, "  GPUs: none (%s)\n", why);
+			line(o, "  GPUs: none (%s)", why);
 		else
 			text(o, "  CUDA driver %d.%d, %d GPU%s\n", v / 1000,
 			     v % 1000 / 10, n, n == 1 ? "" : "s");
 	}
 	for (int i = 0; i < n && i < 64; i++) {
 		struct gpu g = { .dmabuf = -1 };
+		char bar[64];
 		int d = 0;
 
 		if (name(g.name, sizeof(g.name), i) != CUDA_SUCCESS)
@@ -356,14 +424,14 @@ static void gpus(struct out *o)
 			j_close(o, '}');
 			continue;
 		}
-		text(o, "  GPU %d: %s, PCI %s, DMA-BUF export %s, BAR1 ", i,
-		     g.name, g.pci[0] ? g.pci : "?",
-		     g.dmabuf < 0 ? "unknown" : g.dmabuf ? "yes" : "no");
 		if (g.bar1)
-			text(o, "%llu MiB (%s)\n", (unsigned long long)(g.bar1 >> 20),
-			     g.bar1_src);
+			gh_str_printf(bar, sizeof(bar), "%llu MiB (%s)",
+			    (unsigned long long)(g.bar1 >> 20), g.bar1_src);
 		else
-			text(o, "unknown (neither sysfs nor NVML knows)\n");
+			gh_str_printf(bar, sizeof(bar), "unknown");
+		line(o, "  GPU %d: %s, %s, DMA-BUF export %s, BAR1 %s", i,
+		     g.name, g.pci[0] ? g.pci : "?",
+		     g.dmabuf < 0 ? "unknown" : g.dmabuf ? "yes" : "no", bar);
 	}
 	if (o->json) {
 		j_close(o, ']');
@@ -435,7 +503,7 @@ static int dmabuf_import(const struct verbs_api *v, struct ibv_device *dev,
 			gh_str_printf(why, cap, "ibv_reg_dmabuf_mr: %s", strerror(e));
 		} else {
 			yes = 1;
-			gh_str_printf(why, cap, "ibv_reg_dmabuf_mr implemented (a registration without a file fails with \"%s\")",
+			gh_str_printf(why, cap, "ibv_reg_dmabuf_mr implemented: a registration without a file fails with \"%s\"",
 			    strerror(e));
 		}
 	}
@@ -487,7 +555,7 @@ static void rdma(struct out *o)
 		j_str(o, "error", *why ? why : NULL);
 		j_open(o, "devices", '[');
 	} else if (*why) {
-		text(o, "  RDMA devices: none (%s)\n", why);
+		line(o, "  RDMA devices: none (%s)", why);
 	}
 	for (int i = 0; list && i < n; i++) {
 		char dwhy[GH_PIN_WHY_LEN];
@@ -507,7 +575,7 @@ static void rdma(struct out *o)
 			j_str(o, "why", dwhy);
 			j_close(o, '}');
 		} else {
-			text(o, "  RDMA %s: DMA-BUF import %s (%s)\n", nm ? nm : "?",
+			line(o, "  RDMA %s: DMA-BUF import %s (%s)", nm ? nm : "?",
 			     yes < 0 ? "unknown" : yes ? "yes" : "no", dwhy);
 		}
 	}
@@ -521,33 +589,67 @@ static void rdma(struct out *o)
 
 /* ------------------------------------------------------------ backend */
 
+/*
+ * What auto's choice means here.  With no RDMA device there is nothing to
+ * register, so nothing is chosen (the verdict is what a device would
+ * get).  Where no device imports DMA-BUF, auto's NIC-import probe at the
+ * first registration (src/rcache_start.c) falls back from dmabuf to
+ * peermem when it is usable, else to none: that is the answer.
+ */
 static void backend(struct out *o)
 {
 	struct gh_pin_explanation x;
 	const struct gh_pin_ops *c = gh_pin_chosen();
-
-	const char *note = NULL;
+	const char *rule, *choice, *note = NULL;
+	char reason[sizeof(x.reason) + 160];
+	int auto_ = 0;
 
 	gh_pin_explain(-1, 1, &x);
-	/* The dmabuf verdict is about the GPU and libibverbs; the NIC's
-	 * import is only known per device, above. */
-	if (x.chosen == GH_PIN_DMABUF && rdma_found && !rdma_import)
-		note = "no RDMA device found here imports DMA-BUF: dmabuf registrations would fail on them";
+	/* The verdict is the GPU's and libibverbs'; the NICs have the last word. */
+	if (x.usable[GH_PIN_DMABUF] && rdma_found && !rdma_import) {
+		char gpu[GH_PIN_WHY_LEN];
+
+		gh_str_printf(gpu, sizeof(gpu), "%s", x.why[GH_PIN_DMABUF]);
+		x.usable[GH_PIN_DMABUF] = 0;
+		gh_str_printf(x.why[GH_PIN_DMABUF], sizeof(x.why[GH_PIN_DMABUF]),
+		    "no RDMA device here imports DMA-BUF (%s)", gpu);
+	}
+	rule = gh_pin_backend_ops(x.chosen)->name;
+	choice = rdma_found ? rule : NULL;
+	gh_str_printf(reason, sizeof(reason), "%s", x.reason);
+	auto_ = !strcmp(x.requested, "auto") || x.bad_request;
+	if (x.chosen == GH_PIN_DMABUF && rdma_found && !rdma_import) {
+		if (auto_) {
+			choice = gh_pin_backend_ops(x.usable[GH_PIN_PEERMEM] ?
+						    GH_PIN_PEERMEM : GH_PIN_NONE)->name;
+			gh_str_printf(reason, sizeof(reason),
+			    "auto: no RDMA device here imports DMA-BUF, so the NIC-import probe at the first registration falls back from dmabuf to %s",
+			    choice);
+		} else {
+			note = "no RDMA device found here imports DMA-BUF: dmabuf registrations would fail on them";
+		}
+	}
 	if (o->json) {
 		j_open(o, "backend", '{');
 		j_str(o, "requested", x.requested);
-		j_str(o, "choice", gh_pin_backend_ops(x.chosen)->name);
-		j_str(o, "reason", x.reason);
+		j_str(o, "choice", choice);
+		j_str(o, "choice_with_rdma", rule);
+		j_str(o, "reason", choice ? reason : "no RDMA device: nothing to register");
 		j_str(o, "note", note);
 		j_str(o, "chosen_in_process", c ? c->name : NULL);
 		j_open(o, "verdicts", '[');
-	} else {
+	} else if (choice) {
 		text(o, "\npin backend: GDRHOOK_BACKEND=%s%s would choose %s\n",
 		     x.requested, x.bad_request ? " (not a backend: auto)" : "",
-		     gh_pin_backend_ops(x.chosen)->name);
-		text(o, "  because %s\n", x.reason);
+		     choice);
+		line(o, "  because %s", reason);
 		if (note)
-			text(o, "  note: %s\n", note);
+			line(o, "  note: %s", note);
+	} else {
+		text(o, "\npin backend: none needed: no RDMA device, nothing to register\n");
+		line(o, "  with one, GDRHOOK_BACKEND=%s%s would choose %s, because %s",
+		     x.requested, x.bad_request ? " (not a backend: auto)" : "",
+		     rule, x.reason);
 	}
 	for (unsigned int b = 0; b < GH_PIN_NBACKENDS; b++) {
 		const char *nm = gh_pin_backend_ops(b)->name;
@@ -559,7 +661,7 @@ static void backend(struct out *o)
 			j_str(o, "why", x.why[b]);
 			j_close(o, '}');
 		} else {
-			text(o, "  %s %s: %s\n", nm,
+			line(o, "  %s %s: %s", nm,
 			     x.usable[b] ? "usable" : "rejected", x.why[b]);
 		}
 	}
@@ -571,21 +673,28 @@ static void backend(struct out *o)
 
 /* ------------------------------------------------------- interception */
 
+/*
+ * Complete only when every route was checked and reaches a wrapper; a
+ * route that could not be called (no driver, no runtime) leaves the
+ * answer open, and says so.
+ */
 static void interception(struct out *o)
 {
 	struct gh_route_check r[GH_ROUTES];
-	int complete;
+	int missed = 0, unchecked = 0, untrusted, active;
 
 	gh_routes_check(r);
-	complete = gh_state == GH_STATE_ACTIVE &&
-		   !__atomic_load_n(&gh_untrusted, __ATOMIC_RELAXED);
-	for (int i = 0; i < GH_ROUTES; i++)
-		complete &= r[i].state != 0;
+	untrusted = __atomic_load_n(&gh_untrusted, __ATOMIC_RELAXED);
+	active = gh_state == GH_STATE_ACTIVE;
+	for (int i = 0; i < GH_ROUTES; i++) {
+		missed += r[i].state == 0;
+		unchecked += r[i].state < 0;
+	}
 	if (o->json) {
 		j_open(o, "interception", '{');
-		j_bool(o, "complete", complete);
-		j_bool(o, "untrusted", __atomic_load_n(&gh_untrusted,
-						       __ATOMIC_RELAXED));
+		j_bool(o, "complete", active && !untrusted && !missed && !unchecked);
+		j_u64(o, "unchecked", (uint64_t)unchecked);
+		j_bool(o, "untrusted", untrusted);
 		j_open(o, "routes", '[');
 		for (int i = 0; i < GH_ROUTES; i++) {
 			j_open(o, NULL, '{');
@@ -601,11 +710,15 @@ static void interception(struct out *o)
 		j_close(o, '}');
 		return;
 	}
-	text(o, "\ninterception: the registry would be %s\n",
-	     complete ? "complete (every route resolves to gdrhook's wrappers)" :
-	     "INCOMPLETE (see below)");
+	if (!active || untrusted || missed)
+		text(o, "\ninterception: INCOMPLETE: the registry would miss allocations (see below)\n");
+	else if (unchecked)
+		text(o, "\ninterception: not verified: %d of %d routes could not be checked here\n",
+		     unchecked, GH_ROUTES);
+	else
+		text(o, "\ninterception: complete: every route reaches gdrhook's wrappers\n");
 	for (int i = 0; i < GH_ROUTES; i++)
-		text(o, "  %s %s: %s\n", r[i].name,
+		line(o, "  %s %s: %s", r[i].name,
 		     r[i].state < 0 ? "unchecked" : r[i].state ? "ok" : "MISSED",
 		     r[i].detail);
 }
@@ -627,8 +740,8 @@ GH_EXPORT int gdrhook_info(int fd, unsigned int flags)
 	gh_buf_init(&o.b, o.buf, sizeof(o.buf));
 	if (o.json)
 		j_open(&o, NULL, '{');
+	/* The answers first, the configuration after them. */
 	versions(&o);
-	configuration(&o);
 	/* Devices first: cuInit, and libibverbs loaded for the probe. */
 	was = gh_guard_enter();
 	gpus(&o);
@@ -637,6 +750,7 @@ GH_EXPORT int gdrhook_info(int fd, unsigned int flags)
 	gh_guard_leave(was);
 	/* The routes are called as a program calls them: no guard. */
 	interception(&o);
+	configuration(&o);
 	if (o.json) {
 		j_close(&o, '}');
 		gh_buf_putc(&o.b, '\n');

@@ -98,12 +98,38 @@ static void route_dlsym(struct gh_route_check *r, void *cuda)
 
 typedef CUresult (*gpa_fn)(const char *, void **, int, cuuint64_t,
 			   CUdriverProcAddressQueryResult *);
+typedef CUresult (*cu_errname_fn)(CUresult, const char **);
+typedef const char *(*rt_errname_fn)(int);
+
+/* Errors by the driver's or the runtime's name for them, else by number. */
+static const char *cu_err(void *cuda, CUresult rc, char *buf, size_t cap)
+{
+	cu_errname_fn f = cuda ? (cu_errname_fn)gh_real_dlsym(cuda, "cuGetErrorName") : NULL;
+	const char *n = NULL;
+
+	if (f && f(rc, &n) == CUDA_SUCCESS && n)
+		return n;
+	gh_str_printf(buf, cap, "CUresult %d", (int)rc);
+	return buf;
+}
+
+static const char *rt_err(void *rt, int rc, char *buf, size_t cap)
+{
+	rt_errname_fn f = (rt_errname_fn)gh_real_dlsym(rt, "cudaGetErrorName");
+	const char *n = f ? f(rc) : NULL;
+
+	if (n)
+		return n;
+	gh_str_printf(buf, cap, "cudaError %d", rc);
+	return buf;
+}
 
 static void route_gpa(struct gh_route_check *r, void *cuda)
 {
 	void *g = global("cuGetProcAddress_v2");
 	CUdriverProcAddressQueryResult st;
 	void *p = NULL;
+	char e[32];
 	CUresult rc;
 
 	r->name = "cuGetProcAddress";
@@ -124,8 +150,8 @@ static void route_gpa(struct gh_route_check *r, void *cuda)
 	if (rc != CUDA_SUCCESS) {
 		r->state = -1;
 		gh_str_printf(r->detail, sizeof(r->detail),
-		    "cuGetProcAddress_v2(\"cuMemFree\", %d) failed: CUresult %d",
-		    CUDA_VERSION, (int)rc);
+		    "cuGetProcAddress_v2(\"cuMemFree\", %d) failed: %s",
+		    CUDA_VERSION, cu_err(cuda, rc, e, sizeof(e)));
 		return;
 	}
 	r->state = ours(p);
@@ -143,6 +169,7 @@ static void route_dep(struct gh_route_check *r)
 	void *rt;
 	void *p = NULL;
 	int st = 0, rc;
+	char e[32];
 
 	r->name = "cudaGetDriverEntryPoint";
 	if (!ours(f)) {
@@ -167,8 +194,8 @@ static void route_dep(struct gh_route_check *r)
 		/* No driver, no device: the runtime cannot start. */
 		r->state = -1;
 		gh_str_printf(r->detail, sizeof(r->detail),
-		    "cudaGetDriverEntryPointByVersion(\"cuMemFree\", %d) failed: cudaError %d",
-		    CUDA_VERSION, rc);
+		    "cudaGetDriverEntryPointByVersion(\"cuMemFree\", %d) failed: %s",
+		    CUDA_VERSION, rt_err(rt, rc, e, sizeof(e)));
 		return;
 	}
 	r->state = ours(p);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * gdrhook-info: what gdrhook would do on this machine (versions,
- * configuration, devices, pin backend and why, interception self-test).
+ * gdrhook-info: what gdrhook would do on this machine (versions, devices,
+ * pin backend and why, interception self-test; then the configuration).
  * Everything is in the library (gdrhook_info(), src/info.c); this links
  * it, so the library is in the process as if preloaded.
  */
@@ -14,10 +14,10 @@
 static int usage(FILE *f, int rc)
 {
 	fprintf(f, "usage: gdrhook-info [--json] [--version] [--help]\n"
-		"  what gdrhook would do here: versions, configuration in effect\n"
-		"  (GDRHOOK_* variables, their source and meaning), GPUs and RDMA\n"
-		"  devices, the pin backend auto would choose and why, and whether\n"
-		"  every route to a CUDA allocation reaches gdrhook.\n"
+		"  what gdrhook would do here, the answers first: version, GPUs and\n"
+		"  RDMA devices, the pin backend auto would choose and why, whether\n"
+		"  every route to a CUDA allocation reaches gdrhook; then the\n"
+		"  configuration in effect (GDRHOOK_* variables, source, meaning).\n"
 		"  --json     one JSON object on stdout\n"
 		"  --version  the library's version\n");
 	return rc;

@@ -286,11 +286,12 @@ void gh_config_report(void)
 		char words[256];
 
 		list = accepted(o, words, sizeof(words));
-		if (o->type == GH_OPT_SIZE || o->type == GH_OPT_SIZE_INF)
-			gh_warn("bad value \"%s\" for " "GDRHOOK_" "%s (%s%s), using \"%s\"",
-				bad[i].val, o->name,
-				bad[i].err == -ERANGE ?
-				"too large for 64 bits; " : "", list, o->def);
+		if (bad[i].err == -ERANGE)
+			gh_warn("bad value \"%s\" for " "GDRHOOK_" "%s (too large), using \"%s\": %s, below 2^64",
+				bad[i].val, o->name, o->def, list);
+		else if (o->type == GH_OPT_SIZE || o->type == GH_OPT_SIZE_INF)
+			gh_warn("bad value \"%s\" for " "GDRHOOK_" "%s (%s), using \"%s\"",
+				bad[i].val, o->name, list, o->def);
 		else
 			gh_warn("bad value \"%s\" for " "GDRHOOK_" "%s (one of: %s), using \"%s\"",
 				bad[i].val, o->name, list, o->def);

@@ -91,7 +91,7 @@ static void check_consistent(const CUdeviceptr *gone, int ngone)
  */
 static void install(void)
 {
-	CUdeviceptr w[2 * (HELD + MAIN_HELD)];
+	CUdeviceptr w[2 * (HELD + MAIN_HELD) + 1];
 	struct sigaction sa;
 	int n = 0;
 

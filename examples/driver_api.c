@@ -101,7 +101,7 @@ int main(void)
 	CK(cuMemFreeHost(host));
 	CK(cuMemFree(managed));
 	CK(cuMemFree(pitched));
-	show("after all frees", lin2);
+	show("before the last free", lin2);
 	CK(cuMemFree(lin2));
 	show("after the last free", lin2);
 	CK(cuDevicePrimaryCtxRelease(0));

@@ -2,14 +2,18 @@
 /*
  * Registration-cache churn over verbs: why a pin-down cache must see
  * frees.  Each round allocates GPU memory, registers it with ibv_reg_mr
- * (twice: the second is what a cache hit looks like), deregisters, frees
- * it, and the next round allocates again: the CUDA driver hands out the
- * same address with different physical pages.  A cache keyed on the
- * address would hand back the old registration; the gdrhook registry
- * generation printed each round changes on every free and reallocation,
- * which is what a cache checks instead of asking the driver.
+ * (twice: the second is what a cache hit looks like) and frees it while
+ * the first registration is still held, as a library's own registration
+ * cache does; the next round allocates again: the CUDA driver hands out
+ * the same address with different physical pages.  A cache keyed on the
+ * address would hand back the old registration; gdrhook revokes it before
+ * the free (a stale registration averted: the program's later
+ * ibv_dereg_mr is a no-op), and the registry generation printed each
+ * round changes on every free and reallocation, which is what a cache
+ * checks instead of asking the driver.  Without gdrhook the example
+ * deregisters before the free instead.
  *
- *   make examples       # built when libibverbs-dev (rdma-core) is installed
+ *   make examples
  *   LD_PRELOAD=build/libgdrhook.so GDRHOOK_LOG=trace.jsonl \
  *       build/examples/regcache_churn [ROUNDS [RDMA-DEVICE]]
  *   scripts/tools/gdrhook-trace summary trace.jsonl
@@ -120,6 +124,20 @@ static struct ibv_context *open_rdma(const char *name)
 	return ctx;
 }
 
+/* The cache's counters, each with what it means. */
+static void print_cache(const struct gdrhook_stats *st)
+{
+	printf("registration cache (gdrhook's counters):\n"
+	       "  hits                        %4llu  served from the cache: no pin, no driver call\n"
+	       "  misses                      %4llu  had to pin and register\n"
+	       "  stale registrations averted %4llu  dropped before the memory under them was freed\n"
+	       "  revoked while held          %4llu  of those, still held by the program then\n",
+	       (unsigned long long)st->rcache_hits,
+	       (unsigned long long)st->rcache_misses,
+	       (unsigned long long)st->stale_averted,
+	       (unsigned long long)st->revoked);
+}
+
 int main(int argc, char **argv)
 {
 	int rounds = argc > 1 ? atoi(argv[1]) : 4;
@@ -152,6 +170,7 @@ int main(int argc, char **argv)
 	}
 
 	for (int i = 1; i <= rounds; i++) {
+		struct ibv_mr *mr1;
 		unsigned long long gen;
 		CUdeviceptr p;
 
@@ -163,23 +182,30 @@ int main(int argc, char **argv)
 		printf("  %-26s %llu%s\n", have_gh ? "registry generation" :
 		       "driver buffer ID", gen, p == prev && gen != prev_gen ?
 		       " (changed: a registration made before is stale)" : "");
-		if (pd) {
-			struct ibv_mr *mr1 = reg(pd, p, "ibv_reg_mr");
-			struct ibv_mr *mr2 = mr1 ? reg(pd, p,
-					"ibv_reg_mr again (a hit)") : NULL;
+		mr1 = pd ? reg(pd, p, "ibv_reg_mr") : NULL;
+		if (mr1) {
+			struct ibv_mr *mr2 = reg(pd, p, "ibv_reg_mr again (a hit)");
 
 			if (mr2)
 				ibv_dereg_mr(mr2);
-			if (mr1)
+			/* Held across the free only where gdrhook revokes it. */
+			if (!have_gh) {
 				ibv_dereg_mr(mr1);
+				mr1 = NULL;
+			}
 		}
 		CK(cuMemFree(p));
 		if (have_gh)
-			printf("  cuMemFree; the registry %s\n",
+			printf("  cuMemFree%s; the registry %s\n",
+			       mr1 ? " with the registration held" : "",
 			       registry_gen(p) ? "still tracks it (BUG)" :
 			       "no longer tracks it");
 		else
 			printf("  cuMemFree\n");
+		if (mr1)
+			printf("  ibv_dereg_mr afterwards    %s\n",
+			       ibv_dereg_mr(mr1) ? "failed (BUG)" :
+			       "0 (revoked before the free: nothing left to undo)");
 		prev = p;
 		prev_gen = gen;
 	}
@@ -193,13 +219,16 @@ int main(int argc, char **argv)
 
 		memset(&st, 0, sizeof(st));
 		st.size = sizeof(st);
-		if (gh.get_stats(&st) == 0)
+		if (gh.get_stats(&st) == 0) {
 			printf("gdrhook saw %llu allocations and %llu frees; "
 			       "%llu live; registry %s\n",
 			       (unsigned long long)st.allocs,
 			       (unsigned long long)st.frees,
 			       (unsigned long long)st.live,
 			       gh.trusted() ? "trusted" : "UNTRUSTED");
+			if (pd)
+				print_cache(&st);
+		}
 	}
 	CK(cuDevicePrimaryCtxRelease(0));
 	return 0;

@@ -1,5 +1,10 @@
 // SPDX-License-Identifier: MIT
-/* Counters: relaxed atomics, printed at exit with GDRHOOK_STATS=1. */
+/*
+ * Counters: relaxed atomics, printed at exit with GDRHOOK_STATS=1 by the
+ * processes that used CUDA or verbs (a process tree's shells and tools
+ * inherit the variable and have nothing to say), by every process with
+ * GDRHOOK_STATS=all (gh_cfg.stats 2).
+ */
 #include <errno.h>
 #include <stddef.h>
 #include <string.h>
@@ -98,6 +103,9 @@ void gh_stats_print(void)
 	struct gh_buf b;
 
 	gdrhook_get_stats(&s);
+	if (gh_cfg.stats < 2 && !s.regs_seen &&
+	    !__atomic_load_n(&gh_cuda_used, __ATOMIC_RELAXED))
+		return;
 	gh_buf_init(&b, mem, sizeof(mem));
 	gh_buf_lit(&b, "gdrhook[");
 	gh_buf_i64(&b, getpid());

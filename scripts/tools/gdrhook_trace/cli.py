@@ -41,7 +41,35 @@ def cmd_leaks(args):
     return EXIT_OK
 
 
+def file_output(args, ext):
+    """perfetto and plot write tens of kilobytes that mean nothing on a
+    terminal: there, without -o, they go to a file named after the (first)
+    log, in the current directory, and the tool says where.  "-o -" still
+    writes to standard output."""
+    if args.output is not None:
+        return
+    try:
+        tty = sys.stdout.isatty()
+    except ValueError:
+        tty = False
+    if not tty:
+        return
+    base = os.path.basename(args.log[0]) if args.log[0] != "-" else "stdin"
+    for suffix in (".gz", ".jsonl", ".json", ".log"):
+        if base.endswith(suffix) and base != suffix:
+            base = base[:-len(suffix)]
+    args.output = base + ext
+    args.said_where = True
+
+
+def say_where(args):
+    if getattr(args, "said_where", False):
+        sys.stderr.write("%s: wrote %s (standard output is a terminal; "
+                         "-o - writes there)\n" % (PROG, args.output))
+
+
 def cmd_perfetto(args):
+    file_output(args, ".perfetto.json")
     w = perfetto.Writer(args.output, args.pid, args.c)
     try:
         run = analysis.analyse(args.log, args.pid, args.quiet, obs=w,
@@ -50,15 +78,18 @@ def cmd_perfetto(args):
         reader_stats(args, run)
     finally:
         w.close()
+    say_where(args)
     return EXIT_OK
 
 
 def cmd_plot(args):
+    file_output(args, ".svg")
     plot = svg.Plot(args.width)
     run = analysis.analyse(args.log, args.pid, args.quiet, obs=plot,
                            buffer=args.buffer, c=args.c)
     reader_stats(args, run)
     reports.write_out(args.output, svg.plot_svg(run.results, plot))
+    say_where(args)
     return EXIT_OK
 
 
@@ -117,7 +148,10 @@ def build_parser():
                         "or a glob (e.g. 'trace.*.jsonl', one per process "
                         "with %%p) are merged on one timeline")
     common.add_argument("-o", "--output", metavar="OUT",
-                        help="write here instead of standard output")
+                        help="write here instead of standard output ('-': "
+                        "standard output; perfetto and plot write to a "
+                        "file named after the log, LOG.perfetto.json or "
+                        "LOG.svg, instead of a terminal)")
     common.add_argument("--pid", type=pid_list, metavar="PID[,PID...]",
                         help="only these processes")
     common.add_argument("-q", "--quiet", action="store_true",
@@ -189,6 +223,13 @@ def build_parser():
 
 
 def main(argv=None):
+    # A string field may hold a lone surrogate escape ("\ud800"): JSON
+    # allows it, UTF-8 cannot encode it.  Written escaped, not an error.
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.reconfigure(errors="backslashreplace")
+        except (AttributeError, ValueError):
+            pass
     ap = build_parser()
     args = ap.parse_args(argv)
     args.log = expand(args.log)

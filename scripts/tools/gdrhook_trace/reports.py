@@ -73,7 +73,9 @@ def open_out(path):
     if path is None or path == "-":
         return sys.stdout
     try:
-        return open(path, "w", encoding="utf-8")
+        # a lone surrogate escape in a string field ("\ud800") is no
+        # character: written escaped, never an error
+        return open(path, "w", encoding="utf-8", errors="backslashreplace")
     except OSError as e:
         raise Fatal("cannot write %s: %s" % (path, e.strerror or e)) \
             from None
@@ -164,14 +166,21 @@ def proc_json(res):
         "dropped_events": None,
         "log_mode": p.start.get("mode") if p.start else None,
         "crash_safe": p.start.get("crash_safe") if p.start else None,
-        "recovered": [{"events": x.get("events"), "by": x.get("by"),
+        "recovered": [{"events": x.get("events"),
+                       "dropped": x.get("dropped"), "by": x.get("by"),
                        "line": line_of(x["_seq"])} for x in p.recovered],
     }
+    # a process that died wrote no exit record: its recoverer read what
+    # it had dropped from its spool
+    if p.recovered:
+        d["dropped_events"] = sum(x.get("dropped") or 0
+                                  for x in p.recovered)
     if ex is not None:
         d["exit"] = {k: ex.get(k) for k in ("events", "dropped", "live",
                                             "live_bytes")}
         d["exit"]["t_ns"] = ex["t"] - p.t0
-        d["dropped_events"] = ex.get("dropped", 0)
+        d["dropped_events"] = (d["dropped_events"] or 0) + \
+            ex.get("dropped", 0)
         d["exit_matches"] = (ex.get("live") in (None, len(res.live)) and
                              ex.get("live_bytes") in (None, live_bytes))
     return d
@@ -371,6 +380,9 @@ def proc_text(p):
     for x in p["recovered"]:
         out.append("    the process died: %s record(s) recovered from its "
                    "spool by pid %s" % (x["events"], x["by"]))
+        if x.get("dropped"):
+            out.append("    dropped events before it died: %d"
+                       % x["dropped"])
     if ex is None:
         if not p["recovered"]:
             out.append("    no exit record: the process did not finish "

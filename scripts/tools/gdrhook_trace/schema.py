@@ -88,7 +88,8 @@ def _v2():
         t[k] = _ev(dict(_LOOKUP, mr="x", pd="x", access="u"), call=True)
     t["revoke"]["fields"].update(dev="i")
     t["start"]["fields"].update(crash_safe="b", mode="s")
-    t["recovered"] = _ev({"wall_ns": "u", "events": "u", "by": "i"})
+    t["recovered"] = _ev({"wall_ns": "u", "events": "u", "dropped": "u",
+                          "by": "i"})
     return t
 
 

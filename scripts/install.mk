@@ -79,10 +79,14 @@ INSTALL_INFO	:= $(BUILD)/install/gdrhook-info
 .PHONY: install uninstall install-dkms install-system uninstall-system \
 	$(INSTALL_PC) $(INSTALL_INFO)
 
+# INFO_RPATH= (empty) where LIBDIR is on the loader's default path
+# (make deb: the multiarch directory).
+INFO_RPATH	?= -Wl,--enable-new-dtags -Wl,-rpath,$(LIBDIR)
+
 $(INSTALL_INFO): scripts/tools/gdrhook-info.c include/gdrhook.h $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD) -lgdrhook $(SANFLAGS) \
-		-Wl,--enable-new-dtags -Wl,-rpath,$(LIBDIR)
+		-Wl,-z,now $(INFO_RPATH)
 
 # Rewritten on every install: it depends on PREFIX and the *DIR values
 # (written relative to $${prefix} where they lie under it).

@@ -29,6 +29,11 @@
  * it.  The sink is opened non-blocking and written with SIGPIPE held
  * off; a sink that cannot be opened or stops accepting is abandoned with
  * one message, and every event it did not take is counted as dropped.
+ *
+ * The log's fd is the shim's, not a number: it sits high (gh_fd_own) and
+ * is checked by dev/ino before each write and close.  A program that
+ * closed it and opened its own file on that number, or dup2()ed over it,
+ * never gets our records; the log is opened again by its path.
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -16,6 +16,7 @@
 #include "internal.h"
 #include "hookrt.h"
 #include "evlog.h"
+#include "inflight.h"
 
 __thread struct gh_tls gh_tls __attribute__((tls_model("initial-exec")));
 
@@ -51,6 +52,7 @@ int gh_enter(struct gh_call *c, unsigned int sym)
 	}
 	gh_tls.busy = 1;
 	gh_note_cuda_used();
+	gh_inflight_call_begin();	/* until its registry work is done */
 	return GH_HOOK;
 }
 
@@ -77,6 +79,7 @@ void gh_leave(struct gh_call *c)
 		gh_tls.rt_outer = NULL;
 	if (GH_UNLIKELY(gh_deferred_pending()))
 		gh_deferred_drain();
+	gh_inflight_call_end();
 	gh_tls.busy = 0;
 	errno = c->saved_errno;
 }

@@ -16,6 +16,7 @@
 #include "evlog.h"
 #include "log.h"
 #include "rcache.h"
+#include "inflight.h"
 
 void gh_emit(const struct gh_evrec *r)
 {
@@ -101,6 +102,7 @@ static void drop_one(struct gh_call *c, const struct gh_range *r,
 {
 	struct gh_evrec e;
 
+	gh_inflight_note_free(r->base, r->size);
 	gh_rcache_invalidate(r);	/* deregister and unpin first */
 	if (c->dev < 0)
 		c->dev = r->dev;
@@ -216,6 +218,7 @@ void gh_alloc_post(struct gh_call *c, unsigned int kind, uint64_t ptr,
 		return;
 	}
 	r.gen = gen;
+	gh_inflight_note(r.base, r.size);
 	GH_COUNT(allocs, 1);
 	note_live();
 	gh_subscribers_notify(GDRHOOK_EVENT_ALLOC, &r, c->api);
@@ -259,6 +262,7 @@ void gh_free_pre(struct gh_call *c, uint64_t ptr)
 	}
 	if (!gh_registry_remove(ptr, &c->gone)) {
 		c->has_gone = 1;
+		gh_inflight_note_free(c->gone.base, c->gone.size);
 		gh_rcache_invalidate(&c->gone);	/* deregister and unpin first */
 		gh_subscribers_notify(GDRHOOK_EVENT_FREE, &c->gone, c->api);
 	}
@@ -289,6 +293,7 @@ void gh_free_post(struct gh_call *c)
 			/* Still live: back in, under a new generation. */
 			if (!gh_registry_insert(&r, &gen)) {
 				r.gen = gen;
+				gh_inflight_note(r.base, r.size);
 				gh_subscribers_notify(GDRHOOK_EVENT_ALLOC, &r,
 						      c->api);
 				if (rec_init(&e, c, GH_EV_RESTORE)) {

@@ -159,6 +159,12 @@ struct rc_alias {
 static struct {
 	int ready;
 	int stopped;
+	/*
+	 * A child of fork: CUDA is unusable there and every registration
+	 * it inherited is its parent's too (one uverbs file): nothing is
+	 * deregistered or unpinned from here on, only forgotten.
+	 */
+	int forked;
 	int exact;		/* GH_RC_EXPOSE_EXACT */
 	const struct gh_pin_ops *ops;
 	uint64_t max_size, max_count;
@@ -282,6 +288,13 @@ static void atfork_release(void)
 	pthread_mutex_unlock(&rc.lock);
 }
 
+static void atfork_child(void)
+{
+	ST(&rc.forked, 1);
+	ST(&rc.stopped, 1);
+	pthread_mutex_unlock(&rc.lock);
+}
+
 int gh_rcache_init(const struct gh_pin_ops *ops, uint64_t max_size,
 		   uint64_t max_count, unsigned int flags)
 {
@@ -314,7 +327,7 @@ int gh_rcache_init(const struct gh_pin_ops *ops, uint64_t max_size,
 	rc.max_size = max_size;
 	rc.max_count = max_count && max_count < RC_ENT_CAP ? max_count :
 		       RC_ENT_CAP;
-	pthread_atfork(atfork_prepare, atfork_release, atfork_release);
+	pthread_atfork(atfork_prepare, atfork_release, atfork_child);
 	gh_pin_on_revoked(gh_rcache_revoke);
 	ST_REL(&rc.ready, 1);
 out:
@@ -330,6 +343,11 @@ int gh_rcache_ready(void)
 const struct gh_pin_ops *gh_rcache_ops(void)
 {
 	return LD_ACQ(&rc.ready) ? rc.ops : NULL;
+}
+
+void *gh_rcache_dummy_page(void)
+{
+	return rc.dummy;
 }
 
 int gh_rcache_exact(void)
@@ -422,11 +440,13 @@ static void rc_log(unsigned int ev, uint64_t t0, const struct rc_logarg *a)
 		size = a->r->pin.size;
 		dev = a->r->pin.dev;
 	}
-	if (a->g) {
+	if (a->g || a->len) {
+		/* what was asked (hit/miss) or registered (reg/dereg) */
 		ptr = a->addr;
 		size = a->len;
-		dev = a->g->dev;
 	}
+	if (a->g)
+		dev = a->g->dev;
 	switch (ev) {
 	case GH_EV_PIN:
 	case GH_EV_UNPIN:
@@ -439,6 +459,8 @@ static void rc_log(unsigned int ev, uint64_t t0, const struct rc_logarg *a)
 		break;
 	case GH_EV_REG:
 	case GH_EV_DEREG:
+		/* the registered range: exact and wrapped ones carry theirs;
+		 * an allocation-wide one is the allocation */
 		gh_ev_emit_reg(ev, t0, ptr, size, a->gen, a->mr, a->pd,
 			       a->access, a->err);
 		break;
@@ -465,7 +487,8 @@ static void ev_reg(unsigned int ev, const struct rc_entry *x,
 {
 	struct rc_logarg a = { .r = r, .gen = x->gen,
 			       .mr = (uint64_t)(uintptr_t)x->mr, .pd = x->pd,
-			       .access = x->access, .err = err };
+			       .access = x->access, .err = err,
+			       .addr = x->addr, .len = x->len };
 
 	if (gh_evlog_enabled())
 		rc_log(ev, t0, &a);
@@ -804,11 +827,13 @@ static void ent_finish(struct rc_entry *e, int64_t refs, int revoke)
 	uint64_t t0 = gh_evlog_clock();
 	int err = 0;
 
-	if (type == E_CACHED || type == E_EXACT)
+	if (type == E_CACHED)
 		hash_unlink(e);
 	if (type == E_CACHED || type == E_RETIRED || type == E_EXACT)
 		__atomic_sub_fetch(&rc.n_entries, 1, __ATOMIC_RELAXED);
-	if (e->mr) {
+	if (e->mr && LD(&rc.forked)) {
+		e->mr = NULL;	/* the parent's too: forgotten, never deregistered */
+	} else if (e->mr) {
 		err = e->adopted ? adopt_revoke(e->mr) : rc.ops->dereg(e->mr);
 		ev_reg(GH_EV_DEREG, e, r, err, t0);
 		CTR(deregs, 1);
@@ -840,7 +865,9 @@ static void ga_free_if_unused(struct rc_ga *r)
 
 	if (!r || r->ents || r->busy || !r->used)
 		return;
-	if (r->pinned) {
+	if (r->pinned && LD(&rc.forked)) {
+		r->pinned = 0;	/* the parent's pin: forgotten */
+	} else if (r->pinned) {
 		uint64_t t0 = gh_evlog_clock(), bytes = r->pin.pin_size;
 
 		/* (the backend may clear pin_size) */
@@ -1238,15 +1265,24 @@ int gh_rcache_reg(const struct gh_range *g, struct ibv_pd *pd, uint64_t addr,
 	ex = rc.exact && (access & GH_RC_ACCESS_REMOTE);
 	ka = ex ? addr : 0;
 	kl = ex ? len : 0;
-	e = lookup_ref(g->base, g->gen, pdk, access, ka, kl);
-	if (e)
-		goto found;
+	/*
+	 * Exact: every MR its own NIC registration, as natively, so its
+	 * rkey dies with its own ibv_dereg_mr even while an identical
+	 * request lives (the pin stays shared and cached).
+	 */
+	if (!ex) {
+		e = lookup_ref(g->base, g->gen, pdk, access, ka, kl);
+		if (e)
+			goto found;
+	}
 
 	pthread_mutex_lock(&rc.lock);
-	e = lookup_ref(g->base, g->gen, pdk, access, ka, kl);
-	if (e) {
-		pthread_mutex_unlock(&rc.lock);
-		goto found;
+	if (!ex) {
+		e = lookup_ref(g->base, g->gen, pdk, access, ka, kl);
+		if (e) {
+			pthread_mutex_unlock(&rc.lock);
+			goto found;
+		}
 	}
 	hit = 0;
 	CTR(misses, 1);
@@ -1278,7 +1314,8 @@ int gh_rcache_reg(const struct gh_range *g, struct ibv_pd *pd, uint64_t addr,
 	{
 		uint64_t t0 = gh_evlog_clock();
 		struct rc_entry tmp = { .gen = g->gen, .pd = pdk,
-					.access = access };
+					.access = access, .addr = ka,
+					.len = kl };
 
 		err = do_reg(r, pd, ex ? addr : g->base, ex ? len : g->size,
 			     access, &mr);
@@ -1304,7 +1341,8 @@ int gh_rcache_reg(const struct gh_range *g, struct ibv_pd *pd, uint64_t addr,
 		if (ent_kill_idle(old, 0))
 			ent_finish(old, 0, 0);
 	}
-	hash_insert(e);
+	if (!ex)
+		hash_insert(e);
 out:
 	r->busy = 0;
 	ga_free_if_unused(r);
@@ -1351,12 +1389,6 @@ int gh_rcache_touches(uint64_t addr, uint64_t len, struct gh_range *first_p)
 	return 0;
 }
 
-struct wrap_walk {
-	struct ibv_mr *real;
-	struct rc_entry *first, *last;
-	int err;
-};
-
 /* Unlink a ring under construction; real stays the program's. */
 static void wrap_undo(struct rc_entry *first)
 {
@@ -1384,94 +1416,114 @@ static void wrap_undo(struct rc_entry *first)
 	}
 }
 
-/* Registry walk (its writer lock held: none of these can be freed now). */
-static int wrap_one(const struct gh_range *g, void *arg)
+/*
+ * With the lock: tie real, a registration of [addr, addr + len), to each
+ * GPU allocation of snap (what the range touched before the NIC call)
+ * that is still that generation now; any that is not (freed since)
+ * makes it -ESTALE.  plain: a ring of no allocation when snap has none.
+ * The first entry of the ring holds one reference; 0 and *first_p.
+ */
+static int wrap_locked(struct ibv_mr *real, const struct gh_range *snap,
+		       unsigned int n, uint64_t addr, uint64_t len, int plain,
+		       struct rc_entry **first_p)
 {
-	struct wrap_walk *w = arg;
-	struct rc_entry *e = NULL;
-	struct rc_ga *r;
+	struct rc_entry *first = NULL, *last = NULL, *e;
+	int err = 0;
 
-	if (!kind_gpu(g))
-		return 0;
-	pthread_mutex_lock(&rc.lock);
-	w->err = ga_get(g, &r);
-	if (!w->err) {
-		e = ent_new(r, E_WRAP, w->real->pd, 0, w->real, 0, 0);
+	for (unsigned int k = 0; k < n && !err; k++) {
+		struct rc_ga *r;
+
+		if (!kind_gpu(&snap[k]))
+			continue;
+		err = ga_get(&snap[k], &r);
+		if (err)
+			break;
+		e = ent_new(r, E_WRAP, real->pd, 0, real, 0, 0);
 		if (!e) {
-			w->err = -ENOSPC;
 			ga_free_if_unused(r);
+			err = -ENOSPC;
+			break;
 		}
-	}
-	if (e && !w->first) {
-		w->first = w->last = e;
-	} else if (e) {
+		/* the registered range, for the log */
+		ST(&e->addr, addr);
+		ST(&e->len, len);
+		if (!first) {
+			first = last = e;
+			continue;
+		}
 		/* only the first holds the alias's reference */
 		ST_REL(&e->word, LD(&e->word) & ~W_REFS);
-		e->sib = ent_idx(w->first);
-		w->last->sib = ent_idx(e);
-		w->last = e;
+		e->sib = ent_idx(first);
+		last->sib = ent_idx(e);
+		last = e;
 	}
-	pthread_mutex_unlock(&rc.lock);
-	return w->err != 0;
+	if (err) {
+		if (first)
+			wrap_undo(first);
+		return err;
+	}
+	if (!first) {
+		if (!plain)
+			return -ENOENT;
+		first = ent_new(NULL, E_WRAP, real->pd, 0, real, 0, 0);
+		if (!first)
+			return -ENOSPC;
+	}
+	*first_p = first;
+	return 0;
 }
 
-int gh_rcache_wrap(struct ibv_mr *real, uint64_t addr, uint64_t len,
+int gh_rcache_wrap(struct ibv_mr *real, const struct gh_range *snap,
+		   unsigned int n, uint64_t addr, uint64_t len,
 		   unsigned int access, int plain, struct ibv_mr **alias_p)
 {
-	struct wrap_walk w = { .real = real };
-	struct ibv_mr *am;
+	struct rc_entry *first;
+	struct ibv_mr *am = NULL;
+	int err;
 
 	if (!LD_ACQ(&rc.ready) || !real)
 		return -ENOTSUP;
-	gh_registry_overlaps(addr, len ? len : 1, wrap_one, &w);
+	if (LD(&rc.forked))
+		return -ENOTSUP;
+	/*
+	 * All under the lock the free path takes: a free of anything in
+	 * snap either ran before (its generation is gone: -ESTALE) or
+	 * waits, and then deregisters a ring that is complete.
+	 */
 	pthread_mutex_lock(&rc.lock);
-	if (w.err && w.first) {
-		wrap_undo(w.first);
-		w.first = NULL;
-	}
-	if (!w.err && !w.first) {
-		w.err = -ENOENT;
-		if (plain) {
-			w.first = ent_new(NULL, E_WRAP, real->pd, 0, real,
-					  0, 0);
-			w.err = w.first ? 0 : -ENOSPC;
+	err = wrap_locked(real, snap, n, addr, len, plain, &first);
+	if (!err) {
+		am = alias_make(first, real->pd, (uint64_t)(uintptr_t)real->addr,
+				real->length, access);
+		if (!am) {
+			wrap_undo(first);
+			err = -ENOSPC;
 		}
 	}
 	pthread_mutex_unlock(&rc.lock);
-	if (w.err)
-		return w.err;
-	am = alias_make(w.first, real->pd, (uint64_t)(uintptr_t)real->addr,
-			real->length, access);
-	if (!am) {
-		pthread_mutex_lock(&rc.lock);
-		wrap_undo(w.first);
-		pthread_mutex_unlock(&rc.lock);
-		return -ENOSPC;
-	}
+	if (err)
+		return err;
 	CTR(wrapped, 1);
 	*alias_p = am;
 	return 0;
 }
 
-int gh_rcache_adopt(struct ibv_mr *mr)
+int gh_rcache_adopt(struct ibv_mr *mr, const struct gh_range *snap,
+		    unsigned int n)
 {
-	struct wrap_walk w = { .real = mr };
-	int slot, err = 0;
+	struct rc_entry *first = NULL;
+	int slot = -1, err;
 
-	if (!LD_ACQ(&rc.ready) || !mr)
+	if (!LD_ACQ(&rc.ready) || !mr || LD(&rc.forked))
 		return -ENOTSUP;
-	gh_registry_overlaps((uintptr_t)mr->addr,
-			     mr->length ? mr->length : 1, wrap_one, &w);
 	pthread_mutex_lock(&rc.lock);
-	if (!w.err && !w.first)
-		err = -ENOENT;
-	else if (w.err)
-		err = w.err;
-	else if ((slot = adopt_find(NULL)) < 0)
+	err = wrap_locked(mr, snap, n, (uint64_t)(uintptr_t)mr->addr,
+			  mr->length, 0, &first);
+	if (!err && (slot = adopt_find(NULL)) < 0) {
+		wrap_undo(first);
 		err = -ENOSPC;
+	}
 	if (err) {
-		if (w.first)
-			wrap_undo(w.first);
 		/* never leave it reaching GPU memory untracked */
 		if (err != -ENOENT &&
 		    gh_vreal_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION |
@@ -1483,7 +1535,7 @@ int gh_rcache_adopt(struct ibv_mr *mr)
 		return err;
 	}
 	{
-		uint32_t me = ent_idx(w.first), i = me;
+		uint32_t me = ent_idx(first), i = me;
 
 		do {
 			struct rc_entry *x = &rc.ent[i - 1];
@@ -1493,9 +1545,9 @@ int gh_rcache_adopt(struct ibv_mr *mr)
 		} while (i && i != me);
 	}
 	/* no alias holds it: only a free (or the program) ends it */
-	ST_REL(&w.first->word, LD(&w.first->word) & ~W_REFS);
+	ST_REL(&first->word, LD(&first->word) & ~W_REFS);
 	rc.adopt_mr[slot] = mr;
-	rc.adopt_ent[slot] = ent_idx(w.first);
+	rc.adopt_ent[slot] = ent_idx(first);
 	rc.adopt_moved[slot] = 0;
 	__atomic_add_fetch(&rc.n_adopted, 1, __ATOMIC_RELAXED);
 	CTR(wrapped, 1);
@@ -1599,6 +1651,25 @@ void gh_rcache_move(struct ibv_mr *mr, struct ibv_mr *new_alias)
 		put_ref(old);
 }
 
+int gh_rcache_revoked(const struct ibv_mr *mr)
+{
+	struct rc_alias *a = alias_of(mr);
+	uint32_t ei = a ? LD(&a->ent) : 0;
+
+	/* an alias holds its entry: it is not recycled under us */
+	return !ei || (LD_ACQ(&rc.ent[ei - 1].word) & W_DEAD);
+}
+
+int gh_rcache_still_granted(const struct ibv_mr *mr)
+{
+	int ok;
+
+	pthread_mutex_lock(&rc.lock);
+	ok = !gh_rcache_revoked(mr);
+	pthread_mutex_unlock(&rc.lock);
+	return ok;
+}
+
 unsigned int gh_rcache_alias_access(const struct ibv_mr *mr)
 {
 	struct rc_alias *a = alias_of(mr);
@@ -1628,7 +1699,7 @@ void gh_rcache_invalidate(const struct gh_range *g)
 	uint64_t key;
 	int was;
 
-	if (!LD_ACQ(&rc.ready))
+	if (!LD_ACQ(&rc.ready) || LD(&rc.forked))
 		return;
 	/*
 	 * The registry removal is done; an RMW (not a plain load) reads the

@@ -36,6 +36,8 @@ int gh_rcache_init(const struct gh_pin_ops *ops, uint64_t max_size,
 int gh_rcache_ready(void);
 const struct gh_pin_ops *gh_rcache_ops(void);
 int gh_rcache_exact(void);
+/* A private page an MR can be moved onto to take its access away. */
+void *gh_rcache_dummy_page(void);
 
 /*
  * The first registration of tracked GPU memory (src/rcache_start.c):
@@ -85,11 +87,17 @@ int gh_rcache_reg(const struct gh_range *r, struct ibv_pd *pd, uint64_t addr,
  * (not cacheable: odd access flags, iova != addr, pool memory, its own
  * dmabuf, or a range that is not inside one allocation), so that the
  * free of ANY tracked GPU allocation it touches revokes it first.
- * plain: wrap it even when it touches none (ibv_rereg_mr moved an alias
- * off tracked memory).  Returns 0 and *alias_p, -ENOENT (touches no
- * tracked GPU memory, !plain), -ENOSPC, -ENOTSUP (no cache).
+ * snap, n: the allocations the range touched when the NIC call began
+ * (the caller read them after announcing the registration, see
+ * inflight.h): each must still be that generation, checked under the
+ * lock the free path takes, else -ESTALE (deregister real and retry:
+ * it may reach freed memory).  plain: wrap it even when it touches none
+ * (ibv_rereg_mr moved an alias off tracked memory).  Returns 0 and
+ * *alias_p, -ENOENT (touches no tracked GPU memory, !plain), -ESTALE,
+ * -ENOSPC, -ENOTSUP (no cache).
  */
-int gh_rcache_wrap(struct ibv_mr *real, uint64_t addr, uint64_t len,
+int gh_rcache_wrap(struct ibv_mr *real, const struct gh_range *snap,
+		   unsigned int n, uint64_t addr, uint64_t len,
 		   unsigned int access, int plain, struct ibv_mr **alias_p);
 
 /* Log a hit or miss of the program's registration (verbs.c). */
@@ -103,9 +111,9 @@ void gh_rcache_log_lookup(int hit, const char *api, uint64_t addr,
  * the program's ibv_rereg_mr moved onto tracked GPU memory: track it
  * without an alias, so that the free of anything it touches first moves
  * it onto a private page with no remote access (or deregisters it when
- * the provider cannot).  0, -ENOENT (touches no tracked GPU memory),
- * -ENOSPC (then it was moved onto that page at once: never left reaching
- * GPU memory untracked).
+ * the provider cannot).  snap, n as for gh_rcache_wrap.  0, -ENOENT
+ * (touches no tracked GPU memory), -ESTALE or -ENOSPC (then it was moved
+ * onto that page at once: never left reaching GPU memory untracked).
  * gh_rcache_unadopt, for its ibv_dereg_mr or ibv_rereg_mr: 1 if it was
  * adopted and live, -1 if a free deregistered it already (do not call
  * libibverbs on it), 0 if it was not adopted (or a free moved it onto
@@ -115,7 +123,8 @@ void gh_rcache_log_lookup(int hit, const char *api, uint64_t addr,
  * shim can read), so only an ibv_rereg_mr that gives both translation
  * and access anew may bring it back.
  */
-int gh_rcache_adopt(struct ibv_mr *mr);
+int gh_rcache_adopt(struct ibv_mr *mr, const struct gh_range *snap,
+		    unsigned int n);
 int gh_rcache_unadopt(struct ibv_mr *mr);
 int gh_rcache_moved(struct ibv_mr *mr);
 
@@ -137,6 +146,16 @@ int gh_rcache_dereg(struct ibv_mr *mr);
  * only ibv_dereg_mr remains valid on it.
  */
 void gh_rcache_move(struct ibv_mr *mr, struct ibv_mr *new_alias);
+
+/*
+ * Has alias mr lost its grant (a free revoked it, or a failed
+ * ibv_rereg_mr left it holding nothing)?  Then only a new translation
+ * may give it one again.  gh_rcache_still_granted: the same, read under
+ * the lock the free path takes (a free that has not revoked it by then
+ * has not released its memory either).
+ */
+int gh_rcache_revoked(const struct ibv_mr *mr);
+int gh_rcache_still_granted(const struct ibv_mr *mr);
 
 /* The access flags the program asked for when it got alias mr. */
 unsigned int gh_rcache_alias_access(const struct ibv_mr *mr);

@@ -37,17 +37,24 @@
 #include "rcache.h"
 #include "vreal.h"
 #include "rcache_span.h"
+#include "inflight.h"
+#include "dmabuf_export.h"
 #include "log.h"
 #include "evlog.h"
 
 #undef ibv_reg_mr
 #undef ibv_reg_mr_iova
 
+static struct ibv_mr *reg_mr_1_0(struct ibv_pd *pd, void *addr, size_t len,
+				 int access);
+static void *compat_reg_mr(void *h, void *p);
+
 /*
  * dlsym/dlvsym (and the ELF-less routes) found p for an ibv_ name: hand
  * out our wrapper when p is the library's default version of a function
- * we wrap; the IBVERBS_1.0 compat entry points take old structure
- * layouts and are left alone.
+ * we wrap.  The IBVERBS_1.0 compat entry points take old structure
+ * layouts: ibv_reg_mr@IBVERBS_1.0 gets a wrapper that only watches it
+ * (reg_mr_1_0), the others are left alone.
  */
 void *gh_verbs_substitute(const char *name, void *p, const char *route)
 {
@@ -62,6 +69,11 @@ void *gh_verbs_substitute(const char *name, void *p, const char *route)
 	if (!h)
 		return p;
 	def = gh_real_dlsym(h, name);
+	if (def != p && !strcmp(name, "ibv_reg_mr")) {
+		p = compat_reg_mr(h, p);
+		dlclose(h);
+		return p;
+	}
 	dlclose(h);
 	if (def != p)
 		return p;
@@ -118,39 +130,194 @@ static int untrusted_now(void)
 }
 
 /*
+ * What a registration's range touched before its NIC call: the GPU
+ * allocations (kind not host), at most GH_SNAP of them.
+ */
+#define GH_SNAP		64
+#define GH_REG_TRIES	16
+
+struct snap {
+	unsigned int n;
+	int over;
+	struct gh_range r[GH_SNAP];
+};
+
+static int snap_one(const struct gh_range *g, void *arg)
+{
+	struct snap *sn = arg;
+
+	if (g->kind == GDRHOOK_KIND_HOST ||
+	    g->kind == GDRHOOK_KIND_HOST_REGISTERED)
+		return 0;
+	if (sn->n == GH_SNAP) {
+		sn->over = 1;
+		return 1;
+	}
+	sn->r[sn->n++] = *g;
+	return 0;
+}
+
+/*
+ * The program's own dma-buf: the memory it reaches is what it was
+ * exported from (dmabuf_export.c), whatever iova the program names.
+ * 0 and sn, *addr_p; -ENOENT: not an export seen here.
+ */
+static int snap_dmabuf(const struct vreq *q, struct snap *sn,
+		       uint64_t *addr_p)
+{
+	struct gh_export x;
+	uint64_t lo, hi;
+
+	if (gh_dmabuf_export_find(q->fd, &x))
+		return -ENOENT;
+	lo = x.base + q->offset;
+	hi = lo + q->len;
+	sn->n = 0;
+	sn->over = 0;
+	for (unsigned int k = 0; k < x.n; k++)
+		if (x.r[k].base < hi && lo < x.r[k].base + x.r[k].size)
+			sn->r[sn->n++] = x.r[k];
+	*addr_p = lo;
+	return 0;
+}
+
+static int backend_none(void)
+{
+	return gh_pin_chosen() == &gh_pin_none;
+}
+
+/*
+ * A registration the cache does not serve, made by libibverbs, tied to
+ * the generations its range touched before the NIC call (see
+ * inflight.h): an allocation or free of that range during the call
+ * makes it undo and start again (up to GH_REG_TRIES times), so the MR
+ * it returns reaches the memory that is tracked for it, never memory
+ * freed meanwhile.  Range-less (host or untracked) results pass through
+ * as libibverbs made them.
+ */
+static struct ibv_mr *vreg_wrapped(const struct vreq *q, uint64_t addr,
+				   int saved_errno, uint64_t t0)
+{
+	int dmabuf = q->fn == GH_SYM_ibv_reg_dmabuf_mr;
+	struct ibv_mr *mr, *alias;
+	struct snap sn;
+	int err = 0, e;
+
+	for (int tries = 0; tries < GH_REG_TRIES; tries++) {
+		int slot = -1;
+
+		if (!dmabuf) {
+			slot = gh_inflight_enter(addr, q->len);
+			if (slot < 0) {
+				err = -EAGAIN;
+				break;
+			}
+			sn.n = 0;
+			sn.over = 0;
+			gh_registry_overlaps(addr, q->len, snap_one, &sn);
+		} else if (snap_dmabuf(q, &sn, &addr)) {
+			/* a dma-buf we did not see made: nothing to tie */
+			errno = saved_errno;
+			return call_real(q);
+		}
+		if (sn.over) {
+			if (slot >= 0)
+				gh_inflight_leave(slot);
+			err = -ENOSPC;
+			break;
+		}
+		errno = saved_errno;
+		mr = call_real(q);
+		e = errno;
+		if (slot >= 0) {
+			int moved = gh_inflight_settle(slot) ||
+				    gh_deferred_pending();
+
+			gh_inflight_leave(slot);
+			if (moved && mr) {
+				gh_vreal_dereg_mr(mr);
+				err = -EAGAIN;
+				continue;
+			}
+		}
+		if (!mr || !sn.n || !gh_rcache_start(&sn.r[0], q->pd)) {
+			/* failed, or nothing tracked: as libibverbs made it */
+			if (mr && !sn.n)
+				GH_COUNT(regs_passed, 1);
+			errno = e;
+			return mr;
+		}
+		err = gh_rcache_wrap(mr, sn.r, sn.n, addr, q->len, q->access,
+				     0, &alias);
+		if (!err) {
+			gh_rcache_log_lookup(0, gh_syms[q->fn].name, addr,
+					     q->len, &sn.r[0], alias, q->pd,
+					     q->access, t0);
+			errno = e;
+			return alias;
+		}
+		gh_vreal_dereg_mr(mr);
+		if (err != -ESTALE || dmabuf)
+			break;
+	}
+	/*
+	 * Never hand out an unwrapped registration of tracked GPU memory: a
+	 * free could not revoke it.  -ESTALE: what it reached was freed
+	 * while it was being made.
+	 */
+	gh_warn_once("%s: cannot track a registration of GPU memory (%s): refused",
+		     gh_syms[q->fn].name,
+		     err == -ESTALE ? "its memory was freed while it was made" :
+		     err == -EAGAIN ? "its range kept changing while it was made" :
+		     err == -ENOSPC ? "too many allocations or registrations" :
+		     "the cache is off");
+	errno = err == -ESTALE ? EFAULT : err == -EAGAIN ? EAGAIN : ENOMEM;
+	return NULL;
+}
+
+/*
  * With the guard up: register q, from the cache or wrapped, or untouched.
  * Returns what the program gets; errno as the real call left it.
  */
 static struct ibv_mr *vreg_guarded(const struct vreq *q, int saved_errno)
 {
-	uint64_t addr = q->fn == GH_SYM_ibv_reg_dmabuf_mr ? q->iova :
-			(uint64_t)(uintptr_t)q->addr;
-	struct ibv_mr *mr, *alias;
+	int dmabuf = q->fn == GH_SYM_ibv_reg_dmabuf_mr;
+	uint64_t addr = dmabuf ? q->iova : (uint64_t)(uintptr_t)q->addr;
+	struct ibv_mr *alias;
 	struct gh_range r;
-	uint64_t t0;
-	int err, hit = 0, e, inside;
+	uint64_t t0 = 0;
+	int err, hit = 0, inside, tries = 0;
 
 	if (untrusted_now() || !q->pd || !q->len)
 		goto pass;
 	/* A capability probe (NCCL: fd -1, EOPNOTSUPP expected). */
-	if (q->fn == GH_SYM_ibv_reg_dmabuf_mr && q->fd < 0)
+	if (dmabuf && q->fd < 0)
 		goto pass;
+	/* A range past 2^64: the kernel refuses it (ib_umem_get). */
+	if (!dmabuf && addr + q->len < addr) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (backend_none())
+		goto pass;
+	if (dmabuf)
+		goto wrap;
+again:
 	/* the cache's line of a hit, fetched while the registry answers */
 	gh_rcache_prefetch(q->pd, addr, q->len, q->access);
 	inside = !gh_registry_lookup(addr, q->len, &r);
 	if (inside && (r.kind == GDRHOOK_KIND_HOST ||
 		       r.kind == GDRHOOK_KIND_HOST_REGISTERED))
-		goto pass;
+		goto wrap;
 	/* Straddling, overrunning or several allocations: wrapped below. */
 	if (!inside && gh_rcache_touches(addr, q->len, &r))
-		goto pass;	/* no tracked GPU memory */
+		goto wrap;	/* no tracked GPU memory (now) */
 	if (!gh_rcache_start(&r, q->pd))
-		goto pass;	/* backend none */
+		goto pass;	/* backend none, or this NIC cannot import */
 	t0 = gh_evlog_clock();
 	/* Inside one allocation, or a run of adjacent VMM mappings from addr's
 	 * (a span, src/rcache_span.c); anything else is wrapped below. */
-	if ((inside || addr >= r.base) &&
-	    q->fn != GH_SYM_ibv_reg_dmabuf_mr && q->iova == addr) {
+	if ((inside || addr >= r.base) && q->iova == addr) {
 		err = gh_rcspan_reg(&r, inside ? 0 : -ERANGE, q->pd, addr,
 				    q->len, q->access, &alias, &hit);
 		if (!err) {
@@ -160,37 +327,26 @@ static struct ibv_mr *vreg_guarded(const struct vreq *q, int saved_errno)
 			errno = saved_errno;
 			return alias;
 		}
+		/* freed meanwhile: what is there now decides */
+		if (err == -ESTALE && ++tries < GH_REG_TRIES)
+			goto again;
 		if (err != -ENOTSUP && err != -ENOSPC && err != -ESTALE)
 			gh_dbg("%s: cache registration of %p+%zu failed: error %d; registering uncached",
 			       gh_syms[q->fn].name, q->addr, q->len, -err);
 	}
-	errno = saved_errno;
-	mr = call_real(q);
-	if (!mr)
-		return NULL;
-	e = errno;
-	err = gh_rcache_wrap(mr, addr, q->len, q->access, 0, &alias);
-	if (!err) {
-		gh_rcache_log_lookup(0, gh_syms[q->fn].name, addr, q->len, &r,
-				     alias, q->pd, q->access, t0);
-		errno = e;
-		return alias;
-	}
-	/*
-	 * Never hand out an unwrapped registration of tracked GPU memory: a
-	 * free could not revoke it.  -ENOENT: what it touched was freed
-	 * while it was being made (it is stale already).
-	 */
-	gh_warn_once("%s: cannot track a registration of GPU memory (error %d): refused",
-		     gh_syms[q->fn].name, -err);
-	gh_vreal_dereg_mr(mr);
-	errno = err == -ENOENT ? EFAULT : ENOMEM;
-	return NULL;
+wrap:
+	if (!t0)
+		t0 = gh_evlog_clock();
+	return vreg_wrapped(q, addr, saved_errno, t0);
 pass:
 	GH_COUNT(regs_passed, 1);
 	errno = saved_errno;
 	return call_real(q);
 }
+
+/* Registrations this thread brought to vreg (reg_mr_1_0 watches it). */
+static __thread unsigned int vreg_calls
+	__attribute__((tls_model("initial-exec")));
 
 static struct ibv_mr *vreg(const struct vreq *q)
 {
@@ -209,6 +365,7 @@ static struct ibv_mr *vreg(const struct vreq *q)
 	}
 	gh_info_banner();	/* a verbs program on host memory, too */
 	GH_COUNT(regs_seen, 1);
+	vreg_calls++;
 	mr = vreg_guarded(q, saved);
 	e = errno;
 	gh_guard_leave(was);
@@ -255,6 +412,68 @@ struct ibv_mr *gh_manual_ibv_reg_dmabuf_mr(struct ibv_pd *pd,
 	return vreg(&q);
 }
 
+/*
+ * ibv_reg_mr@IBVERBS_1.0.  rdma-core's wraps a registration by the
+ * default version, made through its PLT: our wrapper of that one sees
+ * it (and a free revokes it).  A library whose compat entry registers by
+ * itself would hand out a registration of GPU memory no free could
+ * revoke: such a one is deregistered and refused.  pd is an old-layout
+ * object: passed on, never read.
+ */
+static struct {
+	struct ibv_mr *(*reg)(struct ibv_pd *, void *, size_t, int);
+	int (*dereg)(struct ibv_mr *);
+} compat;
+
+static void *compat_reg_mr(void *h, void *p)
+{
+	void *dereg = dlvsym(h, "ibv_dereg_mr", "IBVERBS_1.0");
+
+	if (!dereg)
+		return p;
+	if (!__atomic_load_n(&compat.reg, __ATOMIC_ACQUIRE)) {
+		compat.dereg = (int (*)(struct ibv_mr *))dereg;
+		__atomic_store_n(&compat.reg,
+				 (struct ibv_mr *(*)(struct ibv_pd *, void *,
+						     size_t, int))p,
+				 __ATOMIC_RELEASE);
+	}
+	if ((void *)compat.reg != p)
+		return p;	/* a second libibverbs: left alone */
+	return (void *)reg_mr_1_0;
+}
+
+static struct ibv_mr *reg_mr_1_0(struct ibv_pd *pd, void *addr, size_t len,
+				 int access)
+{
+	unsigned int seen = vreg_calls;
+	struct ibv_mr *mr;
+	struct snap sn = { 0 };
+	int slot = -1, was, e, moved = 0;
+
+	if (!gh_active() || gh_guard_busy() || backend_none())
+		return compat.reg(pd, addr, len, access);
+	slot = gh_inflight_enter((uintptr_t)addr, len ? len : 1);
+	gh_registry_overlaps((uintptr_t)addr, len ? len : 1, snap_one, &sn);
+	mr = compat.reg(pd, addr, len, access);
+	e = errno;
+	if (slot >= 0) {
+		moved = gh_inflight_settle(slot);
+		gh_inflight_leave(slot);
+	}
+	if (!mr || vreg_calls != seen || (!sn.n && !sn.over && !moved &&
+					   slot >= 0)) {
+		errno = e;
+		return mr;	/* seen by our ibv_reg_mr, or not GPU memory */
+	}
+	was = gh_guard_enter();
+	compat.dereg(mr);
+	gh_warn_once("ibv_reg_mr@IBVERBS_1.0 registered GPU memory without the default ibv_reg_mr: no free could revoke it, refused");
+	gh_guard_leave(was);
+	errno = EOPNOTSUPP;
+	return NULL;
+}
+
 int gh_manual_ibv_dereg_mr(struct ibv_mr *mr)
 {
 	int saved = errno, rc, was;
@@ -280,33 +499,77 @@ int gh_manual_ibv_dereg_mr(struct ibv_mr *mr)
  * a free is a failed command, and so is one a free moved onto the
  * private page unless the call gives translation and access anew (a
  * success would leave the program believing in access it lost).
+ *
+ * Without a new translation it keeps reaching the same memory: its
+ * adoption (if any) stays in force across the call, so a free meanwhile
+ * still revokes it.  With one, the old adoption also stays until the
+ * call returned, and the new range is tied to what it touched before
+ * the call, as a new registration is (vreg_wrapped): if that changed
+ * meanwhile, the call is made again.
  */
 static int rereg_real(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 		      void *addr, size_t length, int access)
 {
-	struct gh_range r;
-	int rc, was, e, a;
+	const int both = IBV_REREG_MR_CHANGE_TRANSLATION |
+			 IBV_REREG_MR_CHANGE_ACCESS;
+	struct snap sn;
+	int rc, was, e, tries = 0, moved = 0, moved_before;
 
 	if (!gh_active())
 		return gh_vreal_rereg_mr(mr, flags, pd, addr, length, access);
 	was = gh_guard_enter();
-	if ((flags & (IBV_REREG_MR_CHANGE_TRANSLATION |
-		      IBV_REREG_MR_CHANGE_ACCESS)) !=
-	    (IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_ACCESS) &&
-	    gh_rcache_moved(mr))
-		a = -1;
-	else
-		a = gh_rcache_unadopt(mr);
-	if (a < 0) {
+	moved_before = gh_rcache_moved(mr);
+	if ((flags & both) != both && moved_before) {
 		gh_guard_leave(was);
 		errno = EINVAL;
 		return IBV_REREG_MR_ERR_CMD;
 	}
-	rc = gh_vreal_rereg_mr(mr, flags, pd, addr, length, access);
-	e = errno;
-	if (!rc && !gh_rcache_touches((uintptr_t)mr->addr, mr->length, &r) &&
-	    gh_rcache_start(&r, mr->pd) && gh_rcache_adopt(mr)) {
-		/* untracked: gh_rcache_adopt moved it off GPU memory */
+	if (!(flags & IBV_REREG_MR_CHANGE_TRANSLATION) || backend_none()) {
+		rc = gh_vreal_rereg_mr(mr, flags, pd, addr, length, access);
+		e = errno;
+		gh_guard_leave(was);
+		errno = e;
+		return rc;
+	}
+	for (;;) {
+		uint64_t lo = (uintptr_t)addr, len = length ? length : 1;
+		int slot = gh_inflight_enter(lo, len);
+
+		moved = 0;
+		sn.n = 0;
+		sn.over = 0;
+		gh_registry_overlaps(lo, len, snap_one, &sn);
+		rc = gh_vreal_rereg_mr(mr, flags, pd, addr, length, access);
+		e = errno;
+		if (slot >= 0) {
+			moved = gh_inflight_settle(slot) ||
+				gh_deferred_pending();
+			gh_inflight_leave(slot);
+		}
+		if (rc || !moved || ++tries >= GH_REG_TRIES || slot < 0)
+			break;
+		/* the range changed under the call: make it again */
+	}
+	/*
+	 * A free of its old memory moved it onto the private page during
+	 * the call (before or after the call took effect: not knowable):
+	 * it stays there, and the call failed.
+	 */
+	if ((!moved_before && gh_rcache_moved(mr)) ||
+	    gh_rcache_unadopt(mr) < 0) {
+		if (!rc)
+			gh_vreal_rereg_mr(mr, both, NULL,
+					  gh_rcache_dummy_page(), 4096, 0);
+		gh_guard_leave(was);
+		errno = EINVAL;
+		return IBV_REREG_MR_ERR_CMD;
+	}
+	if (!rc && (sn.n || sn.over || moved) &&
+	    (sn.over || moved || gh_rcache_start(&sn.r[0], mr->pd)) &&
+	    (sn.over || moved || gh_rcache_adopt(mr, sn.r, sn.n))) {
+		/* untracked: never left reaching GPU memory */
+		gh_vreal_rereg_mr(mr, both, NULL, gh_rcache_dummy_page(),
+				  4096, 0);
 		gh_warn_once("ibv_rereg_mr: cannot track a registration moved onto GPU memory: refused");
 		rc = IBV_REREG_MR_ERR_CMD;
 		e = ENOMEM;
@@ -348,6 +611,21 @@ int gh_manual_ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 		errno = saved;
 		return 0;	/* nothing to change */
 	}
+	/*
+	 * A free revoked it (or a failed rereg left it nothing): its old
+	 * translation names memory it no longer has and its access is
+	 * gone with it, so only a call that gives both anew makes it a
+	 * grant again (as for an adopted MR, rereg_real), never access or
+	 * PD alone: that would bring it back on whatever is at the
+	 * address now.
+	 */
+	if ((flags & (IBV_REREG_MR_CHANGE_TRANSLATION |
+		      IBV_REREG_MR_CHANGE_ACCESS)) !=
+	    (IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_ACCESS) &&
+	    gh_rcache_revoked(mr)) {
+		errno = EINVAL;
+		return IBV_REREG_MR_ERR_CMD;
+	}
 	memset(&q, 0, sizeof(q));
 	q.fn = GH_SYM_ibv_reg_mr_iova2;
 	q.pd = flags & IBV_REREG_MR_CHANGE_PD ? pd : mr->pd;
@@ -361,14 +639,25 @@ int gh_manual_ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 	nm = vreg_guarded(&q, saved);
 	if (nm && !gh_rcache_is_alias(nm)) {
 		/* The new range is not tracked: wrap the plain MR. */
-		if (gh_rcache_wrap(nm, (uintptr_t)q.addr, q.len, q.access, 1,
-				   &na)) {
+		if (gh_rcache_wrap(nm, NULL, 0, (uintptr_t)q.addr, q.len,
+				   q.access, 1, &na)) {
 			gh_vreal_dereg_mr(nm);
 			nm = NULL;
 			errno = ENOMEM;
 		} else {
 			nm = na;
 		}
+	}
+	/*
+	 * Same translation: the new grant is for the memory the old one
+	 * had only if a free has not revoked the old one meanwhile (then
+	 * that memory is gone and the new one may be another's).
+	 */
+	if (nm && !(flags & IBV_REREG_MR_CHANGE_TRANSLATION) &&
+	    !gh_rcache_still_granted(mr)) {
+		gh_rcache_dereg(nm);
+		nm = NULL;
+		errno = EINVAL;
 	}
 	e = errno;
 	gh_rcache_move(mr, nm);	/* NULL: the old grant goes too */

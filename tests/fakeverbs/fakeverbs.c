@@ -30,6 +30,8 @@
  *  - a slow NIC (a GPU registration takes 10 us - 2 ms), so races with
  *    a free are wide: FAKEVERBS_PIN_DELAY_US=N waits before the pages
  *    are pinned, FAKEVERBS_REG_DELAY_US=N after, before returning;
+ *  - FAKEVERBS_DEBUG=1: every registration, deregistration and stale
+ *    write said on stderr (what a failing race test needs);
  *  - the IBVERBS_1.0 compat ibv_reg_mr/ibv_dereg_mr behave like
  *    rdma-core's (a wrapper around the default version, called through
  *    the PLT); FAKEVERBS_COMPAT_DIRECT=1: a library whose compat entry
@@ -43,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include <infiniband/verbs.h>
 
@@ -195,6 +198,8 @@ static void fv_pin_slowly(struct fv_mr *m, uint64_t mem, uint64_t len)
 {
 	nic_wait("FAKEVERBS_PIN_DELAY_US");
 	fv_pin(m, mem, len);
+	if (getenv("FAKEVERBS_DEBUG"))
+		fprintf(stderr, "fakeverbs: reg rkey %#x mem %#llx+%llu iova %#llx npins %d id0 %llu dmabuf %d\n", m->mr.rkey, (unsigned long long)mem, (unsigned long long)len, (unsigned long long)m->iova, m->npins, m->npins ? m->pin[0].id : 0, m->map != NULL);
 	nic_wait("FAKEVERBS_REG_DELAY_US");
 }
 
@@ -235,6 +240,8 @@ static struct fv_mr *fv_new(struct ibv_pd *pd, void *addr, size_t len,
 
 static int fv_destroy(struct fv_mr *m)
 {
+	if (getenv("FAKEVERBS_DEBUG"))
+		fprintf(stderr, "fakeverbs: dereg rkey %#x\n", m->mr.rkey);
 	pthread_mutex_lock(&fv_lock);
 	for (int i = 0; i < nmrs; i++) {
 		if (mrs[i] == m) {
@@ -613,7 +620,8 @@ FV_API int fakeverbs_is_mr(const struct ibv_mr *mr)
 	return found;
 }
 
-/* An RDMA write from a peer: 0, -EPERM (PD), -EACCES, -ERANGE, -ENOENT. */
+/* An RDMA write from a peer: 0, -EPERM (PD), -EACCES, -ERANGE, -ENOENT,
+ * -EFAULT (nothing mapped where it lands). */
 FV_API int fakeverbs_write(struct ibv_pd *pd, uint32_t rkey, uint64_t raddr,
 			   const void *src, size_t len)
 {
@@ -636,18 +644,35 @@ FV_API int fakeverbs_write(struct ibv_pd *pd, uint32_t rkey, uint64_t raddr,
 		/* iova names the memory; the NIC writes what it pinned */
 		uint64_t at = raddr - m->iova;
 
-		if (stale_at(m, m->mem + at, len)) {
+		int stale = stale_at(m, m->mem + at, len);
+
+		if (stale) {
 			count(C_STALE_WRITES);
 			if (getenv("FAKEVERBS_DEBUG"))
-				fprintf(stderr, "fakeverbs: stale write through rkey %#x at mem %#llx+%zu (mr mem %#llx len %zu, %d pins, first %#llx+%llu)\n",
-					rkey, (unsigned long long)(m->mem + at), len,
-					(unsigned long long)m->mem, m->mr.length, m->npins,
-					(unsigned long long)m->pin[0].base, (unsigned long long)m->pin[0].size);
+				for (int i = 0; i < m->npins; i++)
+					fprintf(stderr, "fakeverbs: stale write through rkey %#x at mem %#llx+%zu: pinned %#llx+%llu id %llu, now id %llu\n",
+						rkey, (unsigned long long)(m->mem + at), len,
+						(unsigned long long)m->pin[i].base,
+						(unsigned long long)m->pin[i].size,
+						m->pin[i].id, buffer_id_of(m->pin[i].base));
 		}
-		if (m->map)
+		/*
+		 * Stale: counted, not written (the double may have unmapped
+		 * freed memory; a real NIC would write whoever's pages).
+		 * Elsewhere through the process's own mapping, which may
+		 * have none there (a range a real NIC would have refused to
+		 * pin): a NIC fault, not a crash.
+		 */
+		if (m->map) {
 			memcpy((char *)m->map + m->map_delta + at, src, len);
-		else
-			memcpy((void *)(uintptr_t)(m->mem + at), src, len);
+		} else if (!stale) {
+			struct iovec l = { (void *)(uintptr_t)src, len };
+			struct iovec r = { (void *)(uintptr_t)(m->mem + at), len };
+
+			if (process_vm_writev(getpid(), &l, 1, &r, 1, 0) !=
+			    (ssize_t)len)
+				rc = -EFAULT;
+		}
 	}
 	pthread_mutex_unlock(&fv_lock);
 	return rc;

@@ -25,7 +25,8 @@ int fakeverbs_live_mrs(void);
  * reach memory the driver may have reused). */
 int fakeverbs_stale_mrs(void);
 int fakeverbs_is_mr(const struct ibv_mr *mr);
-/* RDMA write by a peer: 0, -ENOENT, -EPERM (other PD), -EACCES, -ERANGE. */
+/* RDMA write by a peer: 0, -ENOENT, -EPERM (other PD), -EACCES, -ERANGE,
+ * -EFAULT (nothing mapped where it lands). */
 int fakeverbs_write(struct ibv_pd *pd, uint32_t rkey, uint64_t raddr,
 		    const void *src, size_t len);
 

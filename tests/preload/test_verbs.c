@@ -43,7 +43,7 @@ static int scenario_routes(void)
 	primary_ctx(0);
 	verbs_load();
 	CHECK(in_shim(v.reg));
-	CHECK(!in_shim(v.reg10));	/* compat ABI: left alone */
+	CHECK(in_shim(v.reg10));	/* compat ABI: watched (reg_mr_1_0) */
 	CHECK(in_shim(v.reg2));
 	CHECK(in_shim(v.dmabuf));
 	CHECK(in_shim(v.rereg));

@@ -427,7 +427,7 @@ static struct {
 
 static void *compat_reg_mr(void *h, void *p)
 {
-	void *dereg = dlvsym(h, "ibv_dereg_mr", "IBVERBS_1.0");
+	void *dereg = gh_real_dlvsym(h, "ibv_dereg_mr", "IBVERBS_1.0");
 
 	if (!dereg)
 		return p;

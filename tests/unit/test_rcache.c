@@ -235,6 +235,28 @@ static struct gh_rc_counters ctrs(void)
 
 #define A1 0x7f0000000000ULL	/* 64 KiB-aligned test addresses */
 
+/* What the verbs wrapper does: the GPU allocations [addr, addr + len)
+ * touches now, then the wrap against them. */
+static int snap_gpu(const struct gh_range *g, void *arg)
+{
+	struct { unsigned int n; struct gh_range r[64]; } *sn = arg;
+
+	if (g->kind != GDRHOOK_KIND_HOST &&
+	    g->kind != GDRHOOK_KIND_HOST_REGISTERED && sn->n < 64)
+		sn->r[sn->n++] = *g;
+	return 0;
+}
+
+static int wrap_now(struct ibv_mr *real, uint64_t addr, uint64_t len,
+		    unsigned int access, struct ibv_mr **alias_p)
+{
+	struct { unsigned int n; struct gh_range r[64]; } sn = { 0 };
+
+	gh_registry_overlaps(addr, len ? len : 1, snap_gpu, &sn);
+	return gh_rcache_wrap(real, sn.r, sn.n, addr, len, access, 0,
+			      alias_p);
+}
+
 /* --------------------------------------------------------------- cases */
 
 TEST(hit_and_miss)
@@ -518,7 +540,7 @@ TEST(wrapped_registrations_are_revoked)
 	m->mr.addr = (void *)(uintptr_t)A1;
 	m->mr.length = 4096;
 	mk.live_mrs++;
-	CHECK_EQ(gh_rcache_wrap(&m->mr, A1, 4096, LW, 0, &al), 0);
+	CHECK_EQ(wrap_now(&m->mr, A1, 4096, LW, &al), 0);
 	CHECK(al != &m->mr);
 	CHECK_EQ(al->lkey, m->mr.lkey);
 	CHECK_EQ(gh_rcache_alias_access(al), LW);
@@ -531,14 +553,14 @@ TEST(wrapped_registrations_are_revoked)
 	m = mock_new();
 	mk.live_mrs++;
 	m->mr.pd = &pd1;
-	CHECK_EQ(gh_rcache_wrap(&m->mr, A1, 4096, LW, 0, &al), 0);
+	CHECK_EQ(wrap_now(&m->mr, A1, 4096, LW, &al), 0);
 	CHECK_EQ(gh_rcache_dereg(al), 0);
 	CHECK(!m->live);
 	/* A wrap of memory already freed: nothing tracked (-ENOENT). */
 	m = mock_new();
 	m->mr.pd = &pd1;
 	free_dev(A1);
-	CHECK_EQ(gh_rcache_wrap(&m->mr, A1, 4096, LW, 0, &al), -ENOENT);
+	CHECK_EQ(wrap_now(&m->mr, A1, 4096, LW, &al), -ENOENT);
 }
 
 /* A program registration of [addr, addr + len): a mock MR, wrapped. */
@@ -552,7 +574,7 @@ static struct ibv_mr *wrap_span(uint64_t addr, uint64_t len,
 	m->mr.addr = (void *)(uintptr_t)addr;
 	m->mr.length = len;
 	__atomic_add_fetch(&mk.live_mrs, 1, __ATOMIC_RELAXED);
-	CHECK_EQ(gh_rcache_wrap(&m->mr, addr, len, LW | RW, 0, &al), 0);
+	CHECK_EQ(wrap_now(&m->mr, addr, len, LW | RW, &al), 0);
 	CHECK(al && al != &m->mr);
 	*m_p = m;
 	return al;
@@ -617,9 +639,9 @@ TEST(straddling_registrations_revoked_by_any_free)
 		struct mock_mr *h = mock_new();
 
 		h->mr.pd = &pd1;
-		CHECK_EQ(gh_rcache_wrap(&h->mr, A1, 4096, LW, 0, &al), -ENOENT);
+		CHECK_EQ(wrap_now(&h->mr, A1, 4096, LW, &al), -ENOENT);
 		alloc_kind(A1, MiB, GDRHOOK_KIND_HOST, 0);
-		CHECK_EQ(gh_rcache_wrap(&h->mr, A1, 4096, LW, 0, &al), -ENOENT);
+		CHECK_EQ(wrap_now(&h->mr, A1, 4096, LW, &al), -ENOENT);
 	}
 }
 
@@ -642,9 +664,11 @@ TEST(exact_exposure)
 	CHECK_EQ(backing(a)->base, A1 + 4096);
 	CHECK_EQ(backing(a)->size, 512);
 	CHECK_EQ(backing(a)->access, LW | RW);
+	/* an identical request: its own registration too, as natively
+	 * (its rkey must not outlive its own ibv_dereg_mr) */
 	b = reg(&r, &pd1, 4096, 512, LW | RW, &hit);
-	CHECK_EQ(hit, 1);
-	CHECK_EQ(b->rkey, a->rkey);
+	CHECK_EQ(hit, 0);
+	CHECK(b->rkey != a->rkey);
 	/* another range, or other access: its own registration */
 	c = reg(&r, &pd1, 8192, 512, LW | RW, &hit);
 	CHECK_EQ(hit, 0);
@@ -658,11 +682,11 @@ TEST(exact_exposure)
 	CHECK_EQ(backing(l)->size, 4 * MiB);
 	CHECK(!(backing(l)->access & RW));
 	pins = mk.pins;
-	CHECK_EQ(mk.live_mrs, 3);
+	CHECK_EQ(mk.live_mrs, 4);
 	CHECK_EQ(gh_rcache_dereg(a), 0);
-	CHECK_EQ(mk.live_mrs, 3);	/* b still holds it */
+	CHECK_EQ(mk.live_mrs, 3);	/* a's rkey is dead, b's lives */
 	CHECK_EQ(gh_rcache_dereg(b), 0);
-	CHECK_EQ(mk.live_mrs, 2);	/* the rkey is dead */
+	CHECK_EQ(mk.live_mrs, 2);
 	CHECK_EQ(gh_rcache_dereg(c), 0);
 	CHECK_EQ(gh_rcache_dereg(l), 0);
 	CHECK_EQ(mk.live_mrs, 1);	/* the local-only one stays cached */
@@ -1131,7 +1155,7 @@ static int rs_reg(struct rs_held *h)
 	h->own->size = len;
 	h->own->access = acc;
 	__atomic_add_fetch(&mk.live_mrs, 1, __ATOMIC_RELAXED);
-	if (!gh_rcache_wrap(&h->own->mr, addr, len, acc, 0, &al)) {
+	if (!wrap_now(&h->own->mr, addr, len, acc, &al)) {
 		h->al = al;
 		rs.wraps++;
 		return 0;

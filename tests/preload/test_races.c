@@ -320,6 +320,83 @@ static int scenario_wrap_churn(void)
 }
 
 /*
+ * 5 (VMM). Registrations across two mapped chunks of one reservation
+ * (PyTorch's expandable segments) while another thread unmaps and maps
+ * the second chunk again with new memory: no crash, no stale write.
+ */
+struct remap {
+	CUdeviceptr va;
+	size_t gran;
+	CUmemAllocationProp prop;
+	volatile int stop;
+	int bad;
+};
+
+static void *remap_thread(void *arg)
+{
+	struct remap *m = arg;
+
+	thread_ctx();
+	while (!m->stop) {
+		CUmemGenericAllocationHandle h;
+
+		if (cuMemUnmap(m->va + m->gran, m->gran) ||
+		    cuMemCreate(&h, m->gran, &m->prop, 0) ||
+		    cuMemMap(m->va + m->gran, m->gran, 0, h, 0) ||
+		    cuMemRelease(h)) {
+			m->bad = 1;
+			break;
+		}
+	}
+	return NULL;
+}
+
+static int scenario_vmm_churn(void)
+{
+	struct remap m = { 0 };
+	CUmemGenericAllocationHandle h0, h1;
+	struct ibv_pd *pd;
+	pthread_t t;
+	int rounds = 0;
+	time_t end;
+
+	setup();
+	pd = v.alloc_pd(v.open());
+	m.gran = 2 * MiB;
+	m.prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	m.prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	CU_OK(cuMemAddressReserve(&m.va, 2 * m.gran, 0, 0, 0));
+	CU_OK(cuMemCreate(&h0, m.gran, &m.prop, 0));
+	CU_OK(cuMemCreate(&h1, m.gran, &m.prop, 0));
+	CU_OK(cuMemMap(m.va, m.gran, 0, h0, 0));
+	CU_OK(cuMemMap(m.va + m.gran, m.gran, 0, h1, 0));
+	CU_OK(cuMemRelease(h1));
+	CHECK_EQ(pthread_create(&t, NULL, remap_thread, &m), 0);
+	end = time(NULL) + 2;
+	while (time(NULL) < end) {
+		uint64_t lo = m.va + m.gran - 8192;
+		struct ibv_mr *r = v.reg(pd, (void *)lo, 16384, LW | RW);
+
+		if (r) {
+			v.write(pd, r->rkey, lo + 100, "a", 1);
+			v.write(pd, r->rkey, lo + 12000, "b", 1);
+			CHECK_EQ(v.dereg(r), 0);
+		}
+		rounds++;
+	}
+	m.stop = 1;
+	pthread_join(t, NULL);
+	CHECK(!m.bad);
+	printf("  %d registrations across a remapped chunk\n", rounds);
+	CHECK_EQ(v.calls("stale_writes"), 0);
+	CHECK_EQ(v.stale(), 0);
+	CU_OK(cuMemUnmap(m.va, 2 * m.gran));
+	CU_OK(cuMemRelease(h0));
+	CU_OK(cuMemAddressFree(m.va, 2 * m.gran));
+	return 0;
+}
+
+/*
  * 6. A range whose end wraps past 2^64 is refused as the kernel refuses
  * it (EINVAL), never served from the cache as if inside an allocation.
  */
@@ -644,6 +721,7 @@ static const struct scenario scenarios[] = {
 	{ "wrap_aba", scenario_wrap_aba },
 	{ "pass_toctou", scenario_pass_toctou },
 	{ "wrap_churn", scenario_wrap_churn },
+	{ "vmm_churn", scenario_vmm_churn },
 	{ "wrap64", scenario_wrap64 },
 	{ "fork_free", scenario_fork_free },
 	{ "compat", scenario_compat },
@@ -693,6 +771,11 @@ TEST_TIMEOUT(pass_through_toctou_with_a_slow_nic, 120)
 TEST_TIMEOUT(wrapped_across_a_churned_neighbour, 120)
 {
 	each_backend("wrap_churn", NULL);
+}
+
+TEST_TIMEOUT(across_vmm_chunks_while_one_is_remapped, 120)
+{
+	each_backend("vmm_churn", NULL);
 }
 
 TEST(range_wrapping_past_2_64_refused)

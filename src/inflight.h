@@ -30,7 +30,11 @@
 
 /* Slot index, or -1 when all are taken for long (the caller refuses). */
 int gh_inflight_enter(uint64_t lo, uint64_t len);
-/* 1: the range was touched (or waiting took too long): retry; 0: not. */
+/*
+ * 0: not touched; 1: the range was touched: undo, retry; 2: a memory
+ * call of another thread did not end within a second: undo, give up
+ * (that thread may be waiting for this one).
+ */
 int gh_inflight_settle(int slot);
 void gh_inflight_leave(int slot);
 

@@ -230,13 +230,16 @@ static struct ibv_mr *vreg_wrapped(const struct vreq *q, uint64_t addr,
 		mr = call_real(q);
 		e = errno;
 		if (slot >= 0) {
-			int moved = gh_inflight_settle(slot) ||
-				    gh_deferred_pending();
+			int moved = gh_inflight_settle(slot);
 
 			gh_inflight_leave(slot);
+			if (!moved && gh_deferred_pending())
+				moved = 1;
 			if (moved && mr) {
 				gh_vreal_dereg_mr(mr);
 				err = -EAGAIN;
+				if (moved == 2)
+					break;
 				continue;
 			}
 		}
@@ -542,11 +545,14 @@ static int rereg_real(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 		rc = gh_vreal_rereg_mr(mr, flags, pd, addr, length, access);
 		e = errno;
 		if (slot >= 0) {
-			moved = gh_inflight_settle(slot) ||
-				gh_deferred_pending();
+			moved = gh_inflight_settle(slot);
 			gh_inflight_leave(slot);
+			if (!moved && gh_deferred_pending())
+				moved = 1;
+		} else {
+			moved = 2;	/* made unwatched: not to be trusted */
 		}
-		if (rc || !moved || ++tries >= GH_REG_TRIES || slot < 0)
+		if (rc || !moved || ++tries >= GH_REG_TRIES || moved == 2)
 			break;
 		/* the range changed under the call: make it again */
 	}

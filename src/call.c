@@ -51,15 +51,42 @@ int gh_enter(struct gh_call *c, unsigned int sym)
 		c->api = c->outer->api;
 	}
 	gh_tls.busy = 1;
+	/* a handler's hook after a window's calls queued, before they were
+	 * applied (they came first) */
+	if (GH_UNLIKELY(gh_deferred_pending()))
+		gh_deferred_drain();
 	gh_note_cuda_used();
 	gh_inflight_call_begin();	/* until its registry work is done */
 	return GH_HOOK;
 }
 
-/* The clock is read only for the event log (t, dur_ns). */
+/*
+ * Bring the guard down to `was`, applying first what calls in the
+ * guarded window queued (src/deferred.c), including what a signal
+ * queues between the last look and the guard coming down.
+ */
+static void guard_down(int was)
+{
+	for (;;) {
+		if (GH_UNLIKELY(gh_deferred_pending())) {
+			gh_tls.busy = 1;
+			gh_deferred_drain();
+		}
+		gh_tls.busy = was;
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		if (GH_LIKELY(was || !gh_deferred_pending()))
+			return;
+	}
+}
+
+/*
+ * The clock is read only for the event log (t, dur_ns).  What the
+ * guarded window queued is applied before the real call: a queued free's
+ * address may come back from this very call.
+ */
 void gh_real_begin(struct gh_call *c)
 {
-	gh_tls.busy = 0;
+	guard_down(0);
 	c->t0 = gh_evlog_clock();
 	errno = c->saved_errno;
 }
@@ -80,7 +107,7 @@ void gh_leave(struct gh_call *c)
 	if (GH_UNLIKELY(gh_deferred_pending()))
 		gh_deferred_drain();
 	gh_inflight_call_end();
-	gh_tls.busy = 0;
+	guard_down(0);
 	errno = c->saved_errno;
 }
 
@@ -90,6 +117,8 @@ int gh_guard_enter(void)
 	int was = gh_tls.busy;
 
 	gh_tls.busy = 1;
+	if (!was && GH_UNLIKELY(gh_deferred_pending()))
+		gh_deferred_drain();
 	/* verbs programs hear about configuration problems too */
 	if (!was)
 		gh_note_cuda_used();
@@ -98,11 +127,8 @@ int gh_guard_enter(void)
 
 void gh_guard_leave(int was)
 {
-	if (!was && GH_UNLIKELY(gh_deferred_pending())) {
-		int saved = errno;
+	int saved = errno;
 
-		gh_deferred_drain();
-		errno = saved;
-	}
-	gh_tls.busy = was;
+	guard_down(was);
+	errno = saved;
 }

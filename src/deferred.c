@@ -14,7 +14,10 @@
  * Pushes can nest (a signal handler interrupting a push pushes too) and a
  * signal can push while the drain runs; both sides move the count with a
  * compare-and-swap, and a drain never runs inside a push (a push happens
- * only while the guard is up, a drain only as it comes down).
+ * only while the guard is up, a drain only as it comes down, or before a
+ * hook's own real call: a queued free must be applied before that call
+ * can get its address back).  Effects are applied in the order the calls
+ * were made (free X, allocate X again: in that order).
  */
 #include <errno.h>
 #include <string.h>
@@ -22,7 +25,7 @@
 #include "internal.h"
 #include "hookrt.h"
 
-#define GH_DEFER_MAX 32
+#define GH_DEFER_MAX 128
 
 enum { OP_ALLOC = 1, OP_FREE, OP_FREE_RANGE, OP_UNTRUSTED };
 
@@ -31,8 +34,14 @@ struct deferred {
 	uint64_t ptr, size, pool, handle;
 };
 
+/*
+ * A ring: pushes move tail, the drain moves head, both counting up (the
+ * slot is the count modulo the size).  Slots are free again as soon as
+ * they were applied, so a storm of signals only overflows it when more
+ * than GH_DEFER_MAX calls wait at once.
+ */
 struct dqueue {
-	unsigned int n;
+	unsigned int head, tail;
 	unsigned int lost;
 	struct deferred q[GH_DEFER_MAX];
 };
@@ -41,37 +50,27 @@ static __thread struct dqueue dq __attribute__((tls_model("initial-exec")));
 
 static void push(const struct deferred *d)
 {
-	unsigned int n = __atomic_load_n(&dq.n, __ATOMIC_RELAXED);
+	unsigned int t = __atomic_load_n(&dq.tail, __ATOMIC_RELAXED);
 
 	do {
-		if (n >= GH_DEFER_MAX) {
+		if (t - __atomic_load_n(&dq.head, __ATOMIC_RELAXED) >=
+		    GH_DEFER_MAX) {
 			__atomic_store_n(&dq.lost, 1, __ATOMIC_RELAXED);
 			return;
 		}
-	} while (!__atomic_compare_exchange_n(&dq.n, &n, n + 1, 0,
+	} while (!__atomic_compare_exchange_n(&dq.tail, &t, t + 1, 0,
 					      __ATOMIC_RELAXED,
 					      __ATOMIC_RELAXED));
-	dq.q[n] = *d;
+	/* a handler interrupting here pushes behind, and returns before
+	 * this slot is read: the drain never runs inside a push */
+	dq.q[t % GH_DEFER_MAX] = *d;
 	__atomic_signal_fence(__ATOMIC_RELEASE);
-}
-
-static int pop(struct deferred *d)
-{
-	unsigned int n = __atomic_load_n(&dq.n, __ATOMIC_RELAXED);
-
-	do {
-		if (!n)
-			return 0;
-		*d = dq.q[n - 1];
-	} while (!__atomic_compare_exchange_n(&dq.n, &n, n - 1, 0,
-					      __ATOMIC_RELAXED,
-					      __ATOMIC_RELAXED));
-	return 1;
 }
 
 int gh_deferred_pending(void)
 {
-	return __atomic_load_n(&dq.n, __ATOMIC_RELAXED) ||
+	return __atomic_load_n(&dq.tail, __ATOMIC_RELAXED) !=
+	       __atomic_load_n(&dq.head, __ATOMIC_RELAXED) ||
 	       __atomic_load_n(&dq.lost, __ATOMIC_RELAXED);
 }
 
@@ -154,13 +153,24 @@ static void apply(const struct deferred *d)
 	}
 }
 
-/* Called with the guard still up: calls made while applying queue too. */
+/*
+ * Called with the guard still up: calls made while applying queue too
+ * (behind the ones being applied), and are applied in this drain: oldest
+ * first.
+ */
 void gh_deferred_drain(void)
 {
-	struct deferred d;
+	unsigned int h;
 
-	while (pop(&d))
+	while ((h = __atomic_load_n(&dq.head, __ATOMIC_RELAXED)) !=
+	       __atomic_load_n(&dq.tail, __ATOMIC_RELAXED)) {
+		struct deferred d;
+
+		__atomic_signal_fence(__ATOMIC_ACQUIRE);
+		d = dq.q[h % GH_DEFER_MAX];
+		__atomic_store_n(&dq.head, h + 1, __ATOMIC_RELAXED);
 		apply(&d);
+	}
 	if (__atomic_exchange_n(&dq.lost, 0, __ATOMIC_RELAXED))
 		gh_mark_untrusted("gdrhook",
 				  "too many memory calls in gdrhook's guarded window: some were lost");

@@ -114,11 +114,10 @@ static void install(void)
 
 /*
  * Signals at random points of this thread's allocations and frees: many
- * of them land in gdrhook's bookkeeping or in the double.  Run by hand
- * (--scenario random) until gdrhook applies the effect of calls made in
- * its guarded window in time (see the commit that added this): today the
- * outer call's own real call can reuse an address a queued free released
- * before that free is applied, and the registry goes untrusted.
+ * of them land in gdrhook's bookkeeping or in the double.  What a handler
+ * does in gdrhook's guarded window is queued and must be applied in
+ * order, before the interrupted call's own real call (which may get a
+ * queued free's address back) and before a later handler's hook.
  */
 static int scenario_random(void)
 {
@@ -176,6 +175,14 @@ TEST_TIMEOUT(handler_runs_while_the_double_holds_its_lock, 120)
 	CHECK_EQ(handler_errors, 0);
 	gone[0] = p;
 	check_consistent(gone, 1);
+}
+
+/* A storm: each signal sent as soon as the previous one was handled. */
+TEST_TIMEOUT(signals_at_random_points_registry_stays_exact, 300)
+{
+	const char *env[] = { NULL };
+
+	CHECK_EQ(run_scenario("random", env), 0);
 }
 
 SCENARIO_MAIN(scenarios)

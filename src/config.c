@@ -15,6 +15,7 @@ struct gh_config gh_cfg;
 
 enum gh_opt_type {
 	GH_OPT_BOOL,
+	GH_OPT_BOOL_ALL,	/* a boolean, or "all" (stored as 2) */
 	GH_OPT_STR,
 	GH_OPT_LEVEL,
 	GH_OPT_SIZE,		/* bytes or a count */
@@ -49,8 +50,8 @@ static const struct gh_opt gh_opts[] = {
 	GH_OPT_WORDS("LOG_MODE", "drop", log_mode,
 		     "What a hook does when its event log buffer is full: `drop` counts the event as dropped and goes on; `block` waits for the writer, never losing an event (a hook may then wait on the disk).",
 		     "drop", "block"),
-	GH_OPT("STATS", "0", GH_OPT_BOOL, stats,
-	       "`1` prints the counters to stderr at exit."),
+	GH_OPT("STATS", "0", GH_OPT_BOOL_ALL, stats,
+	       "`1` prints the counters to stderr at exit, in processes that used CUDA or verbs; `all` in every process."),
 	GH_OPT("VALIDATE", "0", GH_OPT_BOOL, validate,
 	       "`1` is audit mode: every event and lookup is cross-checked against the driver (`cuMemGetAddressRange`, buffer ID) and the live set is swept at exit; disagreements become `audit` events and a counter."),
 	GH_OPT("LIBCUDA", "libcuda.so.1", GH_OPT_STR, libcuda,
@@ -178,6 +179,12 @@ static int apply(const struct gh_opt *o, const char *val)
 	switch (o->type) {
 	case GH_OPT_BOOL:
 		return parse_bool(val, (int *)field);
+	case GH_OPT_BOOL_ALL:
+		if (!strcmp(val, "all")) {
+			*(int *)field = 2;
+			return 0;
+		}
+		return parse_bool(val, (int *)field);
 	case GH_OPT_LEVEL:
 		return parse_level(val, (int *)field);
 	case GH_OPT_SIZE:
@@ -255,8 +262,12 @@ static const char *accepted(const struct gh_opt *o, char *buf, size_t cap)
 	buf[0] = '\0';
 	switch (o->type) {
 	case GH_OPT_BOOL:
+	case GH_OPT_BOOL_ALL:
 		print_words(bool_yes, buf, cap);
 		print_words(bool_no, buf, cap);
+		if (o->type == GH_OPT_BOOL_ALL)
+			print_words((const char *const[]){ "all", NULL }, buf,
+				    cap);
 		break;
 	case GH_OPT_LEVEL:
 		print_words(level_names, buf, cap);
@@ -359,6 +370,8 @@ static int valid(const struct gh_opt *o, const char *s)
 	switch (o->type) {
 	case GH_OPT_BOOL:
 		return !parse_bool(s, &i);
+	case GH_OPT_BOOL_ALL:
+		return !strcmp(s, "all") || !parse_bool(s, &i);
 	case GH_OPT_LEVEL:
 		return !parse_level(s, &i);
 	case GH_OPT_SIZE:

@@ -211,9 +211,9 @@ void gh_alloc_post(struct gh_call *c, unsigned int kind, uint64_t ptr,
 		err = gh_registry_insert(&r, &gen);
 	}
 	if (err) {
-		gh_warn("%s: cannot register %p+%llu: error %d", c->api,
+		gh_warn("%s: cannot register %p+%llu: %s", c->api,
 			(void *)(uintptr_t)ptr, (unsigned long long)r.size,
-			-err);
+			gh_errtext(-err));
 		gh_mark_untrusted(c->api, "registry insert failed");
 		return;
 	}

@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -133,4 +134,15 @@ void gh_log_emit(int level, const char *fmt, ...)
 out:
 	gh_log_busy = 0;
 	errno = saved;
+}
+
+const char *gh_errtext(int err)
+{
+	static __thread char buf[24];
+	const char *t = err > 0 ? strerrordesc_np(err) : NULL;
+
+	if (t)
+		return t;
+	gh_str_printf(buf, sizeof(buf), "error %d", err);
+	return buf;
 }

@@ -57,6 +57,12 @@ int gh_write_nosig(int fd, const char *p, size_t n, int stall_ms,
 	} while (0)
 
 /* Warn only the first time this call site fires. */
+/*
+ * err (a positive errno) in words, for messages: strerror's text without
+ * the translation machinery (no malloc, no locale), or "error N".
+ */
+const char *gh_errtext(int err);
+
 #define gh_warn_once(...)					\
 	do {							\
 		static int gh_warned_;				\

@@ -205,7 +205,7 @@ static void drain(void)
 		pthread_mutex_lock(&gp.lock);
 		if (ioctl(gp.fd, GDRPIN_IOC_GET_REVOKED, &a)) {
 			pthread_mutex_unlock(&gp.lock);
-			gh_warn("gdrpin: GET_REVOKED failed: errno %d", errno);
+			gh_warn("gdrpin: GET_REVOKED failed: %s", gh_errtext(errno));
 			return;
 		}
 		n = a.count <= DRAIN_BATCH ? a.count : DRAIN_BATCH;
@@ -240,8 +240,8 @@ static void *helper(void *arg)
 		if (poll(&pf, 1, -1) < 0) {
 			if (errno == EINTR)
 				continue;
-			gh_warn("gdrpin: revocation helper: poll failed: errno %d",
-				errno);
+			gh_warn("gdrpin: revocation helper: poll failed: %s",
+				gh_errtext(errno));
 			return NULL;
 		}
 		if (gp.efd >= 0) {
@@ -281,8 +281,8 @@ static void helper_start(void)
 	rc = pthread_create(&t, NULL, helper, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc) {
-		gh_warn("gdrpin: no revocation helper thread (error %d): revocations are seen at the next registration only",
-			rc);
+		gh_warn("gdrpin: no revocation helper thread (%s): revocations are seen at the next registration only",
+			gh_errtext(rc));
 		return;
 	}
 	pthread_detach(t);
@@ -333,9 +333,9 @@ static int gdrpin_pin(struct gh_pin *p)
 		err = pin_dmabuf(p);
 		pthread_mutex_unlock(&gp.lock);
 		if (err)
-			gh_dbg("gdrpin: DMA-BUF pin of %#llx+%llu failed: error %d",
+			gh_dbg("gdrpin: DMA-BUF pin of %#llx+%llu failed: %s",
 			       (unsigned long long)p->base,
-			       (unsigned long long)p->size, -err);
+			       (unsigned long long)p->size, gh_errtext(-err));
 		return err == -ENOSPC || err == -ENOBUFS ? -ENOSPC : err;
 	}
 	memset(&a, 0, sizeof(a));
@@ -358,9 +358,9 @@ static int gdrpin_pin(struct gh_pin *p)
 	}
 	pthread_mutex_unlock(&gp.lock);
 	if (err) {
-		gh_dbg("gdrpin: pin of %#llx+%llu failed: error %d",
+		gh_dbg("gdrpin: pin of %#llx+%llu failed: %s",
 		       (unsigned long long)p->base,
-		       (unsigned long long)p->size, -err);
+		       (unsigned long long)p->size, gh_errtext(-err));
 		return err == -ENOSPC || err == -ENOBUFS ? -ENOSPC : err;
 	}
 	p->pin_base = a.pinned_va;
@@ -386,8 +386,8 @@ static void gdrpin_unpin(struct gh_pin *p)
 	pthread_mutex_lock(&gp.lock);
 	/* -ENOENT: revoked and already released by GET_REVOKED */
 	if (ioctl(gp.fd, GDRPIN_IOC_UNPIN, &a) && errno != ENOENT)
-		gh_warn("gdrpin: unpin of %#llx failed: errno %d",
-			(unsigned long long)p->cookie, errno);
+		gh_warn("gdrpin: unpin of %#llx failed: %s",
+			(unsigned long long)p->cookie, gh_errtext(errno));
 	if (s < gp.nslots && gp.tab_handle[s] == p->cookie)
 		__atomic_store_n(&gp.tab_handle[s], 0, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&gp.lock);

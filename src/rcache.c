@@ -838,8 +838,8 @@ static void ent_finish(struct rc_entry *e, int64_t refs, int revoke)
 		ev_reg(GH_EV_DEREG, e, r, err, t0);
 		CTR(deregs, 1);
 		if (err)
-			gh_warn("deregistration of mr %p failed: error %d",
-				(void *)e->mr, -err);
+			gh_warn("deregistration of mr %p failed: %s",
+				(void *)e->mr, gh_errtext(-err));
 		e->mr = NULL;
 	}
 	if (e->sib)

@@ -187,14 +187,14 @@ static void probe_nic(const struct gh_range *g, struct ibv_pd *pd)
 	}
 	__atomic_store_n(&n_nics, n_nics + 1, __ATOMIC_RELEASE);
 	if (!started && n_nics == 1 && gh_pin_peermem_loaded()) {
-		gh_warn("pin backend: auto chose dmabuf, but %s failed on the probe of NIC %s (error %d): using peermem (nvidia-peermem is loaded)",
-			what, name, -err);
+		gh_warn("pin backend: auto chose dmabuf, but %s failed on the probe of NIC %s (%s): using peermem (nvidia-peermem is loaded)",
+			what, name, gh_errtext(-err));
 		__atomic_store_n(&per_nic, 0, __ATOMIC_RELEASE);
 		cache_on(&gh_pin_peermem);
 		return;
 	}
-	gh_warn("pin backend: auto chose dmabuf, but %s failed on the probe of NIC %s (error %d): its registrations pass through uncached%s",
-		what, name, -err, started ? " (the cache runs on dmabuf for the others)" :
+	gh_warn("pin backend: auto chose dmabuf, but %s failed on the probe of NIC %s (%s): its registrations pass through uncached%s",
+		what, name, gh_errtext(-err), started ? " (the cache runs on dmabuf for the others)" :
 		gh_pin_peermem_loaded() ? "" : " (nvidia-peermem is not loaded)");
 }
 

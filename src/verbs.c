@@ -334,8 +334,9 @@ again:
 		if (err == -ESTALE && ++tries < GH_REG_TRIES)
 			goto again;
 		if (err != -ENOTSUP && err != -ENOSPC && err != -ESTALE)
-			gh_dbg("%s: cache registration of %p+%zu failed: error %d; registering uncached",
-			       gh_syms[q->fn].name, q->addr, q->len, -err);
+			gh_dbg("%s: cache registration of %p+%zu failed: %s; registering uncached",
+			       gh_syms[q->fn].name, q->addr, q->len,
+			       gh_errtext(-err));
 	}
 wrap:
 	if (!t0)

@@ -33,9 +33,19 @@ BENCH_CUDA_LIB	?= $(CUDA_HOME)/lib64
 BENCH_DRIVER_LIBS := -L$(BENCH_CUDA_LIB) -L$(BENCH_CUDA_LIB)/stubs \
 		     -Wl,--enable-new-dtags -Wl,-rpath,$(BENCH_CUDA_LIB) \
 		     -lcudart -lcuda -ldl -lpthread
+# The toolkit's libcudart is optional (README, Requirements): without it
+# make builds everything else and says what it left out.
+BENCH_HAVE_CUDART := $(if $(wildcard $(BENCH_CUDA_LIB)/libcudart.so),1,)
 
 .PHONY: bench-driver
+ifeq ($(BENCH_HAVE_CUDART),1)
 bench: $(BENCH_DRIVER)
+else
+bench: bench-no-cudart
+.PHONY: bench-no-cudart
+bench-no-cudart:
+	@echo "bench: $(BENCH_CUDA_LIB)/libcudart.so not found: bench_driver and bench_queries not built (they link the CUDA runtime)"
+endif
 bench-driver: $(BENCH_DRIVER)
 
 $(BENCH_DRIVER): tests/bench/bench_driver.c tests/bench/drvsym.h include/gdrhook.h \
@@ -63,7 +73,9 @@ $(BENCH_REGCACHE): tests/bench/bench_regcache.c $(BUILD)/fake/libcuda.so
 BENCH_QUERIES	:= $(BUILD)/tests/bench/bench_queries
 
 .PHONY: bench-queries
+ifeq ($(BENCH_HAVE_CUDART),1)
 bench: $(BENCH_QUERIES)
+endif
 bench-queries: $(BENCH_QUERIES)
 
 $(BENCH_QUERIES): tests/bench/bench_queries.c tests/bench/drvsym.h

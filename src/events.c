@@ -17,6 +17,7 @@
 #include "log.h"
 #include "rcache.h"
 #include "inflight.h"
+#include "stats.h"
 
 void gh_emit(const struct gh_evrec *r)
 {
@@ -177,6 +178,8 @@ void gh_alloc_post(struct gh_call *c, unsigned int kind, uint64_t ptr,
 	struct gh_evrec e;
 	uint64_t gen = 0;
 	int err;
+	GH_PH_T(t0);
+	GH_PH_T(t);
 
 	if (c->outer)
 		c->outer->nested_allocs++;
@@ -199,6 +202,7 @@ void gh_alloc_post(struct gh_call *c, unsigned int kind, uint64_t ptr,
 	fill_owner(&r, kind, vmm_handle);
 	if (gh_cfg.validate)
 		gh_drv_buffer_id(ptr, &r.buffer_id);
+	GH_PH_LAP(GH_PH_A_OWNER, t);
 	err = gh_registry_insert(&r, &gen);
 	if (err == -EEXIST) {
 		struct overlap o = { r.base, r.base + r.size };
@@ -217,18 +221,25 @@ void gh_alloc_post(struct gh_call *c, unsigned int kind, uint64_t ptr,
 		gh_mark_untrusted(c->api, "registry insert failed");
 		return;
 	}
+	GH_PH_LAP(GH_PH_A_INSERT, t);
 	r.gen = gen;
 	gh_inflight_note(r.base, r.size);
+	GH_PH_LAP(GH_PH_A_INFLIGHT, t);
 	GH_COUNT(allocs, 1);
 	note_live();
+	GH_PH_LAP(GH_PH_A_COUNT, t);
 	gh_subscribers_notify(GDRHOOK_EVENT_ALLOC, &r, c->api);
+	GH_PH_LAP(GH_PH_A_SUBS, t);
 	if (gh_cfg.validate)
 		gh_audit_alloc(&r, c->api);
+	GH_PH_T(tl);
 	if (rec_init(&e, c, GH_EV_ALLOC)) {
 		rec_mem(&e, c);
 		rec_range(&e, &r);
 		gh_emit(&e);
 	}
+	GH_PH_LAP(GH_PH_A_LOG, tl);
+	GH_PH_SPAN(GH_PH_ALLOC_POST, t0);
 }
 
 void gh_failed_post(struct gh_call *c, unsigned int ev)
@@ -246,6 +257,9 @@ void gh_failed_post(struct gh_call *c, unsigned int ev)
 
 void gh_free_pre(struct gh_call *c, uint64_t ptr)
 {
+	GH_PH_T(t0);
+	GH_PH_T(t);
+
 	c->arg = ptr;
 	if (!ptr ||
 	    (c->outer && c->outer->has_gone && c->outer->gone.base == ptr) ||
@@ -261,16 +275,23 @@ void gh_free_pre(struct gh_call *c, uint64_t ptr)
 			gh_audit_free(&cur, c->api);
 	}
 	if (!gh_registry_remove(ptr, &c->gone)) {
+		GH_PH_LAP(GH_PH_F_REMOVE, t);
 		c->has_gone = 1;
 		gh_inflight_note_free(c->gone.base, c->gone.size);
+		GH_PH_LAP(GH_PH_F_INFLIGHT, t);
 		gh_rcache_invalidate(&c->gone);	/* deregister and unpin first */
+		GH_PH_LAP(GH_PH_F_RCACHE, t);
 		gh_subscribers_notify(GDRHOOK_EVENT_FREE, &c->gone, c->api);
+		GH_PH_LAP(GH_PH_F_SUBS, t);
 	}
+	GH_PH_SPAN(GH_PH_FREE_PRE, t0);
 }
 
 void gh_free_post(struct gh_call *c)
 {
 	struct gh_evrec e;
+	GH_PH_T(t0);
+	GH_PH_T(t);
 
 	if (c->skip)
 		return;
@@ -284,6 +305,7 @@ void gh_free_post(struct gh_call *c)
 		}
 		gh_emit(&e);
 	}
+	GH_PH_LAP(GH_PH_F_LOG, t);
 	if (c->rc) {
 		GH_COUNT(failed_calls, 1);
 		if (c->has_gone) {
@@ -310,6 +332,8 @@ void gh_free_post(struct gh_call *c)
 	else
 		GH_COUNT(frees_untracked, 1);
 	note_live();
+	GH_PH_LAP(GH_PH_F_COUNT, t);
+	GH_PH_SPAN(GH_PH_FREE_POST, t0);
 }
 
 void gh_free_range_pre(struct gh_call *c, uint64_t ptr, uint64_t size)

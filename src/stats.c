@@ -16,8 +16,109 @@
 #include "log.h"
 #include "rcache.h"
 #include "stats_list.h"
+#include "stats.h"
 
 struct gh_counters gh_ctr;
+
+struct gh_stripe gh_stripes[GH_STRIPES];
+/* 1 + this thread's stripe; 0: not picked yet */
+__thread int gh_stripe_ix __attribute__((tls_model("initial-exec")));
+static unsigned int stripe_next;
+
+int gh_stripe_pick(void)
+{
+	unsigned int n = __atomic_fetch_add(&stripe_next, 1, __ATOMIC_RELAXED);
+
+	gh_stripe_ix = (int)(n % GH_STRIPES) + 1;
+	return gh_stripe_ix;
+}
+
+uint64_t gh_hot_sum(enum gh_hot_ctr c)
+{
+	uint64_t sum = 0;
+
+	for (int i = 0; i < GH_STRIPES; i++)
+		sum += __atomic_load_n(&gh_stripes[i].v[c], __ATOMIC_RELAXED);
+	return sum;
+}
+
+#ifdef GH_PHASES
+#define GH_PH_THREADS 1024
+static struct gh_ph_thread ph_threads[GH_PH_THREADS];
+static unsigned int ph_next;
+static uint64_t ph_tsc0, ph_ns0;
+__thread struct gh_ph_thread *gh_ph_me
+	__attribute__((tls_model("initial-exec")));
+
+struct gh_ph_thread *gh_ph_get(void)
+{
+	unsigned int n = __atomic_fetch_add(&ph_next, 1, __ATOMIC_RELAXED);
+	uint64_t zero = 0;
+
+	if (__atomic_compare_exchange_n(&ph_tsc0, &zero, __rdtsc(), 0,
+					__ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		ph_ns0 = gh_now_ns();
+	if (n >= GH_PH_THREADS)
+		return NULL;
+	gh_ph_me = &ph_threads[n];
+	return gh_ph_me;
+}
+
+static const char *const ph_names[GH_PH_N] = {
+	"alloc_post (all)", "  owner (ctx, dev)", "  registry insert",
+	"  inflight note", "  counters", "  subscribers", "  log",
+	"free_pre (all)", "  registry remove", "  inflight note_free",
+	"  rcache invalidate", "  subscribers", "free_post (all)", "  log",
+	"  counters",
+};
+
+/* Per phase: calls, cycles per call, ns per call (TSC calibrated against
+ * CLOCK_MONOTONIC since the first timed call). */
+static void ph_print(void)
+{
+	uint64_t cyc[GH_PH_N] = { 0 }, cnt[GH_PH_N] = { 0 };
+	unsigned int n = __atomic_load_n(&ph_next, __ATOMIC_RELAXED);
+	double ghz = 0;
+	char mem[128 * (GH_PH_N + 2)];
+	struct gh_buf b;
+
+	if (n > GH_PH_THREADS)
+		n = GH_PH_THREADS;
+	for (unsigned int i = 0; i < n; i++)
+		for (int p = 0; p < GH_PH_N; p++) {
+			cyc[p] += ph_threads[i].cyc[p];
+			cnt[p] += ph_threads[i].cnt[p];
+		}
+	if (ph_tsc0 && gh_now_ns() > ph_ns0)
+		ghz = (double)(__rdtsc() - ph_tsc0) /
+		      (double)(gh_now_ns() - ph_ns0);
+	gh_buf_init(&b, mem, sizeof(mem));
+	gh_buf_lit(&b, "gdrhook[");
+	gh_buf_i64(&b, getpid());
+	gh_buf_lit(&b, "]: phases (GH_PHASES build), threads ");
+	gh_buf_u64(&b, n);
+	gh_buf_lit(&b, ", TSC MHz ");
+	gh_buf_u64(&b, (uint64_t)(ghz * 1000));
+	gh_buf_putc(&b, '\n');
+	for (int p = 0; p < GH_PH_N; p++) {
+		size_t l = strlen(ph_names[p]);
+
+		gh_buf_lit(&b, "  PH ");
+		gh_buf_puts(&b, ph_names[p]);
+		while (l++ < 22)
+			gh_buf_putc(&b, ' ');
+		gh_buf_lit(&b, " calls ");
+		gh_buf_u64(&b, cnt[p]);
+		gh_buf_lit(&b, " cyc/call ");
+		gh_buf_u64(&b, cnt[p] ? cyc[p] / cnt[p] : 0);
+		gh_buf_lit(&b, " ns/call ");
+		gh_buf_u64(&b, cnt[p] && ghz > 0 ?
+			   (uint64_t)((double)cyc[p] / (double)cnt[p] / ghz) : 0);
+		gh_buf_putc(&b, '\n');
+	}
+	gh_write_nosig(STDERR_FILENO, mem, b.len, 1000, NULL);
+}
+#endif
 
 void gh_stats_note_live(void)
 {
@@ -66,6 +167,8 @@ GH_EXPORT int gdrhook_get_stats(struct gdrhook_stats *st)
 	for (size_t i = 0; i < sizeof(ctr) / sizeof(uint64_t); i++)
 		((uint64_t *)&ctr)[i] = __atomic_load_n(
 			&((uint64_t *)&gh_ctr)[i], __ATOMIC_RELAXED);
+	ctr.allocs += gh_hot_sum(GH_HC_ALLOCS);
+	ctr.frees += gh_hot_sum(GH_HC_FREES);
 	if (gh_state == GH_STATE_ACTIVE) {
 		live = gh_registry_count();
 		live_bytes = gh_registry_bytes();
@@ -114,4 +217,7 @@ void gh_stats_print(void)
 	GH_STATS_LIST(X)
 #undef X
 	gh_write_nosig(STDERR_FILENO, mem, b.len, 1000, NULL);
+#ifdef GH_PHASES
+	ph_print();
+#endif
 }

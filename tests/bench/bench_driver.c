@@ -14,6 +14,11 @@
  *                           the shim and libcuda's own entry points
  *                           (churn.inproc); with
  *                           GH_BENCH_CHURN_THREADS=T, T threads at once
+ *   bench_driver rchurn     GH_BENCH_RCHURN_THREADS (16) threads at once,
+ *                           each GH_BENCH_RCHURN_N (1000) pairs of a
+ *                           random size, 1 B .. 8 MiB uniform, through
+ *                           cuMemAlloc+cuMemFree or cudaMalloc+cudaFree
+ *                           (a coin per pair); pairs/s of all threads
  *   bench_driver tagcheck [L1,L2,...]
  *                           with L live 4 KiB cuMemAlloc allocations: the
  *                           driver's tag check (cuPointerGetAttribute
@@ -32,6 +37,8 @@
  *   GH_BENCH_SECS=0.5        tagcheck: seconds per multi-thread run
  *   GH_BENCH_QUICK=1         tagcheck: 1/8 of the latency samples
  *   GH_BENCH_CHURN_THREADS=1 churn: threads churning at once
+ *   GH_BENCH_RCHURN_THREADS=16, GH_BENCH_RCHURN_N=1000,
+ *   GH_BENCH_RCHURN_WARMUP=50  rchurn: threads, timed and untimed pairs
  *
  * Every figure is one line "R <key> <value>" on stdout (the runner parses
  * these); other lines start with '#'.
@@ -531,6 +538,108 @@ static int mode_churn_mt(long threads, long n, long warm, long live)
 	return 0;
 }
 
+/*
+ * rchurn: the issue's program.  T threads with the primary context
+ * current wait on a barrier, then each runs n pairs whose size is drawn
+ * uniformly from 1 B .. 8 MiB and whose API (driver or runtime) is a
+ * coin toss, from its own seeded generator (the same sequence in every
+ * run).  Reported: wall time from the first start to the last end,
+ * pairs/s, and the p50/p99 of every pair.
+ */
+struct rchurn {
+	pthread_barrier_t *bar;
+	long n, warm;
+	uint64_t seed;
+	double *tp;
+	uint64_t t_start, t_end;
+};
+
+static uint64_t xs(uint64_t *s)
+{
+	uint64_t x = *s;
+
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return *s = x;
+}
+
+static void *rchurn_thread(void *arg)
+{
+	struct rchurn *m = arg;
+	uint64_t s = m->seed;
+
+	CK(cuCtxSetCurrent(ctx));
+	for (long i = -m->warm; i < m->n; i++) {
+		uint64_t r = xs(&s);
+		size_t size = (size_t)(r % (8 * MiB)) + 1;
+		uint64_t t0;
+
+		if (i == 0) {
+			pthread_barrier_wait(m->bar);	/* warm-up done */
+			m->t_start = now_ns();
+		}
+		t0 = now_ns();
+		if (r >> 63) {
+			CUdeviceptr p;
+
+			CK(cuMemAlloc(&p, size));
+			CK(cuMemFree(p));
+		} else {
+			void *p;
+
+			CKRT(cudaMalloc(&p, size));
+			CKRT(cudaFree(p));
+		}
+		if (i >= 0)
+			m->tp[i] = (double)(now_ns() - t0);
+	}
+	m->t_end = now_ns();
+	return NULL;
+}
+
+static int mode_rchurn(void)
+{
+	long threads = env_long("GH_BENCH_RCHURN_THREADS", 16);
+	long n = env_long("GH_BENCH_RCHURN_N", 1000);
+	long warm = env_long("GH_BENCH_RCHURN_WARMUP", 50);
+	pthread_t th[MAX_THREADS];
+	struct rchurn m[MAX_THREADS];
+	pthread_barrier_t bar;
+	double *all;
+	uint64_t t0 = 0, t1 = 0;
+
+	if (threads < 1 || threads > MAX_THREADS || n < 1 || warm < 1)
+		return 2;
+	all = calloc((size_t)(threads * n), sizeof(*all));
+	setup(1);
+	if (!all || pthread_barrier_init(&bar, NULL, (unsigned)threads))
+		return 1;
+	for (long t = 0; t < threads; t++) {
+		m[t] = (struct rchurn){ .bar = &bar, .n = n, .warm = warm,
+			.seed = 0x9e3779b97f4a7c15ull * (uint64_t)(t + 1),
+			.tp = all + t * n };
+		if (pthread_create(&th[t], NULL, rchurn_thread, &m[t]))
+			return 1;
+	}
+	for (long t = 0; t < threads; t++) {
+		pthread_join(th[t], NULL);
+		if (!t || m[t].t_start < t0)
+			t0 = m[t].t_start;
+		if (m[t].t_end > t1)
+			t1 = m[t].t_end;
+	}
+	printf("R rchurn.n %ld\nR rchurn.threads %ld\n", n, threads);
+	printf("R rchurn.wall_s %.4f\nR rchurn.pairs_per_s %.0f\n",
+	       (double)(t1 - t0) / 1e9,
+	       (double)(threads * n) / ((double)(t1 - t0) / 1e9));
+	summarize("rchurn.pair", all, (size_t)(threads * n));
+	report_gh_stats("gh");
+	free(all);
+	pthread_barrier_destroy(&bar);
+	return 0;
+}
+
 /* ---- tagcheck ---- */
 
 struct calls_out {
@@ -879,7 +988,7 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc < 2) {
 		fprintf(stderr,
-			"usage: %s info | alloc | churn | tagcheck [L1,L2,...]\n",
+			"usage: %s info | alloc | churn | rchurn | tagcheck [L1,L2,...]\n",
 			argv[0]);
 		return 2;
 	}
@@ -889,6 +998,8 @@ int main(int argc, char **argv)
 		rc = mode_alloc();
 	else if (!strcmp(argv[1], "churn"))
 		rc = mode_churn();
+	else if (!strcmp(argv[1], "rchurn"))
+		rc = mode_rchurn();
 	else if (!strcmp(argv[1], "tagcheck"))
 		rc = mode_tagcheck(argc, argv);
 	else {

@@ -88,6 +88,19 @@ void fc_lock(void)
 	}
 }
 
+void fc_hold(void)
+{
+	struct timespec t0, t;
+
+	if (!fc.hold_ns)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	while ((t.tv_sec - t0.tv_sec) * 1000000000L + t.tv_nsec - t0.tv_nsec <
+	       fc.hold_ns);
+}
+
 void fc_unlock(void)
 {
 	pthread_mutex_unlock(&fc.lock);
@@ -321,6 +334,10 @@ __attribute__((constructor)) static void fc_ctor(void)
 	const char *e = getenv("FAKECUDA_LOG");
 
 	fc.log = e && *e && strcmp(e, "0");
+	e = getenv("FAKECUDA_ALLOC_HOLD_NS");
+	fc.hold_ns = e && *e ? strtol(e, NULL, 10) : 0;
+	if (fc.hold_ns < 0 || fc.hold_ns > 1000000000L)
+		fc.hold_ns = 0;
 	pthread_atfork(fc_atfork_prepare, fc_atfork_parent, fc_atfork_child);
 }
 

@@ -199,6 +199,10 @@ struct fc_state {
 	int initialized;
 	int ndev;
 	int log;
+	/* FAKECUDA_ALLOC_HOLD_NS: ns the driver's lock is held in each
+	 * allocation and free (a busy wait), as the real driver serializes
+	 * them; 0: off */
+	long hold_ns;
 	int ipc_same_process;
 	int errno_set;
 	int errno_val;
@@ -228,6 +232,8 @@ extern FC_HIDDEN struct fc_state fc;
  * says why).
  */
 void fc_lock(void);
+/* The serialization model: busy-wait fc.hold_ns with fc.lock held. */
+void fc_hold(void);
 void fc_unlock(void);
 
 /* fakecuda_core.c */

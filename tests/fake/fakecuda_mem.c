@@ -48,6 +48,7 @@ static CUresult mem_alloc(CUdeviceptr *dptr, size_t size, enum fc_kind kind)
 	a->span = span;
 	a->small = small;
 	*dptr = va;
+	fc_hold();
 	fc_log("alloc %zu -> %#lx id %llu", size, (unsigned long)va,
 	       a->buffer_id);
 out:
@@ -111,6 +112,7 @@ CUresult fc_mem_free(CUdeviceptr dptr, int async)
 	}
 	fc_log("free %#lx id %llu", (unsigned long)dptr, a->buffer_id);
 	fc_release_alloc(a);
+	fc_hold();
 out:
 	fc_unlock();
 	return rc;

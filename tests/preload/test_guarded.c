@@ -14,7 +14,7 @@
 #pragma GCC diagnostic ignored "-Wunused-function"
 #include "preload_util.h"
 
-#define NFREE 40
+#define NFREE 140	/* more than the guarded window queues (128) */
 
 static CUdeviceptr victims[NFREE];
 static int nvictims;

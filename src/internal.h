@@ -34,6 +34,7 @@ struct gh_config {
 	uint64_t cache_max_size;	/* GDRHOOK_CACHE_MAX_SIZE (src/rcache.c) */
 	uint64_t cache_max_count;	/* GDRHOOK_CACHE_MAX_COUNT */
 	const char *remote_exposure;	/* GDRHOOK_REMOTE_EXPOSURE (rcache) */
+	int windows;			/* GDRHOOK_WINDOWS (src/mwin.c) */
 	const char *buffer_id;		/* GDRHOOK_BUFFER_ID (src/ptrattr.c) */
 	const char *pointer_queries;	/* GDRHOOK_POINTER_QUERIES (ptrattr.c) */
 	const char *log_mode;		/* GDRHOOK_LOG_MODE: "drop", "block" */

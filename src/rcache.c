@@ -79,6 +79,7 @@
 #include "rcache.h"
 #include "vreal.h"
 #include "rcache_span.h"
+#include "mwin.h"
 #include "log.h"
 #include "evlog.h"
 
@@ -101,9 +102,14 @@
  * E_EXACT: exactly the range asked (key gen, pd, access, addr, len),
  *   shared by identical requests, deregistered with its last holder;
  * E_WRAP: a registration the program made itself; one per allocation
- *   it touches, linked in a ring (sib) around one real MR.
+ *   it touches, linked in a ring (sib) around one real MR;
+ * E_WIN: exact exposure over a memory window (src/mwin.c): one per
+ *   program MR, the window bound to exactly its range and remote access,
+ *   on a cached allocation-wide parent (E_CACHED, LOCAL_WRITE | MW_BIND,
+ *   no remote rights) it holds a reference on; invalidated with its
+ *   last holder, or by the free before the parent is deregistered.
  */
-enum { E_FREE = 0, E_CACHED, E_RETIRED, E_WRAP, E_EXACT };
+enum { E_FREE = 0, E_CACHED, E_RETIRED, E_WRAP, E_EXACT, E_WIN };
 
 /* A hit reads the first cache line only. */
 struct rc_entry {
@@ -134,6 +140,8 @@ struct rc_entry {
 	uint32_t onfree;	/* on the free list (lock) */
 	uint32_t upos;		/* its place in rc.used (lock) */
 	uint32_t home;		/* its bucket (lock) */
+	uint32_t parent;	/* E_WIN: its parent entry + 1 (lock) */
+	struct gh_mw *win;	/* E_WIN: its window (lock) */
 } __attribute__((aligned(128)));
 
 /* The cache's state of one live GPU allocation ("ga"): its pin, its entries. */
@@ -360,9 +368,12 @@ int gh_rcache_access_ok(unsigned int access)
 	return !(access & ~(GH_RC_ACCESS_PERM | GH_RC_ACCESS_EXACT));
 }
 
+/* MW_BIND is a right too: a window's parent must carry it. */
+#define RC_ACCESS_RIGHTS	(GH_RC_ACCESS_PERM | IBV_ACCESS_MW_BIND)
+
 static int covers(unsigned int have, unsigned int want)
 {
-	return !(want & GH_RC_ACCESS_PERM & ~have) &&
+	return !(want & RC_ACCESS_RIGHTS & ~have) &&
 	       (have & GH_RC_ACCESS_EXACT) == (want & GH_RC_ACCESS_EXACT);
 }
 
@@ -486,7 +497,8 @@ static void ev_reg(unsigned int ev, const struct rc_entry *x,
 		   const struct rc_ga *r, int err, uint64_t t0)
 {
 	struct rc_logarg a = { .r = r, .gen = x->gen,
-			       .mr = (uint64_t)(uintptr_t)x->mr, .pd = x->pd,
+			       .mr = x->mr ? (uint64_t)(uintptr_t)x->mr :
+			       (uint64_t)(uintptr_t)x->win, .pd = x->pd,
 			       .access = x->access, .err = err,
 			       .addr = x->addr, .len = x->len };
 
@@ -728,6 +740,8 @@ static struct rc_entry *ent_new(struct rc_ga *r, uint32_t type,
 	ST(&e->len, len);
 	e->sib = 0;
 	e->adopted = 0;
+	e->parent = 0;
+	e->win = NULL;
 	e->mr = mr;
 	e->ctx = pd ? (uint64_t)(uintptr_t)pd->context : 0;
 	e->handle = mr->handle;
@@ -820,6 +834,47 @@ static void ring_finish(struct rc_entry *e, int revoke)
 	}
 }
 
+/* Drop a reference with the lock held (a window let its parent go). */
+static void put_ref_locked(struct rc_entry *e)
+{
+	uint64_t w = __atomic_sub_fetch(&e->word, 1, __ATOMIC_ACQ_REL);
+
+	if (w & W_REFS)
+		return;
+	if (w & W_DEAD) {
+		ent_reclaim(e);		/* revoked: we were the last holder */
+		return;
+	}
+	if (LD(&e->type) == E_CACHED && !LD(&rc.stopped))
+		return;		/* lazy, as put_ref */
+	if (ent_kill_idle(e, w >> W_VER_SHIFT)) {
+		struct rc_ga *r = ga_of(e);
+
+		ent_finish(e, 0, 0);
+		ga_free_if_unused(r);
+	}
+}
+
+/* An E_WIN entry goes: its window invalidated, its parent let go. */
+static void win_finish(struct rc_entry *e, struct rc_ga *r, uint64_t t0)
+{
+	if (e->win) {
+		if (LD(&rc.forked)) {
+			gh_mw_forget(e->win);	/* the parent process's */
+		} else {
+			gh_mw_invalidate(e->win);
+			ev_reg(GH_EV_DEREG, e, r, 0, t0);
+		}
+		e->win = NULL;
+	}
+	if (e->parent) {
+		struct rc_entry *par = &rc.ent[e->parent - 1];
+
+		e->parent = 0;
+		put_ref_locked(par);
+	}
+}
+
 static void ent_finish(struct rc_entry *e, int64_t refs, int revoke)
 {
 	uint32_t type = LD(&e->type);
@@ -831,6 +886,8 @@ static void ent_finish(struct rc_entry *e, int64_t refs, int revoke)
 		hash_unlink(e);
 	if (type == E_CACHED || type == E_RETIRED || type == E_EXACT)
 		__atomic_sub_fetch(&rc.n_entries, 1, __ATOMIC_RELAXED);
+	if (type == E_WIN)
+		win_finish(e, r, t0);
 	if (e->mr && LD(&rc.forked)) {
 		e->mr = NULL;	/* the parent's too: forgotten, never deregistered */
 	} else if (e->mr) {
@@ -959,6 +1016,21 @@ static int ga_get(const struct gh_range *g, struct rc_ga **r_p)
 /* Deregister everything made on r (revoking held ones), then drop r. */
 static void ga_kill_all(struct rc_ga *r, int before_free)
 {
+	/* windows first: a parent with a bound window cannot go */
+	for (uint32_t i = r->ents; i;) {
+		struct rc_entry *e = &rc.ent[i - 1];
+		int64_t refs;
+
+		i = e->rnext;
+		if (LD(&e->type) != E_WIN)
+			continue;
+		refs = ent_kill(e);
+		if (refs < 0) {
+			ga_unlink_ent(e);
+			continue;
+		}
+		ent_finish(e, refs, before_free);
+	}
 	while (r->ents) {
 		struct rc_entry *e = &rc.ent[r->ents - 1];
 		int64_t refs = ent_kill(e);
@@ -1244,6 +1316,109 @@ void gh_rcache_prefetch(const struct ibv_pd *pd, uint64_t addr, uint64_t len,
 	__builtin_prefetch((const char *)home + 64);	/* its bucket head */
 }
 
+/*
+ * Exact exposure over a window (lock held): the allocation's parent
+ * registration in pd (LOCAL_WRITE | MW_BIND, no remote rights; cached,
+ * made if needed, with the miss path's rules), then a window bound to
+ * exactly [addr, addr + len) with the remote access asked.  0 and *e_p
+ * (an E_WIN entry holding one reference for the alias), *hit_p: no NIC
+ * registration was made.  -EOPNOTSUPP (no windows here) or any other
+ * error: the caller registers exactly instead.
+ */
+static int reg_window(const struct gh_range *g, struct ibv_pd *pd,
+		      uint64_t addr, uint64_t len, unsigned int asked,
+		      struct rc_entry **e_p, int *hit_p)
+{
+	unsigned int pacc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND |
+			    (asked & GH_RC_ACCESS_EXACT);
+	uint64_t pdk = (uint64_t)(uintptr_t)pd, t0;
+	struct rc_entry *par, *old, *e;
+	struct ibv_mr *mr = NULL;
+	struct gh_mw *w;
+	struct rc_ga *r;
+	uint32_t rkey;
+	int err;
+
+	*hit_p = 1;
+	par = lookup_ref(g->base, g->gen, pdk, pacc, 0, 0);
+	if (!par) {
+		*hit_p = 0;
+		err = ga_get(g, &r);
+		if (err)
+			return err;
+		if (r->pinned && rc.ops->valid &&
+		    !rc.ops->valid(r->pin.cookie)) {
+			ga_drop(r);
+			CTR(pins_revoked, 1);
+			err = ga_get(g, &r);
+			if (err)
+				return err;
+		}
+		r->busy = 1;
+		old = hash_find_cur(g->base, g->gen, pdk, pacc);
+		if (old)
+			pacc |= old->access & RC_ACCESS_RIGHTS;
+		err = make_room(r);
+		if (!err && !r->pinned)
+			err = do_pin(r);
+		if (!err) {
+			struct rc_entry tmp = { .gen = g->gen, .pd = pdk,
+						.access = pacc };
+
+			t0 = gh_evlog_clock();
+			err = do_reg(r, pd, g->base, g->size, pacc, &mr);
+			tmp.mr = mr;
+			ev_reg(GH_EV_REG, &tmp, r, err, t0);
+		}
+		if (!err) {
+			CTR(regs, 1);
+			par = ent_new(r, E_CACHED, pd, pacc, mr, 0, 0);
+			if (!par) {
+				rc.ops->dereg(mr);
+				CTR(deregs, 1);
+				err = -ENOSPC;
+			}
+		}
+		if (!err) {
+			__atomic_add_fetch(&rc.n_entries, 1, __ATOMIC_RELAXED);
+			if (old) {
+				hash_unlink(old);
+				ST(&old->type, E_RETIRED);
+				CTR(upgrades, 1);
+				if (ent_kill_idle(old, 0))
+					ent_finish(old, 0, 0);
+			}
+			hash_insert(par);
+		}
+		r->busy = 0;
+		if (err) {
+			ga_free_if_unused(r);
+			return err;
+		}
+	}
+	r = ga_of(par);
+	t0 = gh_evlog_clock();
+	err = gh_mw_bind(pd, par->mr, addr, len, asked & GH_RC_ACCESS_REMOTE,
+			 &w, &rkey);
+	if (err) {
+		put_ref_locked(par);
+		return err;
+	}
+	e = ent_new(r, E_WIN, pd, asked, par->mr, addr, len);
+	if (!e) {
+		gh_mw_invalidate(w);
+		put_ref_locked(par);
+		return -ENOSPC;
+	}
+	e->mr = NULL;		/* the parent's: deregistered with it */
+	e->rkey = rkey;
+	e->win = w;
+	e->parent = ent_idx(par);
+	ev_reg(GH_EV_REG, e, r, 0, t0);
+	*e_p = e;
+	return 0;
+}
+
 int gh_rcache_reg(const struct gh_range *g, struct ibv_pd *pd, uint64_t addr,
 		  uint64_t len, unsigned int access, struct ibv_mr **mr_p,
 		  int *hit_p)
@@ -1254,7 +1429,7 @@ int gh_rcache_reg(const struct gh_range *g, struct ibv_pd *pd, uint64_t addr,
 	struct rc_ga *r;
 	unsigned int asked = access;
 	uint64_t ka, kl;	/* E_EXACT key, or 0, 0 */
-	int err, hit = 1, ex;
+	int err, hit = 1, ex, win;
 
 	if (!LD_ACQ(&rc.ready) || LD(&rc.stopped) || !pd)
 		return -ENOTSUP;
@@ -1276,6 +1451,7 @@ int gh_rcache_reg(const struct gh_range *g, struct ibv_pd *pd, uint64_t addr,
 			goto found;
 	}
 
+	win = ex && gh_mw_supported(pd, NULL);
 	pthread_mutex_lock(&rc.lock);
 	if (!ex) {
 		e = lookup_ref(g->base, g->gen, pdk, access, ka, kl);
@@ -1283,6 +1459,20 @@ int gh_rcache_reg(const struct gh_range *g, struct ibv_pd *pd, uint64_t addr,
 			pthread_mutex_unlock(&rc.lock);
 			goto found;
 		}
+	}
+	if (win) {
+		err = reg_window(g, pd, addr, len, access, &e, &hit);
+		if (!err) {
+			pthread_mutex_unlock(&rc.lock);
+			if (!hit)
+				CTR(misses, 1);
+			goto found;
+		}
+		if (err == -ESTALE) {
+			pthread_mutex_unlock(&rc.lock);
+			return err;
+		}
+		/* no window: a NIC registration of exactly the range */
 	}
 	hit = 0;
 	CTR(misses, 1);
@@ -1745,6 +1935,24 @@ int gh_rcache_revoke(uint64_t gen, uint64_t cookie)
 	return done;
 }
 
+/* Does pd have live windows (the program's MRs over them)? */
+static int rc_pd_has_windows(uint64_t pd)
+{
+	int n = 0;
+
+	if (!LD_ACQ(&rc.ready))
+		return 0;
+	pthread_mutex_lock(&rc.lock);
+	for (uint32_t i = 0; i < rc.n_used && !n; i++) {
+		struct rc_entry *e = &rc.ent[rc.used[i]];
+
+		n = LD(&e->type) == E_WIN && e->pd == pd &&
+		    !(LD(&e->word) & W_DEAD);
+	}
+	pthread_mutex_unlock(&rc.lock);
+	return n;
+}
+
 static void drop_matching(uint64_t pd, uint64_t ctx, int held_too)
 {
 	int was;
@@ -1756,7 +1964,9 @@ static void drop_matching(uint64_t pd, uint64_t ctx, int held_too)
 	/*
 	 * Backwards over the dense list: what a reclaim moves into an
 	 * earlier place was visited already (seen twice: harmless).
+	 * Windows in a first pass: a parent with a bound window cannot go.
 	 */
+	for (int pass = 0; pass < 2; pass++)
 	for (uint32_t i = rc.n_used; i-- > 0;) {
 		struct rc_entry *e;
 		uint32_t type;
@@ -1770,6 +1980,8 @@ static void drop_matching(uint64_t pd, uint64_t ctx, int held_too)
 		e = &rc.ent[rc.used[i]];
 		type = LD(&e->type);
 		if (type == E_FREE || (LD(&e->word) & W_DEAD))
+			continue;
+		if ((type == E_WIN) != !pass)
 			continue;
 		if ((pd && e->pd != pd) || (ctx && e->ctx != ctx))
 			continue;
@@ -1796,12 +2008,18 @@ void gh_rcache_drop_pd(struct ibv_pd *pd)
 {
 	if (pd)
 		drop_matching((uint64_t)(uintptr_t)pd, 0, 0);
+	/* our queue pair and idle windows must not make it fail; windows
+	 * still bound mean MRs the program holds: it fails natively too */
+	if (pd && !rc_pd_has_windows((uint64_t)(uintptr_t)pd))
+		gh_mw_drop_pd(pd);
 }
 
 void gh_rcache_drop_context(struct ibv_context *ctx)
 {
-	if (ctx)
-		drop_matching(0, (uint64_t)(uintptr_t)ctx, 1);
+	if (!ctx)
+		return;
+	drop_matching(0, (uint64_t)(uintptr_t)ctx, 1);
+	gh_mw_drop_context(ctx);
 }
 
 void gh_rcache_purge(int stop)

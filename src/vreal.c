@@ -5,6 +5,7 @@
  * its libibverbs handle returned (resolve.c).  A missing entry point
  * fails with ENOSYS, as a NIC call that cannot be made.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <infiniband/verbs.h>
 
@@ -128,4 +129,27 @@ int gh_vreal_have(const char *name)
 
 	return f >= 0 && gh_syms[f].family == GH_FAM_VERBS &&
 	       gh_real_get((unsigned int)f) != NULL;
+}
+
+/*
+ * A libibverbs function gdrhook does not hook (queue pairs, CQs, device
+ * queries, for the memory windows of src/mwin.c): from the library that
+ * provides the hooked ones, at rdma-core's version, else its default.
+ */
+void *gh_vreal_sym(const char *name, const char *version)
+{
+	void *known = gh_real_get(GH_SYM_ibv_dereg_mr), *h, *p = NULL;
+	Dl_info info;
+
+	if (!known || !dladdr(known, &info) || !info.dli_fname)
+		return NULL;
+	h = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+	if (!h)
+		return NULL;
+	if (version)
+		p = gh_real_dlvsym(h, name, version);
+	if (!p)
+		p = gh_real_dlsym(h, name);
+	dlclose(h);
+	return p;
 }

@@ -34,5 +34,7 @@ int gh_vreal_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 int gh_vreal_dealloc_pd(struct ibv_pd *pd);
 int gh_vreal_close_device(struct ibv_context *ctx);
 int gh_vreal_have(const char *name);	/* 1 if libibverbs has it */
+/* An entry point gdrhook does not hook, or NULL. */
+void *gh_vreal_sym(const char *name, const char *version);
 
 #endif

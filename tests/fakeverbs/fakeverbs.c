@@ -51,30 +51,14 @@
 
 #include "fakecuda.h"
 #include "fakeverbs.h"
+#include "fakeverbs_internal.h"
 
 #undef ibv_reg_mr
 #undef ibv_reg_mr_iova
 
-/* Default visibility; the version script keeps only the ibv_* names and
- * the fakeverbs_* test hooks (the fv_* bodies carry versioned names). */
-#define FV_API __attribute__((visibility("default")))
-#define FV_MAX 4096
-
-#define FV_PINS 8
-
-struct fv_mr {
-	struct ibv_mr mr;
-	int live;
-	int compat;
-	unsigned int access;
-	uint64_t iova;		/* what a peer names */
-	uint64_t mem;		/* what the NIC reaches: the pinned memory */
-	void *map;		/* dmabuf: the NIC's view of the pages */
-	size_t map_len, map_delta;
-	/* the GPU allocations it pinned, as they were at registration */
-	int npins;
-	struct { uint64_t base, size; unsigned long long id; } pin[FV_PINS];
-};
+/* Default visibility (FV_API, fakeverbs_internal.h); the version script
+ * keeps only the ibv_* names and the fakeverbs_* test hooks (the fv_*
+ * bodies carry versioned names). */
 
 /* rdma-core's compat MR: a wrapper holding the default version's MR. */
 struct fv_mr_1_0 {
@@ -85,20 +69,34 @@ struct fv_mr_1_0 {
 static struct fv_mr *mrs[FV_MAX];
 static int nmrs;
 static uint32_t next_key = 0x100;
-static pthread_mutex_t fv_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t fv_lock = PTHREAD_MUTEX_INITIALIZER;
 
-enum { C_REG_MR_1_0, C_REG_MR, C_REG_MR_IOVA, C_REG_MR_IOVA2, C_REG_DMABUF,
-       C_DEREG_1_0, C_DEREG, C_REREG, C_STALE_WRITES, C_COUNT };
 static const char *const c_names[C_COUNT] = {
 	"ibv_reg_mr@IBVERBS_1.0", "ibv_reg_mr", "ibv_reg_mr_iova",
 	"ibv_reg_mr_iova2", "ibv_reg_dmabuf_mr", "ibv_dereg_mr@IBVERBS_1.0",
 	"ibv_dereg_mr", "ibv_rereg_mr", "stale_writes",
+	"stale_reads", "ibv_alloc_mw", "ibv_dealloc_mw", "ibv_bind_mw",
+	"bind_mw", "local_inv", "wr_errors", "ibv_create_qp",
+	"ibv_destroy_qp", "ibv_modify_qp", "ibv_create_cq", "ibv_destroy_cq",
+	"ibv_post_send", "ibv_post_recv", "ibv_poll_cq", "ibv_query_device",
+	"ibv_query_port", "mw_writes", "mw_reads", "cq_overruns",
 };
 static unsigned long calls[C_COUNT];
 
-static void count(int c)
+/* Counts a call; returns how many there were, this one included. */
+unsigned long fv_count(enum fv_counter c)
 {
-	__atomic_add_fetch(&calls[c], 1, __ATOMIC_RELAXED);
+	return __atomic_add_fetch(&calls[c], 1, __ATOMIC_RELAXED);
+}
+
+static void count(enum fv_counter c)
+{
+	fv_count(c);
+}
+
+int fv_debug(void)
+{
+	return getenv("FAKEVERBS_DEBUG") != NULL;
 }
 
 /* The CUDA double's live allocations (one snapshot buffer for every
@@ -185,7 +183,7 @@ static int is_stale(const struct fv_mr *m)
 
 /* A slow NIC: FAKEVERBS_PIN_DELAY_US before it pins the pages,
  * FAKEVERBS_REG_DELAY_US after (before the call returns). */
-static void nic_wait(const char *var)
+void fv_nic_wait(const char *var)
 {
 	const char *e = getenv(var);
 	long us = e ? atol(e) : 0;
@@ -196,11 +194,11 @@ static void nic_wait(const char *var)
 
 static void fv_pin_slowly(struct fv_mr *m, uint64_t mem, uint64_t len)
 {
-	nic_wait("FAKEVERBS_PIN_DELAY_US");
+	fv_nic_wait("FAKEVERBS_PIN_DELAY_US");
 	fv_pin(m, mem, len);
 	if (getenv("FAKEVERBS_DEBUG"))
 		fprintf(stderr, "fakeverbs: reg rkey %#x mem %#llx+%llu iova %#llx npins %d id0 %llu dmabuf %d\n", m->mr.rkey, (unsigned long long)mem, (unsigned long long)len, (unsigned long long)m->iova, m->npins, m->npins ? m->pin[0].id : 0, m->map != NULL);
-	nic_wait("FAKEVERBS_REG_DELAY_US");
+	fv_nic_wait("FAKEVERBS_REG_DELAY_US");
 }
 
 static struct fv_mr *fv_new(struct ibv_pd *pd, void *addr, size_t len,
@@ -238,13 +236,39 @@ static struct fv_mr *fv_new(struct ibv_pd *pd, void *addr, size_t len,
 	return m;
 }
 
+/* A live MR of this NIC (not an interposer's object), or NULL. */
+struct fv_mr *fv_find_mr_locked(const struct ibv_mr *mr)
+{
+	for (int i = 0; i < nmrs; i++)
+		if (&mrs[i]->mr == mr)
+			return mrs[i];
+	return NULL;
+}
+
+int fv_mr_busy_pd_locked(const struct ibv_pd *pd)
+{
+	for (int i = 0; i < nmrs; i++)
+		if (mrs[i]->mr.pd == pd)
+			return 1;
+	return 0;
+}
+
+/* Deregisters: EBUSY while a memory window is bound to the MR (the
+ * parent cannot go before its windows), EINVAL if not one of ours. */
 static int fv_destroy(struct fv_mr *m)
 {
-	if (getenv("FAKEVERBS_DEBUG"))
-		fprintf(stderr, "fakeverbs: dereg rkey %#x\n", m->mr.rkey);
 	pthread_mutex_lock(&fv_lock);
 	for (int i = 0; i < nmrs; i++) {
+		if (mrs[i] == m && m->nbound) {
+			pthread_mutex_unlock(&fv_lock);
+			if (fv_debug())
+				fprintf(stderr, "fakeverbs: dereg rkey %#x refused: %d windows bound\n",
+					m->mr.rkey, m->nbound);
+			return EBUSY;
+		}
 		if (mrs[i] == m) {
+			if (fv_debug())
+				fprintf(stderr, "fakeverbs: dereg rkey %#x\n", m->mr.rkey);
 			mrs[i] = mrs[--nmrs];
 			pthread_mutex_unlock(&fv_lock);
 			if (m->map)
@@ -389,14 +413,22 @@ static struct ibv_device fv_devs[2] = {
 	  .node_type = IBV_NODE_RNIC, .transport_type = IBV_TRANSPORT_IWARP },
 };
 
-/* FAKEVERBS_NO_DMABUF: 1 (every NIC) or one NIC's name. */
+const struct ibv_device *fv_device_of(const struct ibv_context *ctx)
+{
+	return ctx && ctx->device ? ctx->device : &fv_devs[0];
+}
+
+/* FAKEVERBS_NO_DMABUF, FAKEVERBS_NO_MW: 1 (every NIC) or one NIC's name. */
+int fv_env_nic(const char *var, const struct ibv_context *ctx)
+{
+	const char *e = getenv(var);
+
+	return e && (!strcmp(e, "1") || !strcmp(e, fv_device_of(ctx)->name));
+}
+
 static int no_dmabuf(const struct ibv_pd *pd)
 {
-	const char *e = getenv("FAKEVERBS_NO_DMABUF");
-	const struct ibv_device *d = pd && pd->context && pd->context->device ?
-				     pd->context->device : &fv_devs[0];
-
-	return e && (!strcmp(e, "1") || !strcmp(e, d->name));
+	return fv_env_nic("FAKEVERBS_NO_DMABUF", pd ? pd->context : NULL);
 }
 
 FV_API struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
@@ -471,6 +503,13 @@ FV_API int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 	struct fv_mr *m = (struct fv_mr *)mr;
 
 	count(C_REREG);
+	/* not while memory windows are bound to it */
+	pthread_mutex_lock(&fv_lock);
+	if (fv_find_mr_locked(mr) && m->nbound) {
+		pthread_mutex_unlock(&fv_lock);
+		return EBUSY;
+	}
+	pthread_mutex_unlock(&fv_lock);
 	if (flags & IBV_REREG_MR_CHANGE_PD)
 		m->mr.pd = pd;
 	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
@@ -499,20 +538,21 @@ FV_API struct ibv_pd *ibv_alloc_pd(struct ibv_context *context)
 
 FV_API int ibv_dealloc_pd(struct ibv_pd *pd)
 {
+	int busy;
+
+	/* like the kernel: not while MRs, memory windows or QPs use it */
 	pthread_mutex_lock(&fv_lock);
-	for (int i = 0; i < nmrs; i++) {
-		if (mrs[i]->mr.pd == pd) {
-			pthread_mutex_unlock(&fv_lock);
-			return EBUSY;
-		}
-	}
+	busy = fv_mr_busy_pd_locked(pd) || fv_pd_busy_locked(pd);
 	pthread_mutex_unlock(&fv_lock);
+	if (busy)
+		return EBUSY;
 	free(pd);
 	return 0;
 }
 
 FV_API int ibv_close_device(struct ibv_context *context)
 {
+	fv_ctx_destroy_windows(context);
 	for (;;) {
 		struct fv_mr *m = NULL;
 
@@ -525,7 +565,8 @@ FV_API int ibv_close_device(struct ibv_context *context)
 			break;
 		fv_destroy(m);
 	}
-	free(context);
+	fv_ctx_destroy_cqs(context);
+	fv_ctx_free(context);
 	return 0;
 }
 
@@ -556,27 +597,23 @@ FV_API const char *ibv_get_device_name(struct ibv_device *device)
 
 FV_API struct ibv_context *ibv_open_device(struct ibv_device *device)
 {
-	struct ibv_context *ctx = calloc(1, sizeof(*ctx));
-
-	if (ctx)
-		ctx->device = device;
-	return ctx;
+	return fv_ctx_new(device);
 }
 
 /* ------------------------------------------------------------ test hooks */
 
 FV_API struct ibv_context *fakeverbs_open(void)
 {
-	return calloc(1, sizeof(struct ibv_context));
+	return fv_ctx_new(&fv_devs[0]);
 }
 
 FV_API struct ibv_context *fakeverbs_open_nic(int n)
 {
-	struct ibv_context *ctx = calloc(1, sizeof(*ctx));
-
-	if (ctx && n >= 0 && n < 2)
-		ctx->device = &fv_devs[n];
-	return ctx;
+	if (n < 0 || n > 1) {
+		errno = ENODEV;
+		return NULL;
+	}
+	return fv_ctx_new(&fv_devs[n]);
 }
 
 FV_API unsigned long fakeverbs_calls(const char *name)
@@ -620,60 +657,100 @@ FV_API int fakeverbs_is_mr(const struct ibv_mr *mr)
 	return found;
 }
 
-/* An RDMA write from a peer: 0, -EPERM (PD), -EACCES, -ERANGE, -ENOENT,
- * -EFAULT (nothing mapped where it lands). */
-FV_API int fakeverbs_write(struct ibv_pd *pd, uint32_t rkey, uint64_t raddr,
-			   const void *src, size_t len)
+/*
+ * The NIC moves len bytes at offset at of MR m (a peer's write or read),
+ * rkey only for the debug line.  A write through a registration whose
+ * memory was freed is counted (stale_writes) and not done (the double
+ * may have unmapped freed memory; a real NIC would write whoever's pages
+ * are there now); a stale read likewise (stale_reads), returning zeros.
+ * Elsewhere through the process's own mapping, which may have none there
+ * (a range a real NIC would have refused to pin): -EFAULT, a NIC fault,
+ * not a crash.
+ */
+static int mr_move_locked(struct fv_mr *m, uint64_t at, void *buf, size_t len,
+			  int write, uint32_t rkey)
 {
+	int stale = stale_at(m, m->mem + at, len);
+	struct iovec l = { buf, len };
+	struct iovec r = { (void *)(uintptr_t)(m->mem + at), len };
+
+	if (stale) {
+		count(write ? C_STALE_WRITES : C_STALE_READS);
+		if (fv_debug())
+			for (int i = 0; i < m->npins; i++)
+				fprintf(stderr, "fakeverbs: stale %s through rkey %#x at mem %#llx+%zu: pinned %#llx+%llu id %llu, now id %llu\n",
+					write ? "write" : "read", rkey,
+					(unsigned long long)(m->mem + at), len,
+					(unsigned long long)m->pin[i].base,
+					(unsigned long long)m->pin[i].size,
+					m->pin[i].id, buffer_id_of(m->pin[i].base));
+	}
+	if (m->map) {
+		char *p = (char *)m->map + m->map_delta + at;
+
+		if (write)
+			memcpy(p, buf, len);
+		else
+			memcpy(buf, p, len);
+		return 0;
+	}
+	if (stale) {
+		if (!write)
+			memset(buf, 0, len);
+		return 0;
+	}
+	if ((write ? process_vm_writev(getpid(), &l, 1, &r, 1, 0) :
+		     process_vm_readv(getpid(), &l, 1, &r, 1, 0)) != (ssize_t)len)
+		return -EFAULT;
+	return 0;
+}
+
+/* A peer's RDMA access by rkey: an MR's, or a bound memory window's. */
+static int peer_access(struct ibv_pd *pd, uint32_t rkey, uint64_t raddr,
+		       void *buf, size_t len, int write)
+{
+	unsigned int need = write ? IBV_ACCESS_REMOTE_WRITE :
+				    IBV_ACCESS_REMOTE_READ;
 	struct fv_mr *m = NULL;
+	uint64_t at = 0;
 	int rc = 0;
 
 	pthread_mutex_lock(&fv_lock);
 	for (int i = 0; i < nmrs; i++)
 		if (mrs[i]->mr.rkey == rkey)
 			m = mrs[i];
-	if (!m)
-		rc = -ENOENT;
-	else if (m->mr.pd != pd)
+	if (!m) {
+		rc = fv_mw_resolve_locked(pd, rkey, raddr, len, need, &m, &at);
+		if (!rc)
+			count(write ? C_MW_WRITES : C_MW_READS);
+	} else if (m->mr.pd != pd) {
 		rc = -EPERM;
-	else if (!(m->access & IBV_ACCESS_REMOTE_WRITE))
+	} else if (!(m->access & need)) {
 		rc = -EACCES;
-	else if (raddr < m->iova || raddr - m->iova + len > m->mr.length)
+	} else if (raddr < m->iova || len > m->mr.length ||
+		   raddr - m->iova > m->mr.length - len) {
 		rc = -ERANGE;
-	if (!rc) {
-		/* iova names the memory; the NIC writes what it pinned */
-		uint64_t at = raddr - m->iova;
-
-		int stale = stale_at(m, m->mem + at, len);
-
-		if (stale) {
-			count(C_STALE_WRITES);
-			if (getenv("FAKEVERBS_DEBUG"))
-				for (int i = 0; i < m->npins; i++)
-					fprintf(stderr, "fakeverbs: stale write through rkey %#x at mem %#llx+%zu: pinned %#llx+%llu id %llu, now id %llu\n",
-						rkey, (unsigned long long)(m->mem + at), len,
-						(unsigned long long)m->pin[i].base,
-						(unsigned long long)m->pin[i].size,
-						m->pin[i].id, buffer_id_of(m->pin[i].base));
-		}
-		/*
-		 * Stale: counted, not written (the double may have unmapped
-		 * freed memory; a real NIC would write whoever's pages).
-		 * Elsewhere through the process's own mapping, which may
-		 * have none there (a range a real NIC would have refused to
-		 * pin): a NIC fault, not a crash.
-		 */
-		if (m->map) {
-			memcpy((char *)m->map + m->map_delta + at, src, len);
-		} else if (!stale) {
-			struct iovec l = { (void *)(uintptr_t)src, len };
-			struct iovec r = { (void *)(uintptr_t)(m->mem + at), len };
-
-			if (process_vm_writev(getpid(), &l, 1, &r, 1, 0) !=
-			    (ssize_t)len)
-				rc = -EFAULT;
-		}
+	} else {
+		/* iova names the memory; the NIC reaches what it pinned */
+		at = raddr - m->iova;
 	}
+	if (!rc)
+		rc = mr_move_locked(m, at, buf, len, write, rkey);
 	pthread_mutex_unlock(&fv_lock);
 	return rc;
+}
+
+/* An RDMA write from a peer: 0, -EPERM (PD), -EACCES, -ERANGE, -ENOENT,
+ * -EFAULT (nothing mapped where it lands). */
+FV_API int fakeverbs_write(struct ibv_pd *pd, uint32_t rkey, uint64_t raddr,
+			   const void *src, size_t len)
+{
+	return peer_access(pd, rkey, raddr, (void *)(uintptr_t)src, len, 1);
+}
+
+/* An RDMA read by a peer (IBV_ACCESS_REMOTE_READ), as fakeverbs_write. */
+FV_API int fakeverbs_read(struct ibv_pd *pd, uint32_t rkey, uint64_t raddr,
+			  void *dst, size_t len)
+{
+	return peer_access(pd, rkey, raddr, dst, len, 0);
 }

@@ -13,12 +13,15 @@ FAKEVERBS_LIB	:= $(FAKEVERBS_DIR)/libibverbs.so.1
 all: fakeverbs
 fakeverbs: $(FAKEVERBS_LIB)
 
-$(FAKEVERBS_DIR)/fakeverbs.o: tests/fakeverbs/fakeverbs.c tests/fakeverbs/fakeverbs.h tests/fake/fakecuda.h
+FAKEVERBS_OBJS	:= $(FAKEVERBS_DIR)/fakeverbs.o $(FAKEVERBS_DIR)/fakeverbs_qp.o
+
+$(FAKEVERBS_OBJS): $(FAKEVERBS_DIR)/%.o: tests/fakeverbs/%.c tests/fakeverbs/fakeverbs.h \
+		tests/fakeverbs/fakeverbs_internal.h tests/fake/fakecuda.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -fvisibility=hidden -Itests/fake -Itests/fakeverbs -c $< -o $@
 
-$(FAKEVERBS_LIB): $(FAKEVERBS_DIR)/fakeverbs.o tests/fakeverbs/libibverbs.map
-	$(CC) -shared -o $@ $(FAKEVERBS_DIR)/fakeverbs.o $(SANFLAGS) \
+$(FAKEVERBS_LIB): $(FAKEVERBS_OBJS) tests/fakeverbs/libibverbs.map
+	$(CC) -shared -o $@ $(FAKEVERBS_OBJS) $(SANFLAGS) \
 		-Wl,-soname,libibverbs.so.1 -Wl,-z,defs \
 		-Wl,--version-script=tests/fakeverbs/libibverbs.map $(LDLIBS)
 

@@ -1,7 +1,16 @@
 // SPDX-License-Identifier: MIT
 /*
- * Memory windows: type-2 windows bound and invalidated by work requests
- * on a queue pair gdrhook owns (see mwin.h).
+ * Memory windows: windows bound and unbound by work requests on a queue
+ * pair gdrhook owns (see mwin.h).
+ *
+ * Type 1, not type 2: a type-2 window is associated with the QP that
+ * bound it, and a remote access is honoured only when it arrives on that
+ * QP (IBTA o10-37.2.43; soft-RoCE's rxe_lookup_mw checks mw->qp != qp).
+ * A window bound on gdrhook's QP would refuse the program's traffic.  A
+ * type-1 window belongs to its PD: any QP of the PD reaches it.  It is
+ * bound with ibv_bind_mw (the provider posts the bind and moves the
+ * rkey's 8-bit tag on), and a bind of length 0 unbinds it (its rkey is
+ * refused from then on).
  *
  * One engine per PD: a CQ and an RC QP connected to itself (port: the
  * first active one), created at the PD's first bind, never seen by the
@@ -13,9 +22,9 @@
  * failed is destroyed instead (that, too, makes its rkey refused).
  *
  * Windows of a PD wait in a FIFO: the one idle longest is bound next, and
- * each bind moves its rkey's 8-bit tag on (ibv_inc_rkey), so a key comes
- * back only after 256 binds of the same window, each of which had to
- * wait for every other window of the pool to be used first.
+ * each bind and unbind moves its rkey's 8-bit tag on, so a key comes back
+ * only after 128 uses of the same window, each of which had to wait for
+ * every other window of the pool to be used first.
  *
  * All under mw.lock, taken inside the cache's lock.
  */
@@ -166,7 +175,7 @@ static void ctx_refuse(struct mw_ctx *c, const char *why)
 		dev_name(c->ctx), why);
 }
 
-/* Probe a device context once: type-2 windows, an active port. */
+/* Probe a device context once: type-1 windows, an active port. */
 static struct mw_ctx *probe(struct ibv_context *ctx)
 {
 	struct ibv_device_attr da;
@@ -193,10 +202,9 @@ static struct mw_ctx *probe(struct ibv_context *ctx)
 		ctx_refuse(c, why);
 		return c;
 	}
-	if (!(da.device_cap_flags & (IBV_DEVICE_MEM_WINDOW_TYPE_2A |
-				     IBV_DEVICE_MEM_WINDOW_TYPE_2B)) ||
+	if (!(da.device_cap_flags & IBV_DEVICE_MEM_WINDOW) ||
 	    da.max_mw <= 0) {
-		ctx_refuse(c, "no type-2 memory windows (ibv_query_device)");
+		ctx_refuse(c, "no type-1 memory windows (ibv_query_device)");
 		return c;
 	}
 	for (int p = 1; p <= da.phys_port_cnt && !c->port; p++) {
@@ -211,7 +219,7 @@ static struct mw_ctx *probe(struct ibv_context *ctx)
 		return c;
 	}
 	c->state = CTX_YES;
-	gh_info("memory windows: NIC %s: type-2 windows on port %u (exact remote exposure at cache speed)",
+	gh_info("memory windows: NIC %s: windows on port %u (exact remote exposure at cache speed)",
 		dev_name(ctx), c->port);
 	return c;
 }
@@ -347,30 +355,25 @@ static struct mw_eng *eng_get(struct ibv_pd *pd, struct mw_ctx *c)
 	return free_e;
 }
 
-/*
- * Post one signaled work request and wait for its completion (others,
- * flushed from before a rebuild, are skipped).  0, or -EIO (failed: the
- * QP is in error now), -ETIMEDOUT.
- */
-static int post_wait(struct mw_eng *e, struct ibv_send_wr *wr)
+/* Make the engine's QP usable again after a failed work request. */
+static int eng_ready(struct mw_eng *e)
 {
-	struct ibv_send_wr *bad = NULL;
-	uint64_t t0 = 0, id;
+	if (!e->broken && e->qp)
+		return 0;
+	eng_qp_down(e);
+	return eng_qp_up(e) ? -EIO : 0;
+}
+
+/*
+ * Wait for the completion of work request id (others, flushed from
+ * before a rebuild, are skipped).  0, or -EIO (failed: the QP is in
+ * error now), -ETIMEDOUT.
+ */
+static int wait_wr(struct mw_eng *e, uint64_t id)
+{
+	uint64_t t0 = 0;
 	struct ibv_wc wc;
 
-	if (e->broken || !e->qp) {
-		eng_qp_down(e);
-		if (eng_qp_up(e))
-			return -EIO;
-	}
-	id = ++e->wr_seq;
-	wr->wr_id = id;
-	wr->send_flags = IBV_SEND_SIGNALED;
-	wr->next = NULL;
-	if (ibv_post_send(e->qp, wr, &bad)) {
-		e->broken = 1;
-		return -EIO;
-	}
 	for (int spins = 0;; spins++) {
 		int n = ibv_poll_cq(e->cq, 1, &wc);
 
@@ -398,6 +401,33 @@ static int post_wait(struct mw_eng *e, struct ibv_send_wr *wr)
 	}
 }
 
+/*
+ * Bind w to [addr, addr + len) of mr (len 0, mr NULL: unbind) and wait
+ * for the NIC.  The provider moves the rkey's tag on (w->mw->rkey).
+ */
+static int bind_wait(struct mw_eng *e, struct gh_mw *w, struct ibv_mr *mr,
+		     uint64_t addr, uint64_t len, unsigned int access)
+{
+	struct ibv_mw_bind b;
+	int rc;
+
+	if (eng_ready(e))
+		return -EIO;
+	memset(&b, 0, sizeof(b));
+	b.wr_id = ++e->wr_seq;
+	b.send_flags = IBV_SEND_SIGNALED;
+	b.bind_info.mr = mr;
+	b.bind_info.addr = addr;
+	b.bind_info.length = len;
+	b.bind_info.mw_access_flags = access;
+	rc = ibv_bind_mw(e->qp, w->mw, &b);
+	if (rc) {
+		e->broken = 1;
+		return -(rc > 0 ? rc : EIO);
+	}
+	return wait_wr(e, b.wr_id);
+}
+
 /* ------------------------------------------------------------ windows */
 
 static uint32_t w_idx(const struct gh_mw *w)
@@ -407,7 +437,7 @@ static uint32_t w_idx(const struct gh_mw *w)
 
 static struct gh_mw *w_new(struct mw_eng *e)
 {
-	struct ibv_mw *m = ibv_alloc_mw(e->pd, IBV_MW_TYPE_2);
+	struct ibv_mw *m = ibv_alloc_mw(e->pd, IBV_MW_TYPE_1);
 	struct gh_mw *w;
 	uint32_t i;
 
@@ -473,7 +503,6 @@ int gh_mw_bind(struct ibv_pd *pd, struct ibv_mr *parent, uint64_t addr,
 	       uint64_t len, unsigned int access, struct gh_mw **w_p,
 	       uint32_t *rkey_p)
 {
-	struct ibv_send_wr wr;
 	struct mw_ctx *c;
 	struct mw_eng *e;
 	struct gh_mw *w;
@@ -506,16 +535,7 @@ int gh_mw_bind(struct ibv_pd *pd, struct ibv_mr *parent, uint64_t addr,
 		}
 		goto out;
 	}
-	key = ibv_inc_rkey(w->rkey);
-	memset(&wr, 0, sizeof(wr));
-	wr.opcode = IBV_WR_BIND_MW;
-	wr.bind_mw.mw = w->mw;
-	wr.bind_mw.rkey = key;
-	wr.bind_mw.bind_info.mr = parent;
-	wr.bind_mw.bind_info.addr = addr;
-	wr.bind_mw.bind_info.length = len;
-	wr.bind_mw.bind_info.mw_access_flags = access;
-	err = post_wait(e, &wr);
+	err = bind_wait(e, w, parent, addr, len, access);
 	if (err) {
 		/* its state unknown: never bound again */
 		w_destroy(w);
@@ -526,9 +546,9 @@ int gh_mw_bind(struct ibv_pd *pd, struct ibv_mr *parent, uint64_t addr,
 		}
 		goto out;
 	}
+	key = w->mw->rkey;
 	c->bound_once = 1;
 	w->rkey = key;
-	w->mw->rkey = key;
 	w->bound = 1;
 	mw.ctr.binds++;
 	*w_p = w;
@@ -540,8 +560,6 @@ out:
 
 void gh_mw_invalidate(struct gh_mw *w)
 {
-	struct ibv_send_wr wr;
-
 	if (!w)
 		return;
 	pthread_mutex_lock(&mw.lock);
@@ -550,10 +568,7 @@ void gh_mw_invalidate(struct gh_mw *w)
 			idle_put(w);
 		goto out;
 	}
-	memset(&wr, 0, sizeof(wr));
-	wr.opcode = IBV_WR_LOCAL_INV;
-	wr.invalidate_rkey = w->rkey;
-	if (post_wait(w->eng, &wr)) {
+	if (bind_wait(w->eng, w, NULL, 0, 0, 0)) {
 		/* destroying a window invalidates it too */
 		gh_warn_once("memory windows: an invalidation failed: the window was destroyed instead");
 		w_destroy(w);

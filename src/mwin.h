@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Memory windows (src/mwin.c): the NIC operations that give exact remote
- * exposure at cache speed.  A type-2 window is bound to a byte range of
- * a registration the cache keeps (with LOCAL_WRITE | MW_BIND, no remote
+ * exposure at cache speed.  A window (type 1: it belongs to the PD, so
+ * every QP of the program reaches it) is bound to a byte range of a
+ * registration the cache keeps (with LOCAL_WRITE | MW_BIND, no remote
  * rights) by a work request on a queue pair gdrhook owns, one per PD,
  * connected to itself; it gets its own rkey and exactly the remote access
- * asked, and is invalidated by another work request.  Windows are kept in
- * a pool per PD and rotated (the least recently used is bound next, with
- * ibv_inc_rkey), so an rkey comes back no sooner than natively.
+ * asked, and is unbound by another work request.  Windows are kept in a
+ * pool per PD and rotated (the least recently used is bound next, each
+ * bind moving the rkey's tag on), so an rkey comes back no sooner than
+ * natively.
  *
  * Called with the cache's lock held (the engine lock nests inside it);
  * the real libibverbs only (vreal.h).  All return 0 or -errno.
@@ -23,7 +25,7 @@ struct ibv_mr;
 struct gh_mw;
 
 /*
- * Can pd's NIC bind type-2 windows?  Probed once per device context
+ * Can pd's NIC bind (type-1) windows?  Probed once per device context
  * (ibv_query_device), and off for good once a bind of that NIC failed
  * in a way that is not the request's fault.  why (may be NULL): the
  * reason it cannot, in words.

@@ -65,6 +65,7 @@ struct mw_eng {
 	int broken;		/* rebuild the QP before the next request */
 	uint64_t wr_seq;
 	uint32_t head, tail;	/* idle windows, oldest first */
+	uint32_t n_idle;
 	uint8_t port;
 };
 
@@ -483,14 +484,22 @@ static void idle_put(struct gh_mw *w)
 	else
 		e->head = w_idx(w);
 	e->tail = w_idx(w);
+	e->n_idle++;
 }
 
-static struct gh_mw *idle_take(struct mw_eng *e)
+/*
+ * The window idle longest, but never the last idle one while a new one
+ * can be made: with two or more in turn, a window's rkey (its tag moves
+ * on at each bind and each unbind: 128 uses) comes back only after 256
+ * registrations, as an MR's key at one index does natively.
+ */
+static struct gh_mw *idle_take(struct mw_eng *e, int last_ok)
 {
 	struct gh_mw *w;
 
-	if (!e->head)
+	if (!e->head || (e->n_idle < 2 && !last_ok))
 		return NULL;
+	e->n_idle--;
 	w = &mw.w[e->head - 1];
 	e->head = w->next;
 	if (!e->head)
@@ -520,9 +529,11 @@ int gh_mw_bind(struct ibv_pd *pd, struct ibv_mr *parent, uint64_t addr,
 		err = c->state == CTX_YES ? -ENOSPC : -EOPNOTSUPP;
 		goto out;
 	}
-	w = idle_take(e);
+	w = idle_take(e, 0);
 	if (!w)
 		w = w_new(e);
+	if (!w)
+		w = idle_take(e, 1);
 	if (!w) {
 		err = -(errno ? errno : ENOMEM);
 		if (!c->bound_once) {

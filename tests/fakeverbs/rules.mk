@@ -31,3 +31,16 @@ $(BUILD)/tests/preload/test_verbs $(BUILD)/tests/preload/test_races: \
 	@mkdir -p $(dir $@)
 	$(CC) $(PRELOAD_CFLAGS) -Itests/fake -Itests/fakeverbs -o $@ $< $(PRELOAD_LIBS) \
 		-Wl,--enable-new-dtags -Wl,-rpath,'$$ORIGIN/../../fakeverbs'
+
+# The double's own test: queue pairs, CQs and memory windows, linked
+# against it like an application linked against rdma-core (no preload).
+FAKEVERBS_SELFTEST := $(FAKEVERBS_DIR)/selftest
+
+.PHONY: fakeverbs-selftest
+all: $(FAKEVERBS_SELFTEST)
+fakeverbs-selftest: $(FAKEVERBS_SELFTEST)
+
+$(FAKEVERBS_SELFTEST): tests/fakeverbs/selftest.c tests/harness.h \
+		tests/fakeverbs/fakeverbs.h $(FAKEVERBS_LIB)
+	$(CC) $(ALL_CFLAGS) -Itests -Itests/fakeverbs -o $@ $< $(FAKEVERBS_LIB) \
+		$(SANFLAGS) -Wl,-rpath,'$$ORIGIN' -ldl -lpthread

@@ -151,7 +151,7 @@ doc: $(LIB)
 # gdrhook-info, the Debian packages and every shell block of README.md
 # (tests/*/run).
 test-suite: all $(UNIT_BINS) $(PRELOAD_BINS) $(BUILD)/fake/selftest
-	tests/run $(UNIT_BINS) $(BUILD)/fake/selftest
+	tests/run $(UNIT_BINS) $(BUILD)/fake/selftest $(BUILD)/fakeverbs/selftest
 	env $(PRELOAD_ENV) tests/run $(PRELOAD_BINS)
 
 test-default:

@@ -225,8 +225,7 @@ void gh_alloc_post(struct gh_call *c, unsigned int kind, uint64_t ptr,
 	r.gen = gen;
 	gh_inflight_note(r.base, r.size);
 	GH_PH_LAP(GH_PH_A_INFLIGHT, t);
-	GH_COUNT(allocs, 1);
-	note_live();
+	gh_hot_count(GH_HC_ALLOCS);	/* this thread's line; peak: the registry */
 	GH_PH_LAP(GH_PH_A_COUNT, t);
 	gh_subscribers_notify(GDRHOOK_EVENT_ALLOC, &r, c->api);
 	GH_PH_LAP(GH_PH_A_SUBS, t);
@@ -328,10 +327,9 @@ void gh_free_post(struct gh_call *c)
 		return;
 	}
 	if (c->has_gone)
-		GH_COUNT(frees, 1);
+		gh_hot_count(GH_HC_FREES);
 	else
 		GH_COUNT(frees_untracked, 1);
-	note_live();
 	GH_PH_LAP(GH_PH_F_COUNT, t);
 	GH_PH_SPAN(GH_PH_FREE_POST, t0);
 }

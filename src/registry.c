@@ -100,6 +100,7 @@
 #include <sys/mman.h>
 
 #include "registry.h"
+#include "stats.h"
 
 #define GH_REG_LIKELY(x)	__builtin_expect(!!(x), 1)
 #define GH_REG_UNLIKELY(x)	__builtin_expect(!!(x), 0)
@@ -277,6 +278,7 @@ static uint32_t gh_rtab_node_nfree[GH_REG_NODE_MAX_CLS + 1];
 static uint64_t gh_rtab_gen_next = 1;
 static uint64_t gh_rtab_count;
 static uint64_t gh_rtab_bytes;
+static uint64_t gh_rtab_peak;	/* most bytes at once, for the counters */
 
 /* ------------------------------------------------------------------ */
 /* Reader side                                                         */
@@ -1665,6 +1667,8 @@ static int gh_rtab_insert_locked(const struct gh_range *r, uint64_t *gen_p)
 	gh_rtab_publish(e, true);
 	GH_ST(&gh_rtab_count, gh_rtab_count + 1);
 	GH_ST(&gh_rtab_bytes, gh_rtab_bytes + r->size);
+	if (gh_rtab_bytes > gh_rtab_peak)
+		GH_ST(&gh_rtab_peak, gh_rtab_bytes);
 	if (gen_p)
 		*gen_p = gh_rtab_gen_next;
 	gh_rtab_gen_next++;
@@ -1842,6 +1846,11 @@ uint64_t gh_registry_count(void)
 uint64_t gh_registry_bytes(void)
 {
 	return GH_LD(&gh_rtab_bytes);
+}
+
+uint64_t gh_registry_peak_bytes(void)
+{
+	return GH_LD(&gh_rtab_peak);
 }
 
 void gh_registry_atfork_prepare(void)

@@ -76,18 +76,24 @@ static const char *const ph_names[GH_PH_N] = {
  * CLOCK_MONOTONIC since the first timed call). */
 static void ph_print(void)
 {
-	uint64_t cyc[GH_PH_N] = { 0 }, cnt[GH_PH_N] = { 0 };
+	uint64_t cyc[GH_PH_N] = { 0 }, cnt[GH_PH_N] = { 0 }, mx[GH_PH_N] = { 0 };
+	uint64_t hist[GH_PH_N][32];
 	unsigned int n = __atomic_load_n(&ph_next, __ATOMIC_RELAXED);
 	double ghz = 0;
-	char mem[128 * (GH_PH_N + 2)];
+	char mem[200 * (GH_PH_N + 2)];
 	struct gh_buf b;
 
 	if (n > GH_PH_THREADS)
 		n = GH_PH_THREADS;
+	memset(hist, 0, sizeof(hist));
 	for (unsigned int i = 0; i < n; i++)
 		for (int p = 0; p < GH_PH_N; p++) {
 			cyc[p] += ph_threads[i].cyc[p];
 			cnt[p] += ph_threads[i].cnt[p];
+			if (ph_threads[i].max[p] > mx[p])
+				mx[p] = ph_threads[i].max[p];
+			for (int k = 0; k < 32; k++)
+				hist[p][k] += ph_threads[i].hist[p][k];
 		}
 	if (ph_tsc0 && gh_now_ns() > ph_ns0)
 		ghz = (double)(__rdtsc() - ph_tsc0) /
@@ -114,6 +120,29 @@ static void ph_print(void)
 		gh_buf_lit(&b, " ns/call ");
 		gh_buf_u64(&b, cnt[p] && ghz > 0 ?
 			   (uint64_t)((double)cyc[p] / (double)cnt[p] / ghz) : 0);
+		/* without the one slowest call (a thread's first record maps
+		 * its ring, the process's first starts the log) */
+		gh_buf_lit(&b, " ns/call-max ");
+		gh_buf_u64(&b, cnt[p] > 1 && ghz > 0 ?
+			   (uint64_t)((double)(cyc[p] - mx[p]) /
+				      (double)(cnt[p] - 1) / ghz) : 0);
+		gh_buf_lit(&b, " max_us ");
+		gh_buf_u64(&b, ghz > 0 ? (uint64_t)((double)mx[p] / ghz / 1e3) : 0);
+		/* the median's power-of-two bucket */
+		{
+			uint64_t acc = 0;
+			int k = 0;
+
+			for (; k < 32 && cnt[p]; k++) {
+				acc += hist[p][k];
+				if (2 * acc >= cnt[p])
+					break;
+			}
+			gh_buf_lit(&b, " p50_cyc ");
+			gh_buf_u64(&b, cnt[p] ? 1ull << k : 0);
+			gh_buf_putc(&b, '-');
+			gh_buf_u64(&b, cnt[p] ? 2ull << k : 0);
+		}
 		gh_buf_putc(&b, '\n');
 	}
 	gh_write_nosig(STDERR_FILENO, mem, b.len, 1000, NULL);
@@ -168,6 +197,8 @@ GH_EXPORT int gdrhook_get_stats(struct gdrhook_stats *st)
 		((uint64_t *)&ctr)[i] = __atomic_load_n(
 			&((uint64_t *)&gh_ctr)[i], __ATOMIC_RELAXED);
 	ctr.allocs += gh_hot_sum(GH_HC_ALLOCS);
+	if (gh_registry_peak_bytes() > ctr.peak_live_bytes)
+		ctr.peak_live_bytes = gh_registry_peak_bytes();
 	ctr.frees += gh_hot_sum(GH_HC_FREES);
 	if (gh_state == GH_STATE_ACTIVE) {
 		live = gh_registry_count();

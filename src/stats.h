@@ -44,6 +44,9 @@ static inline void gh_hot_count(enum gh_hot_ctr c)
 }
 
 uint64_t gh_hot_sum(enum gh_hot_ctr c);
+/* Most bytes the registry held at once (kept by its insert, under its
+ * lock: no line of its own written per allocation). */
+uint64_t gh_registry_peak_bytes(void);
 
 #ifdef GH_PHASES
 #include <x86intrin.h>
@@ -68,8 +71,20 @@ enum gh_phase {
 };
 
 struct gh_ph_thread {
-	uint64_t cyc[GH_PH_N], cnt[GH_PH_N];
+	uint64_t cyc[GH_PH_N], cnt[GH_PH_N], max[GH_PH_N];
+	uint32_t hist[GH_PH_N][32];	/* by log2 of the cycles */
 } __attribute__((aligned(64)));
+
+static inline void gh_ph_add(struct gh_ph_thread *t, int p, uint64_t d)
+{
+	int b = 63 - __builtin_clzll(d | 1);
+
+	t->cyc[p] += d;
+	t->cnt[p]++;
+	if (d > t->max[p])
+		t->max[p] = d;
+	t->hist[p][b > 31 ? 31 : b]++;
+}
 
 extern __thread struct gh_ph_thread *gh_ph_me
 	__attribute__((tls_model("initial-exec")));
@@ -81,20 +96,16 @@ struct gh_ph_thread *gh_ph_get(void);
 		struct gh_ph_thread *t_ = gh_ph_me ? gh_ph_me :		\
 					  gh_ph_get();			\
 		uint64_t n_ = __rdtsc();				\
-		if (t_) {						\
-			t_->cyc[p] += n_ - (v);				\
-			t_->cnt[p]++;					\
-		}							\
+		if (t_)							\
+			gh_ph_add(t_, (p), n_ - (v));			\
 		(v) = n_;						\
 	} while (0)
 #define GH_PH_SPAN(p, v0)						\
 	do {								\
 		struct gh_ph_thread *t_ = gh_ph_me ? gh_ph_me :		\
 					  gh_ph_get();			\
-		if (t_) {						\
-			t_->cyc[p] += __rdtsc() - (v0);			\
-			t_->cnt[p]++;					\
-		}							\
+		if (t_)							\
+			gh_ph_add(t_, (p), __rdtsc() - (v0));		\
 	} while (0)
 #else
 #define GH_PH_T(v)		do { } while (0)

@@ -71,6 +71,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/resource.h>
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -201,6 +202,17 @@ static void setup(int with_rt)
 	printf("R gdrhook %d\n", have_gh);
 	if (have_gh)
 		printf("R gh.trusted %d\n", gh.trusted());
+}
+
+/* Page faults and context switches of the process so far. */
+static void report_rusage(const char *pfx)
+{
+	struct rusage ru;
+
+	if (getrusage(RUSAGE_SELF, &ru))
+		return;
+	printf("R %s.minflt %ld\nR %s.nvcsw %ld\nR %s.nivcsw %ld\n",
+	       pfx, ru.ru_minflt, pfx, ru.ru_nvcsw, pfx, ru.ru_nivcsw);
 }
 
 static void report_gh_stats(const char *pfx)
@@ -532,6 +544,7 @@ static int mode_churn_mt(long threads, long n, long warm, long live)
 	printf("R churn.mt.pairs_per_s %.0f\n",
 	       (double)(threads * n) / ((double)(t1 - t0) / 1e9));
 	summarize("churn.mt.pair", all, (size_t)(threads * n));
+	report_rusage("churn.mt");
 	report_gh_stats("gh");
 	free(all);
 	pthread_barrier_destroy(&bar);
@@ -634,6 +647,7 @@ static int mode_rchurn(void)
 	       (double)(t1 - t0) / 1e9,
 	       (double)(threads * n) / ((double)(t1 - t0) / 1e9));
 	summarize("rchurn.pair", all, (size_t)(threads * n));
+	report_rusage("rchurn");
 	report_gh_stats("gh");
 	free(all);
 	pthread_barrier_destroy(&bar);

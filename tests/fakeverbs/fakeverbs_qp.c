@@ -8,7 +8,7 @@
  *  - every context is an extended one (struct verbs_context, as
  *    rdma-core's providers make them) with a filled ops table, so the
  *    inline verbs of <infiniband/verbs.h> work: ibv_alloc_mw,
- *    ibv_dealloc_mw, ibv_bind_mw (type 1: EOPNOTSUPP), ibv_post_send,
+ *    ibv_dealloc_mw, ibv_bind_mw, ibv_post_send,
  *    ibv_post_recv, ibv_poll_cq, ibv_req_notify_cq, and ibv_query_port
  *    (through verbs_context.query_port; the exported one too);
  *  - CQs are rings polled in order; a full CQ drops the completion
@@ -23,6 +23,12 @@
  *    later WRs complete with IBV_WC_WR_FLUSH_ERR; the app-visible
  *    ibv_qp.state changes only through ibv_modify_qp/ibv_query_qp, as in
  *    rdma-core; other opcodes are not modelled (EOPNOTSUPP at post);
+ *  - type 1 windows: ibv_bind_mw posts a bind WR on the QP with the
+ *    rkey's tag moved on (mw->rkey updated once posted), may move a bound
+ *    window, and unbinds it with length 0; they cannot be bound by a WR
+ *    nor invalidated; reached by the PD's peers like type 2 (the QP a
+ *    remote access arrives on is not modelled: a type-2 window answers
+ *    every peer of its PD here, not only its QP's);
  *  - a type-2 window's rkey is (index << 8) | tag; a bind takes the new
  *    rkey from the WR (same index, any tag) and leaves ibv_mw.rkey as it
  *    is (mlx5 and rxe do not write it back for type 2): the application
@@ -569,17 +575,6 @@ static int fv_dealloc_mw(struct ibv_mw *mw)
 	return w ? 0 : EINVAL;
 }
 
-/* Type 1 windows (bound by ibv_bind_mw): not modelled. */
-static int fv_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw,
-		      struct ibv_mw_bind *mw_bind)
-{
-	(void)qp;
-	(void)mw;
-	(void)mw_bind;
-	fv_count(C_IBV_BIND_MW);
-	return EOPNOTSUPP;
-}
-
 static long env_long(const char *var)
 {
 	const char *e = getenv(var);
@@ -590,26 +585,31 @@ static long env_long(const char *var)
 /* An IBV_WR_BIND_MW on q: the NIC's checks (rxe_mw.c's, and the IB
  * spec's for type 2), in order. */
 static enum ibv_wc_status bind_locked(struct fv_qp *q,
-				      const struct ibv_send_wr *wr)
+				      const struct ibv_send_wr *wr, int verb)
 {
 	const struct ibv_mw_bind_info *b = &wr->bind_mw.bind_info;
 	unsigned long nth = fv_count(C_BIND_MW);
 	struct fv_mw *w = find_mw_locked(wr->bind_mw.mw);
 	struct fv_mr *m = fv_find_mr_locked(b->mr);
 	const char *why = NULL;
+	int unbind = 0;
 
 	if (env_long("FAKEVERBS_FAIL_BIND") == (long)nth)
 		why = "FAKEVERBS_FAIL_BIND";
 	else if (!w)
 		why = "no such window";
-	else if (w->mw.type != IBV_MW_TYPE_2)
-		why = "type 1 window bound by a WR";
+	else if (w->mw.type == IBV_MW_TYPE_1 && !verb)
+		why = "type 1 window bound by a WR (ibv_bind_mw binds it)";
+	else if (w->mw.type == IBV_MW_TYPE_2 && verb)
+		why = "type 2 window bound by ibv_bind_mw";
 	else if (w->mw.pd != q->qp.pd)
 		why = "window of another PD than the QP's";
-	else if (w->bound)
+	else if (w->mw.type == IBV_MW_TYPE_2 && w->bound)
 		why = "type 2 window already bound (invalidate first)";
 	else if (wr->bind_mw.rkey >> 8 != w->index)
 		why = "new rkey changes the window's index";
+	else if (w->mw.type == IBV_MW_TYPE_1 && !b->length)
+		unbind = 1;	/* type 1, length 0: unbound, rkey moved on */
 	else if (!m)
 		why = "no such MR";
 	else if (m->mr.pd != w->mw.pd)
@@ -629,10 +629,13 @@ static enum ibv_wc_status bind_locked(struct fv_qp *q,
 		fprintf(stderr, "fakeverbs: bind #%lu rkey %#x -> %#llx+%llu access %#x: %s\n",
 			nth, wr->bind_mw.rkey, (unsigned long long)b->addr,
 			(unsigned long long)b->length, b->mw_access_flags,
-			why ? why : "bound");
+			why ? why : unbind ? "unbound" : "bound");
 	if (why)
 		return IBV_WC_MW_BIND_ERR;
+	unbind_locked(w);	/* a type 1 window moves */
 	w->rkey = wr->bind_mw.rkey;
+	if (unbind)
+		return IBV_WC_SUCCESS;
 	w->bound = 1;
 	w->mr = m;
 	w->addr = b->addr;
@@ -698,8 +701,9 @@ static enum ibv_wc_opcode wc_opcode(enum ibv_wr_opcode op)
 	return op == IBV_WR_BIND_MW ? IBV_WC_BIND_MW : IBV_WC_LOCAL_INV;
 }
 
-/* The NIC runs one send WR: 0, or post_send's error for it. */
-static int post_one(struct fv_qp *q, const struct ibv_send_wr *wr)
+/* The NIC runs one send WR: 0, or post_send's error for it.  verb: a
+ * type 1 bind posted by ibv_bind_mw. */
+static int post_one(struct fv_qp *q, const struct ibv_send_wr *wr, int verb)
 {
 	int slow = wr->opcode == IBV_WR_BIND_MW ||
 		   wr->opcode == IBV_WR_LOCAL_INV;
@@ -735,7 +739,7 @@ static int post_one(struct fv_qp *q, const struct ibv_send_wr *wr)
 		cq_push_locked(q->scq, q, seq, wr->wr_id, IBV_WC_WR_FLUSH_ERR,
 			       wc_opcode(wr->opcode));
 	} else {
-		st = wr->opcode == IBV_WR_BIND_MW ? bind_locked(q, wr) :
+		st = wr->opcode == IBV_WR_BIND_MW ? bind_locked(q, wr, verb) :
 						    local_inv_locked(q, wr);
 		if (st != IBV_WC_SUCCESS) {
 			fv_count(C_WR_ERRORS);
@@ -756,7 +760,7 @@ static int fv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 {
 	fv_count(C_POST_SEND);
 	for (; wr; wr = wr->next) {
-		int rc = post_one((struct fv_qp *)qp, wr);
+		int rc = post_one((struct fv_qp *)qp, wr, 0);
 
 		if (rc) {
 			if (bad_wr)
@@ -765,6 +769,37 @@ static int fv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 		}
 	}
 	return 0;
+}
+
+/*
+ * ibv_bind_mw, a type 1 window (the inline checked the type and PDs): as
+ * rdma-core's providers, a bind WR on qp with the rkey's tag moved on,
+ * written to mw->rkey once posted; length 0 unbinds (the tag moves too);
+ * a bound window may be bound again elsewhere (it moves).  Zero-based
+ * type 1 windows: EINVAL, as rxe.
+ */
+static int fv_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw,
+		      struct ibv_mw_bind *mw_bind)
+{
+	const struct ibv_mw_bind_info *b = &mw_bind->bind_info;
+	struct ibv_send_wr wr;
+	int rc;
+
+	fv_count(C_IBV_BIND_MW);
+	if ((b->mw_access_flags & IBV_ACCESS_ZERO_BASED) ||
+	    (!b->mr && (b->addr || b->length)) || mw->type != IBV_MW_TYPE_1)
+		return EINVAL;
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = mw_bind->wr_id;
+	wr.opcode = IBV_WR_BIND_MW;
+	wr.send_flags = mw_bind->send_flags;
+	wr.bind_mw.mw = mw;
+	wr.bind_mw.rkey = ibv_inc_rkey(mw->rkey);
+	wr.bind_mw.bind_info = *b;
+	rc = post_one((struct fv_qp *)qp, &wr, 1);
+	if (!rc)
+		mw->rkey = wr.bind_mw.rkey;
+	return rc;
 }
 
 /* Receives: accepted (nothing is ever sent to them); flushed in error. */

@@ -432,13 +432,90 @@ TEST(bind_checks_and_error_state)
 	CHECK_EQ(fakeverbs_write(k.pd, ibv_inc_rkey(bound), at(0), "x", 1),
 		 -ENOENT);
 	CHECK_EQ(fakeverbs_calls("wr_errors"), 11);
-	/* type 1 through ibv_bind_mw: not modelled */
-	{
-		struct ibv_mw_bind b = { .wr_id = 1, .send_flags = 0,
-			.bind_info = { mr, at(0), 64, RW } };
+}
 
-		CHECK_EQ(ibv_bind_mw(k.qp, mw1, &b), EOPNOTSUPP);
-	}
+static int bind1(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mr *mr,
+		 uint64_t addr, uint64_t len, unsigned int access,
+		 uint64_t wr_id)
+{
+	struct ibv_mw_bind b;
+
+	memset(&b, 0, sizeof(b));
+	b.wr_id = wr_id;
+	b.send_flags = IBV_SEND_SIGNALED;
+	b.bind_info.mr = mr;
+	b.bind_info.addr = addr;
+	b.bind_info.length = len;
+	b.bind_info.mw_access_flags = access;
+	return ibv_bind_mw(qp, mw, &b);
+}
+
+/* Type 1 (the library's): ibv_bind_mw moves the tag on and the window
+ * with it; length 0 unbinds; never by a WR, never invalidated. */
+TEST(type1_bind_move_unbind)
+{
+	struct nic k = open_nic(0, 16, 0);
+	struct ibv_mr *mr = ibv_reg_mr(k.pd, buf, sizeof(buf), LW | BIND);
+	struct ibv_mr *nobind = ibv_reg_mr(k.pd, buf, 4096, LW);
+	struct ibv_mw *mw = ibv_alloc_mw(k.pd, IBV_MW_TYPE_1);
+	uint32_t r0, r1, r2;
+
+	CHECK(mr && mw && nobind);
+	CHECK_EQ(mw->type, IBV_MW_TYPE_1);
+	r0 = mw->rkey;
+	CHECK_EQ(bind1(k.qp, mw, mr, at(0), 64, RW, 1), 0);
+	r1 = mw->rkey;
+	CHECK_EQ(r1, ibv_inc_rkey(r0));
+	expect_wc(k.cq, 1, IBV_WC_SUCCESS, IBV_WC_BIND_MW);
+	CHECK_EQ(fakeverbs_write(k.pd, r1, at(8), "1", 1), 0);
+	CHECK_EQ(fakeverbs_write(k.pd, r0, at(8), "1", 1), -ENOENT);
+	CHECK_EQ(fakeverbs_write(k.pd, r1, at(64), "1", 1), -ERANGE);
+	CHECK_EQ(ibv_dereg_mr(mr), EBUSY);
+	/* bound again elsewhere: it moves, the old key dies */
+	CHECK_EQ(bind1(k.qp, mw, mr, at(4096), 128, RW | RR, 2), 0);
+	r2 = mw->rkey;
+	expect_wc(k.cq, 2, IBV_WC_SUCCESS, IBV_WC_BIND_MW);
+	CHECK_EQ(fakeverbs_write(k.pd, r1, at(8), "1", 1), -ENOENT);
+	CHECK_EQ(fakeverbs_write(k.pd, r2, at(4096 + 127), "2", 1), 0);
+	CHECK_EQ(buf[4096 + 127], '2');
+	CHECK_EQ(fakeverbs_bound_mws(), 1);
+	/* never invalidated by a WR */
+	CHECK_EQ(post_inv(k.qp, r2, 1, 3), 0);
+	expect_wc(k.cq, 3, IBV_WC_LOC_PROT_ERR, 0);
+	CHECK_EQ(to_state(k.qp, IBV_QPS_RESET, 0), 0);
+	CHECK_EQ(bind1(k.qp, mw, NULL, 0, 0, 0, 4), EINVAL);	/* not RTS */
+	connect_self(k.qp);
+	/* length 0: unbound, the tag moved on */
+	CHECK_EQ(bind1(k.qp, mw, NULL, 0, 0, 0, 5), 0);
+	expect_wc(k.cq, 5, IBV_WC_SUCCESS, IBV_WC_BIND_MW);
+	CHECK_EQ(mw->rkey, ibv_inc_rkey(r2));
+	CHECK_EQ(fakeverbs_write(k.pd, r2, at(4096), "x", 1), -ENOENT);
+	CHECK_EQ(fakeverbs_bound_mws(), 0);
+	CHECK_EQ(ibv_dereg_mr(mr), 0);
+	/* the provider's own refusals, and the NIC's */
+	CHECK_EQ(bind1(k.qp, mw, NULL, at(0), 64, RW, 6), EINVAL);
+	CHECK_EQ(bind1(k.qp, mw, nobind, 0, 64, RW | IBV_ACCESS_ZERO_BASED, 7),
+		 EINVAL);
+	CHECK_EQ(bind1(k.qp, mw, nobind, at(0), 64, RW, 8), 0);
+	expect_wc(k.cq, 8, IBV_WC_MW_BIND_ERR, 0);
+	CHECK_EQ(fakeverbs_qp_state(k.qp), IBV_QPS_ERR);
+	CHECK_EQ(fakeverbs_calls("ibv_bind_mw"), 6);	/* #6: the inline refused */
+}
+
+TEST(type1_fail_bind_nth)
+{
+	struct nic k;
+	struct ibv_mr *mr;
+	struct ibv_mw *mw;
+
+	setenv("FAKEVERBS_FAIL_BIND", "1", 1);
+	k = open_nic(0, 16, 0);
+	mr = ibv_reg_mr(k.pd, buf, sizeof(buf), LW | BIND);
+	mw = ibv_alloc_mw(k.pd, IBV_MW_TYPE_1);
+	CHECK_EQ(bind1(k.qp, mw, mr, at(0), 64, RW, 1), 0);
+	expect_wc(k.cq, 1, IBV_WC_MW_BIND_ERR, 0);
+	CHECK_EQ(fakeverbs_write(k.pd, mw->rkey, at(0), "x", 1), -ENOENT);
+	CHECK_EQ(fakeverbs_bound_mws(), 0);
 }
 
 TEST(parent_busy_while_bound_pd_busy)

@@ -10,6 +10,7 @@
 
 #include <cuda.h>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,6 +104,48 @@ static inline int run_scenario(const char *name, const char *const *env)
 	CHECK(pid > 0);
 	CHECK(waitpid(pid, &st, 0) == pid);
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* The same, its stderr into the file err (truncated). */
+static inline int run_scenario_err(const char *name, const char *const *env,
+				   const char *err)
+{
+	pid_t pid = fork();
+	int st;
+
+	if (pid == 0) {
+		char self[4096];
+		ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+		int fd = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+		if (n < 0 || fd < 0)
+			_exit(120);
+		self[n] = 0;
+		dup2(fd, 2);
+		close(fd);
+		for (const char *const *e = env; e && *e; e++)
+			putenv((char *)*e);
+		execl(self, self, "--scenario", name, (char *)NULL);
+		_exit(121);
+	}
+	CHECK(pid > 0);
+	CHECK(waitpid(pid, &st, 0) == pid);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Lines of file path that contain what, or -1. */
+static inline int count_in_file(const char *path, const char *what)
+{
+	char line[1024];
+	FILE *f = fopen(path, "r");
+	int n = 0;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, what) != NULL;
+	fclose(f);
+	return n;
 }
 
 /* Temporary log path unique to this case. */

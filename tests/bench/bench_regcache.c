@@ -12,7 +12,8 @@
  * configuration with LD_PRELOAD=$REGCACHE_SHIM_LIB: each backend of
  * GDRHOOK_BACKEND (a single one when it is set in the environment, else
  * auto, peermem and dmabuf) under each GDRHOOK_REMOTE_EXPOSURE
- * (REGCACHE_EXPOSURES, default "exact allocation").  Per buffer size it
+ * (REGCACHE_EXPOSURES, default "exact exact-nowin allocation": exact over
+ * memory windows, exact with a NIC registration per MR, allocation).  Per buffer size it
  * prints the median ns (a loaded host preempts at random) per call of
  *   reg, dereg   ibv_reg_mr / ibv_dereg_mr of the same buffer again
  *                (with the shim: a hit, or the NIC part only with exact);
@@ -38,7 +39,7 @@
 		 IBV_ACCESS_REMOTE_READ)
 #define XFER	4096
 
-static const size_t sizes[] = { 64 << 10, 1 << 20, 16 << 20 };
+static const size_t sizes[] = { 4 << 10, 64 << 10, 1 << 20, 16 << 20 };
 #define NSIZES	(sizeof(sizes) / sizeof(sizes[0]))
 
 static void die(const char *what)
@@ -293,10 +294,15 @@ static int run(const char *preload, const char *backend, const char *expo,
 	FILE *f;
 	int n = 0;
 
+	/* exact-nowin: exact exposure with a NIC registration per MR
+	 * (GDRHOOK_WINDOWS=0) instead of a memory window */
 	if (preload)
 		snprintf(cmd, sizeof(cmd),
-			 "env LD_PRELOAD=%s GDRHOOK_BACKEND=%s GDRHOOK_REMOTE_EXPOSURE=%s /proc/%d/exe --child %d",
-			 preload, backend, expo, (int)getpid(), iters);
+			 "env LD_PRELOAD=%s GDRHOOK_BACKEND=%s GDRHOOK_REMOTE_EXPOSURE=%s GDRHOOK_WINDOWS=%d /proc/%d/exe --child %d",
+			 preload, backend,
+			 strncmp(expo, "exact", 5) ? expo : "exact",
+			 strcmp(expo, "exact-nowin") ? 1 : 0, (int)getpid(),
+			 iters);
 	else
 		snprintf(cmd, sizeof(cmd),
 			 "env -u LD_PRELOAD /proc/%d/exe --child %d",
@@ -350,7 +356,7 @@ int main(int argc, char **argv)
 	snprintf(backends, sizeof(backends), "%s",
 		 be && *be ? be : "auto peermem dmabuf");
 	snprintf(expos, sizeof(expos), "%s",
-		 ex && *ex ? ex : "exact allocation");
+		 ex && *ex ? ex : "exact exact-nowin allocation");
 	if (run(NULL, NULL, NULL, iters, raw)) {
 		fprintf(stderr, "bench_regcache: the run without the shim failed\n");
 		return 1;

@@ -20,12 +20,15 @@
  * were made (free X, allocate X again: in that order).
  */
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <string.h>
 
 #include "internal.h"
 #include "hookrt.h"
 
-#define GH_DEFER_MAX 128
+#define GH_DEFER_MAX	128
+#define GH_DEFER_RINGS	256
 
 enum { OP_ALLOC = 1, OP_FREE, OP_FREE_RANGE, OP_UNTRUSTED };
 
@@ -39,39 +42,63 @@ struct deferred {
  * slot is the count modulo the size).  Slots are free again as soon as
  * they were applied, so a storm of signals only overflows it when more
  * than GH_DEFER_MAX calls wait at once.
+ *
+ * The rings are not thread-local storage themselves: initial-exec TLS is
+ * scarce in a library that is dlopen'ed (about 1.6 KiB for all of them,
+ * and Python's ctypes loads this one so).  A thread takes one of
+ * GH_DEFER_RINGS at its first push and keeps it; a thread past them loses
+ * what it would queue (the registry is marked untrusted, as for a full
+ * ring).
  */
 struct dqueue {
 	unsigned int head, tail;
-	unsigned int lost;
 	struct deferred q[GH_DEFER_MAX];
 };
 
-static __thread struct dqueue dq __attribute__((tls_model("initial-exec")));
+static struct dqueue dq_rings[GH_DEFER_RINGS];
+static unsigned int dq_next;
+static __thread struct dqueue *dq __attribute__((tls_model("initial-exec")));
+static __thread unsigned int dq_lost __attribute__((tls_model("initial-exec")));
 
 static void push(const struct deferred *d)
 {
-	unsigned int t = __atomic_load_n(&dq.tail, __ATOMIC_RELAXED);
+	struct dqueue *q = dq;
+	unsigned int t;
 
-	do {
-		if (t - __atomic_load_n(&dq.head, __ATOMIC_RELAXED) >=
-		    GH_DEFER_MAX) {
-			__atomic_store_n(&dq.lost, 1, __ATOMIC_RELAXED);
+	if (!q) {
+		unsigned int i = __atomic_fetch_add(&dq_next, 1,
+						    __ATOMIC_RELAXED);
+
+		if (i >= GH_DEFER_RINGS) {
+			__atomic_store_n(&dq_lost, 1, __ATOMIC_RELAXED);
 			return;
 		}
-	} while (!__atomic_compare_exchange_n(&dq.tail, &t, t + 1, 0,
+		q = &dq_rings[i];
+		dq = q;
+	}
+	t = __atomic_load_n(&q->tail, __ATOMIC_RELAXED);
+	do {
+		if (t - __atomic_load_n(&q->head, __ATOMIC_RELAXED) >=
+		    GH_DEFER_MAX) {
+			__atomic_store_n(&dq_lost, 1, __ATOMIC_RELAXED);
+			return;
+		}
+	} while (!__atomic_compare_exchange_n(&q->tail, &t, t + 1, 0,
 					      __ATOMIC_RELAXED,
 					      __ATOMIC_RELAXED));
 	/* a handler interrupting here pushes behind, and returns before
 	 * this slot is read: the drain never runs inside a push */
-	dq.q[t % GH_DEFER_MAX] = *d;
+	q->q[t % GH_DEFER_MAX] = *d;
 	__atomic_signal_fence(__ATOMIC_RELEASE);
 }
 
 int gh_deferred_pending(void)
 {
-	return __atomic_load_n(&dq.tail, __ATOMIC_RELAXED) !=
-	       __atomic_load_n(&dq.head, __ATOMIC_RELAXED) ||
-	       __atomic_load_n(&dq.lost, __ATOMIC_RELAXED);
+	struct dqueue *q = dq;
+
+	return (q && __atomic_load_n(&q->tail, __ATOMIC_RELAXED) !=
+		     __atomic_load_n(&q->head, __ATOMIC_RELAXED)) ||
+	       __atomic_load_n(&dq_lost, __ATOMIC_RELAXED);
 }
 
 void gh_guarded_alloc(unsigned int sym, unsigned int kind, uint64_t ptr,
@@ -160,18 +187,29 @@ static void apply(const struct deferred *d)
  */
 void gh_deferred_drain(void)
 {
+	struct dqueue *q = dq;
+	sigset_t all, old;
 	unsigned int h;
 
-	while ((h = __atomic_load_n(&dq.head, __ATOMIC_RELAXED)) !=
-	       __atomic_load_n(&dq.tail, __ATOMIC_RELAXED)) {
+	/*
+	 * Signals wait while this runs: each apply makes driver calls, and a
+	 * storm of handlers, each queueing more than one apply takes, would
+	 * otherwise outgrow any ring.  What is pending is delivered as the
+	 * mask comes back (and drained by the caller's next look).
+	 */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	while (q && (h = __atomic_load_n(&q->head, __ATOMIC_RELAXED)) !=
+		    __atomic_load_n(&q->tail, __ATOMIC_RELAXED)) {
 		struct deferred d;
 
 		__atomic_signal_fence(__ATOMIC_ACQUIRE);
-		d = dq.q[h % GH_DEFER_MAX];
-		__atomic_store_n(&dq.head, h + 1, __ATOMIC_RELAXED);
+		d = q->q[h % GH_DEFER_MAX];
+		__atomic_store_n(&q->head, h + 1, __ATOMIC_RELAXED);
 		apply(&d);
 	}
-	if (__atomic_exchange_n(&dq.lost, 0, __ATOMIC_RELAXED))
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (__atomic_exchange_n(&dq_lost, 0, __ATOMIC_RELAXED))
 		gh_mark_untrusted("gdrhook",
 				  "too many memory calls in gdrhook's guarded window: some were lost");
 }

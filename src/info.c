@@ -462,7 +462,42 @@ struct verbs_api {
 	dealloc_pd_fn dealloc_pd;
 	reg_dmabuf_fn reg_dmabuf;
 	dereg_fn dereg;
+	int (*query_device)(struct ibv_context *, struct ibv_device_attr *);
 };
+
+/*
+ * Can exact exposure use memory windows on the device (src/mwin.c)?  The
+ * capability the first registration probes; its first bind proves it.
+ */
+static int windows_cap(const struct verbs_api *v, struct ibv_device *dev,
+		       char *why, size_t cap)
+{
+	struct ibv_device_attr da;
+	struct ibv_context *ctx;
+	int yes = 0, err;
+
+	if (!gh_cfg.windows) {
+		gh_str_printf(why, cap, "off: GDRHOOK_WINDOWS=0");
+		return 0;
+	}
+	if (!v->query_device || !(ctx = v->open(dev))) {
+		gh_str_printf(why, cap, "cannot ask the device");
+		return -1;
+	}
+	memset(&da, 0, sizeof(da));
+	err = v->query_device(ctx, &da);
+	if (err)
+		gh_str_printf(why, cap, "ibv_query_device: %s", gh_errtext(err));
+	else if (!(da.device_cap_flags & IBV_DEVICE_MEM_WINDOW) || da.max_mw <= 0)
+		gh_str_printf(why, cap, "no memory windows: a NIC registration per MR");
+	else {
+		yes = 1;
+		gh_str_printf(why, cap, "type 1, up to %d: a bind per MR, no NIC registration",
+			      da.max_mw);
+	}
+	v->close(ctx);
+	return err ? -1 : yes;
+}
 
 /*
  * Does the device import DMA-BUF?  A registration with no file (-1)
@@ -541,6 +576,9 @@ static void rdma(struct out *o)
 		v.dealloc_pd = (dealloc_pd_fn)gh_real_dlsym(h, "ibv_dealloc_pd");
 		v.reg_dmabuf = (reg_dmabuf_fn)gh_real_dlsym(h, "ibv_reg_dmabuf_mr");
 		v.dereg = (dereg_fn)gh_real_dlsym(h, "ibv_dereg_mr");
+		v.query_device = (int (*)(struct ibv_context *,
+					  struct ibv_device_attr *))
+				 gh_real_dlsym(h, "ibv_query_device");
 	}
 	if (!verbs_handle)
 		gh_str_printf(why, sizeof(why), "no libibverbs.so.1");
@@ -558,8 +596,9 @@ static void rdma(struct out *o)
 		line(o, "  RDMA devices: none (%s)", why);
 	}
 	for (int i = 0; list && i < n; i++) {
-		char dwhy[GH_PIN_WHY_LEN];
+		char dwhy[GH_PIN_WHY_LEN], wwhy[GH_PIN_WHY_LEN];
 		int yes = dmabuf_import(&v, list[i], dwhy, sizeof(dwhy));
+		int win = windows_cap(&v, list[i], wwhy, sizeof(wwhy));
 		const char *nm = v.dev_name(list[i]);
 
 		rdma_found++;
@@ -573,10 +612,17 @@ static void rdma(struct out *o)
 			else
 				j_str(o, "dmabuf_import", NULL);
 			j_str(o, "why", dwhy);
+			if (win >= 0)
+				j_bool(o, "memory_windows", win);
+			else
+				j_str(o, "memory_windows", NULL);
+			j_str(o, "memory_windows_why", wwhy);
 			j_close(o, '}');
 		} else {
 			line(o, "  RDMA %s: DMA-BUF import %s (%s)", nm ? nm : "?",
 			     yes < 0 ? "unknown" : yes ? "yes" : "no", dwhy);
+			line(o, "    memory windows for exact exposure: %s (%s)",
+			     win < 0 ? "unknown" : win ? "yes" : "no", wwhy);
 		}
 	}
 	if (list)

@@ -51,6 +51,8 @@
 struct gh_mw {
 	struct ibv_mw *mw;
 	struct mw_eng *eng;
+	struct ibv_mr *mr;	/* bound to (its parent), for the unbind */
+	uint64_t addr;
 	uint32_t rkey;		/* the key it was last bound with */
 	uint32_t bound;
 	uint32_t next;		/* idle FIFO, or unused list: index + 1 */
@@ -403,8 +405,9 @@ static int wait_wr(struct mw_eng *e, uint64_t id)
 }
 
 /*
- * Bind w to [addr, addr + len) of mr (len 0, mr NULL: unbind) and wait
- * for the NIC.  The provider moves the rkey's tag on (w->mw->rkey).
+ * Bind w to [addr, addr + len) of mr (len 0: unbind; the MR it is bound
+ * to, not NULL: providers read its lkey whatever the length) and wait for
+ * the NIC.  The provider moves the rkey's tag on (w->mw->rkey).
  */
 static int bind_wait(struct mw_eng *e, struct gh_mw *w, struct ibv_mr *mr,
 		     uint64_t addr, uint64_t len, unsigned int access)
@@ -560,6 +563,8 @@ int gh_mw_bind(struct ibv_pd *pd, struct ibv_mr *parent, uint64_t addr,
 	key = w->mw->rkey;
 	c->bound_once = 1;
 	w->rkey = key;
+	w->mr = parent;
+	w->addr = addr;
 	w->bound = 1;
 	mw.ctr.binds++;
 	*w_p = w;
@@ -579,7 +584,7 @@ void gh_mw_invalidate(struct gh_mw *w)
 			idle_put(w);
 		goto out;
 	}
-	if (bind_wait(w->eng, w, NULL, 0, 0, 0)) {
+	if (bind_wait(w->eng, w, w->mr, w->addr, 0, 0)) {
 		/* destroying a window invalidates it too */
 		gh_warn_once("memory windows: an invalidation failed: the window was destroyed instead");
 		w_destroy(w);

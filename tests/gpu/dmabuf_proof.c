@@ -11,8 +11,10 @@
  * Exits 0 when the first registration pinned the whole allocation through
  * a dma-buf and the free unpinned it first; with
  * GDRHOOK_REMOTE_EXPOSURE=allocation the later ones were cache hits (one
- * ibv_reg_dmabuf_mr in all), with exact (the default) each remote-access
- * registration is its own ibv_reg_dmabuf_mr of the one exported dma-buf.
+ * ibv_reg_dmabuf_mr in all), with exact (the default) one dma-buf
+ * registration (the parent) and a memory window per remote-access
+ * registration; GDRHOOK_WINDOWS=0: each its own ibv_reg_dmabuf_mr of the
+ * one exported dma-buf.
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -42,7 +44,10 @@ int main(void)
 	CUdeviceptr d;
 	const size_t size = 64 << 20;
 	const char *expo = getenv("GDRHOOK_REMOTE_EXPOSURE");
-	unsigned long want = expo && !strcmp(expo, "allocation") ? 1 : 3;
+	const char *win = getenv("GDRHOOK_WINDOWS");
+	int exact = !expo || strcmp(expo, "allocation");
+	int windows = exact && (!win || strcmp(win, "0"));
+	unsigned long want = exact && !windows ? 3 : 1;
 	void *h = dlopen("libibverbs.so.1", RTLD_NOW);
 
 	if (!h || gdrhook_preload_open(&gh)) {
@@ -84,8 +89,9 @@ int main(void)
 		printf("registration %d: lkey %#x rkey %#x addr %p len %zu\n", i,
 		       mr[i]->lkey, mr[i]->rkey, mr[i]->addr, mr[i]->length);
 	}
-	printf("NIC saw %lu ibv_reg_dmabuf_mr, %lu ibv_reg_mr\n",
-	       fv_calls("ibv_reg_dmabuf_mr"), fv_calls("ibv_reg_mr"));
+	printf("NIC saw %lu ibv_reg_dmabuf_mr, %lu ibv_reg_mr, %lu window binds\n",
+	       fv_calls("ibv_reg_dmabuf_mr"), fv_calls("ibv_reg_mr"),
+	       fv_calls("bind_mw"));
 	for (int i = 0; i < 3; i++)
 		dereg(mr[i]);
 	CK(cuMemFree(d));
@@ -93,8 +99,13 @@ int main(void)
 	printf("NIC saw %lu deregistrations after the free\n",
 	       fv_calls("ibv_dereg_mr"));
 	if (fv_calls("ibv_reg_dmabuf_mr") != want) {
-		printf("FAIL: want exactly %lu dma-buf registration(s) (%s exposure)\n",
-		       want, want == 1 ? "allocation" : "exact");
+		printf("FAIL: want exactly %lu dma-buf registration(s) (%s exposure%s)\n",
+		       want, exact ? "exact" : "allocation",
+		       windows ? ", windows" : "");
+		return 1;
+	}
+	if (windows && fv_calls("bind_mw") < 3) {
+		printf("FAIL: want a window bound per registration\n");
 		return 1;
 	}
 	printf("PASS dmabuf backend on real GPU memory\n");

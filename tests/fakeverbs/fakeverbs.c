@@ -501,6 +501,7 @@ FV_API int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 			void *addr, size_t length, int access)
 {
 	struct fv_mr *m = (struct fv_mr *)mr;
+	struct fv_mr t;
 
 	count(C_REREG);
 	/* not while memory windows are bound to it */
@@ -510,6 +511,11 @@ FV_API int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 		return EBUSY;
 	}
 	pthread_mutex_unlock(&fv_lock);
+	/* the new pages pinned first, then the MR changed at once under the
+	 * NIC's lock (a peer's access sees the old or the new, whole) */
+	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION)
+		fv_pin_slowly(&t, (uintptr_t)addr, length);
+	pthread_mutex_lock(&fv_lock);
 	if (flags & IBV_REREG_MR_CHANGE_PD)
 		m->mr.pd = pd;
 	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
@@ -520,10 +526,13 @@ FV_API int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 			munmap(m->map, m->map_len);
 			m->map = NULL;
 		}
-		fv_pin_slowly(m, (uintptr_t)addr, length);
+		m->mem = t.mem;
+		m->npins = t.npins;
+		memcpy(m->pin, t.pin, sizeof(m->pin));
 	}
 	if (flags & IBV_REREG_MR_CHANGE_ACCESS)
 		m->access = (unsigned int)access;
+	pthread_mutex_unlock(&fv_lock);
 	return 0;
 }
 

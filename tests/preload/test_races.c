@@ -258,7 +258,7 @@ static int scenario_pass_toctou(void)
 struct churn {
 	CUdeviceptr b;
 	size_t n;
-	volatile int stop;
+	int stop;	/* atomic */
 	int bad;
 };
 
@@ -267,7 +267,7 @@ static void *churn_thread(void *arg)
 	struct churn *c = arg;
 
 	thread_ctx();
-	while (!c->stop) {
+	while (!__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
 		CUdeviceptr nb = 0;
 
 		if (cuMemFree(c->b) || cuMemAlloc(&nb, c->n) || nb != c->b) {
@@ -309,7 +309,7 @@ static int scenario_wrap_churn(void)
 		}
 		rounds++;
 	}
-	c.stop = 1;
+	__atomic_store_n(&c.stop, 1, __ATOMIC_RELEASE);
 	pthread_join(t, NULL);
 	CHECK(!c.bad);
 	printf("  %d registrations across a churned neighbour, %d unwrapped\n",
@@ -328,7 +328,7 @@ struct remap {
 	CUdeviceptr va;
 	size_t gran;
 	CUmemAllocationProp prop;
-	volatile int stop;
+	int stop;	/* atomic */
 	int bad;
 };
 
@@ -337,7 +337,7 @@ static void *remap_thread(void *arg)
 	struct remap *m = arg;
 
 	thread_ctx();
-	while (!m->stop) {
+	while (!__atomic_load_n(&m->stop, __ATOMIC_ACQUIRE)) {
 		CUmemGenericAllocationHandle h;
 
 		if (cuMemUnmap(m->va + m->gran, m->gran) ||
@@ -384,7 +384,7 @@ static int scenario_vmm_churn(void)
 		}
 		rounds++;
 	}
-	m.stop = 1;
+	__atomic_store_n(&m.stop, 1, __ATOMIC_RELEASE);
 	pthread_join(t, NULL);
 	CHECK(!m.bad);
 	printf("  %d registrations across a remapped chunk\n", rounds);
@@ -575,7 +575,7 @@ static struct {
 	size_t size[ST_SLOTS];
 	pthread_mutex_t lock[ST_SLOTS];
 	int live[ST_SLOTS];
-	volatile int stop;
+	int stop;	/* atomic */
 	int exact;		/* a write past the MR is wider than asked */
 	unsigned long regs, writes, taken, wider, bad;
 } st;
@@ -596,7 +596,7 @@ static void *stress_thread(void *arg)
 	int h_pd = 0;
 
 	thread_ctx();
-	while (!st.stop) {
+	while (!__atomic_load_n(&st.stop, __ATOMIC_ACQUIRE)) {
 		int k = (int)(xrand(&x) % ST_SLOTS), op = (int)(xrand(&x) % 8);
 
 		if (op == 0) {
@@ -701,7 +701,7 @@ static int scenario_stress(void)
 		CHECK_EQ(pthread_create(&t[i], NULL, stress_thread,
 					(void *)(i + 1)), 0);
 	sleep_us(secs * 1000000);
-	st.stop = 1;
+	__atomic_store_n(&st.stop, 1, __ATOMIC_RELEASE);
 	for (int i = 0; i < ST_THREADS; i++)
 		pthread_join(t[i], NULL);
 	printf("  %lu registrations, %lu peer writes (%lu taken, %lu past the MR), stale writes %lu\n",

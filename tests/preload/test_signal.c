@@ -24,22 +24,24 @@
 #define MAIN_HELD 8
 
 static CUdeviceptr held[HELD];
-static volatile sig_atomic_t handled, handler_errors;
+/* read by the signaler thread too: atomic */
+static int handled, handler_errors;
 static pthread_t target;
 static int nsig = 20000;
 
 /* Allocate one, free the one allocated HELD signals ago. */
 static void on_signal(int sig)
 {
-	int saved = errno, k = handled % HELD;
+	int saved = errno,
+	    k = __atomic_load_n(&handled, __ATOMIC_RELAXED) % HELD;
 	CUdeviceptr p = 0;
 
 	if (cuMemAlloc_v2(&p, 4096 + 512 * (size_t)k) != CUDA_SUCCESS)
-		handler_errors++;
+		__atomic_add_fetch(&handler_errors, 1, __ATOMIC_RELAXED);
 	if (held[k] && cuMemFree_v2(held[k]) != CUDA_SUCCESS)
-		handler_errors++;
+		__atomic_add_fetch(&handler_errors, 1, __ATOMIC_RELAXED);
 	held[k] = p;
-	handled++;
+	__atomic_add_fetch(&handled, 1, __ATOMIC_RELEASE);
 	errno = saved;
 	(void)sig;
 }
@@ -48,7 +50,7 @@ static void on_signal(int sig)
 static void *signaler(void *arg)
 {
 	for (int i = 0; i < nsig; i++) {
-		while (handled < i)
+		while (__atomic_load_n(&handled, __ATOMIC_ACQUIRE) < i)
 			sched_yield();
 		pthread_kill(target, SIGUSR1);
 	}
@@ -130,7 +132,8 @@ static int scenario_random(void)
 	install();
 	target = pthread_self();
 	CHECK_EQ(pthread_create(&th, NULL, signaler, NULL), 0);
-	for (unsigned long i = 0; handled < nsig; i++) {
+	for (unsigned long i = 0;
+	     __atomic_load_n(&handled, __ATOMIC_ACQUIRE) < nsig; i++) {
 		int k = (int)(i % MAIN_HELD);
 
 		if (mine[k])

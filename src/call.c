@@ -18,8 +18,6 @@
 #include "evlog.h"
 #include "inflight.h"
 
-__thread struct gh_tls gh_tls __attribute__((tls_model("initial-exec")));
-
 int gh_enter(struct gh_call *c, unsigned int sym)
 {
 	int saved = errno;
@@ -61,32 +59,13 @@ int gh_enter(struct gh_call *c, unsigned int sym)
 }
 
 /*
- * Bring the guard down to `was`, applying first what calls in the
- * guarded window queued (src/deferred.c), including what a signal
- * queues between the last look and the guard coming down.
- */
-static void guard_down(int was)
-{
-	for (;;) {
-		if (GH_UNLIKELY(gh_deferred_pending())) {
-			gh_tls.busy = 1;
-			gh_deferred_drain();
-		}
-		gh_tls.busy = was;
-		__atomic_signal_fence(__ATOMIC_SEQ_CST);
-		if (GH_LIKELY(was || !gh_deferred_pending()))
-			return;
-	}
-}
-
-/*
  * The clock is read only for the event log (t, dur_ns).  What the
  * guarded window queued is applied before the real call: a queued free's
  * address may come back from this very call.
  */
 void gh_real_begin(struct gh_call *c)
 {
-	guard_down(0);
+	gh_guard_down(0);
 	c->t0 = gh_evlog_clock();
 	errno = c->saved_errno;
 }
@@ -107,28 +86,6 @@ void gh_leave(struct gh_call *c)
 	if (GH_UNLIKELY(gh_deferred_pending()))
 		gh_deferred_drain();
 	gh_inflight_call_end();
-	guard_down(0);
+	gh_guard_down(0);
 	errno = c->saved_errno;
-}
-
-/* Run fn with the guard up, so CUDA calls it makes pass straight through. */
-int gh_guard_enter(void)
-{
-	int was = gh_tls.busy;
-
-	gh_tls.busy = 1;
-	if (!was && GH_UNLIKELY(gh_deferred_pending()))
-		gh_deferred_drain();
-	/* verbs programs hear about configuration problems too */
-	if (!was)
-		gh_note_cuda_used();
-	return was;
-}
-
-void gh_guard_leave(int was)
-{
-	int saved = errno;
-
-	guard_down(was);
-	errno = saved;
 }

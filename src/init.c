@@ -14,11 +14,11 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "hookrt.h"
 #include "evlog.h"
 #include "log.h"
 
 int gh_state;
-int gh_untrusted;
 
 static void atfork_prepare(void)
 {
@@ -64,6 +64,8 @@ static void do_init(void)
 						gh_cfg.log_path);
 	}
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+	gh_guard_set_ops(gh_deferred_pending, gh_deferred_drain,
+			 gh_note_cuda_used);
 	state = GH_STATE_ACTIVE;
 out:
 	__atomic_store_n(&gh_state, state, __ATOMIC_RELEASE);
@@ -123,22 +125,4 @@ void gh_note_cuda_used(void)
 __attribute__((destructor)) static void gh_destructor(void)
 {
 	at_exit();
-}
-
-void gh_mark_untrusted(const char *api, const char *why)
-{
-	struct gh_range none = { 0 };
-	int first = !__atomic_exchange_n(&gh_untrusted, 1, __ATOMIC_ACQ_REL);
-
-	GH_COUNT(untrusted, 1);
-	if (first) {
-		gh_err("%s: %s; the registry is now untrusted and caching is off",
-		       api, why);
-		gh_subscribers_notify(GDRHOOK_EVENT_UNTRUSTED, &none, api);
-	}
-	gh_ev_emit_untrusted(GH_EV_UNTRUSTED, 0, api, why);
-	if (gh_cfg.strict) {
-		gh_err("GDRHOOK_STRICT=1: aborting");
-		abort();
-	}
 }

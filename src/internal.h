@@ -92,7 +92,8 @@ static inline int gh_active(void)
 void gh_note_cuda_used(void);
 extern int gh_cuda_used;
 
-/* Untrusted registry (a memory entry point reached with no wrapper). */
+/* Untrusted registry (a memory entry point reached with no wrapper;
+ * src/trust.c). */
 extern int gh_untrusted;
 void gh_mark_untrusted(const char *api, const char *why);
 
@@ -158,9 +159,15 @@ void gh_audit_sweep(void);
 void gh_audit_report(const char *api, uint64_t ptr, uint64_t size,
 		     uint64_t gen, const char *what);
 
-/* Guard for gdrhook-initiated work outside a wrapper (call.c). */
+/* Guard for gdrhook-initiated work outside a wrapper (guard.c). */
 int gh_guard_enter(void);
 void gh_guard_leave(int was);
+/* Down to was, applying what the guarded window queued (the wrappers). */
+void gh_guard_down(int was);
+/* What coming down means, handed down by the hooks layer at init: is
+ * anything queued, apply it, and the first use (arm the exit work). */
+void gh_guard_set_ops(int (*pending)(void), void (*drain)(void),
+		      void (*first_use)(void));
 
 /* Per-thread call state (call.c). */
 struct gh_tls {

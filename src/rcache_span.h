@@ -28,6 +28,29 @@ int gh_rcspan_reg(const struct gh_range *r, int straddle, struct ibv_pd *pd,
 		  uint64_t addr, uint64_t len, unsigned int access,
 		  struct ibv_mr **mr_p, int *hit_p);
 
+/* ---- the key table (src/rcache_spankeys.c), below the cache core ---- */
+
+#define GH_SPAN_MAX	128	/* mappings per span (2.5 GiB of 20 MiB) */
+
+/* The mappings a registration runs through, in order. */
+struct gh_span_walk {
+	uint32_t n;
+	uint64_t gen[GH_SPAN_MAX], base[GH_SPAN_MAX];
+	struct gh_range first;
+	uint64_t end;
+};
+
+/*
+ * For the policy: a span record of w's mappings, or one that contains
+ * them, covering [*lo_p, *hi_p) (state new until the cache claims it);
+ * its key (0: table full), its extent in *lo_p, *hi_p.
+ * gh_rcspan_drop_unclaimed: the registration failed before the cache
+ * claimed it.
+ */
+uint64_t gh_rcspan_get(const struct gh_span_walk *w, uint64_t *lo_p,
+		       uint64_t *hi_p);
+void gh_rcspan_drop_unclaimed(uint64_t key);
+
 /* For rcache.c, with its lock held. */
 static inline int gh_rcspan_is_key(uint64_t key)
 {

@@ -51,6 +51,9 @@ uint64_t gh_registry_peak_bytes(void);
 #ifdef GH_PHASES
 #include <x86intrin.h>
 
+/* Per phase: calls and time per call, on stderr (GDRHOOK_STATS=1). */
+void gh_ph_print(void);
+
 enum gh_phase {
 	GH_PH_ALLOC_POST,	/* all of gh_alloc_post */
 	GH_PH_A_OWNER,		/* context and device of the allocation */

@@ -23,13 +23,14 @@ LIB_CFLAGS	:= $(ALL_CFLAGS) -fvisibility=hidden -fno-semantic-interposition
 LDLIBS		:= -ldl -lpthread
 
 HOOK_LISTS	:= $(sort $(wildcard hooks/*.hooks))
-GEN_OUT		:= $(BUILD)/gen/gh_hooks.h $(BUILD)/gen/gh_hooks.c \
+GEN_OUT		:= $(BUILD)/gen/gh_hooks.h $(BUILD)/gen/gh_hooks.c $(BUILD)/gen/gh_symtab.c \
 		   $(BUILD)/gen/libgdrhook.map $(BUILD)/gen/test_symbols.c
 GEN_STAMP	:= $(BUILD)/gen/.stamp
 
 LIB_SRCS	:= $(sort $(wildcard src/*.c src/hooks/*.c))
 LIB_OBJS	:= $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRCS)) \
-		   $(BUILD)/obj/gen/gh_hooks.o $(BUILD)/obj/gen/gh_events.o
+		   $(BUILD)/obj/gen/gh_hooks.o $(BUILD)/obj/gen/gh_symtab.o \
+		   $(BUILD)/obj/gen/gh_events.o
 LIB		:= $(BUILD)/libgdrhook.so
 CORE_A		:= $(BUILD)/libgdrhook-core.a
 
@@ -62,6 +63,10 @@ $(BUILD)/obj/gen/gh_hooks.o: $(GEN_STAMP)
 GH_VERSION	:= $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' src/kmod/dkms.conf)
 $(BUILD)/obj/src/info.o: LIB_CFLAGS += -DGH_VERSION='"$(GH_VERSION)"'
 $(BUILD)/obj/src/info.o: src/kmod/dkms.conf
+$(BUILD)/obj/gen/gh_symtab.o: $(GEN_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(LIB_CFLAGS) -MMD -MP -c $(BUILD)/gen/gh_symtab.c -o $@
+
 $(BUILD)/obj/gen/gh_events.o: $(GEN_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(LIB_CFLAGS) -MMD -MP -c $(BUILD)/gen/gh_events.c -o $@
@@ -138,6 +143,7 @@ all: examples bench
 
 check: $(LIB)
 	scripts/check-exports.sh $(LIB) $(BUILD)/gen/symbols.txt
+	$(PYTHON) scripts/check-layers.py src/layers $(BUILD)/obj
 	@readme_tbl=$$($(PYTHON) scripts/gen-doc.py --check README.md 2>&1) || { echo "$$readme_tbl"; exit 1; }
 	$(PYTHON) scripts/gen-events.py --check --schema hooks/events.schema.json --doc README.md scripts/man/libgdrhook.7
 
@@ -216,6 +222,13 @@ lab:
 # The registration cache over real rdma-core: soft-RoCE in the lab kernel.
 lab-regcache: all
 	tests/lab/lab $(LAB_KVER) --run 'tests/lab/regcache/run'
+
+# Real clients (rdma-core, perftest, libfabric, UCX, librdmacm; Debian's
+# packages, installed on the host by clients/prepare) unchanged under the shim.
+.PHONY: lab-clients
+lab-clients: all
+	tests/lab/clients/prepare
+	tests/lab/lab $(LAB_KVER) --timeout 1800 --run 'tests/lab/clients/run'
 
 # gdrhook-info against rxe0 and gdrpin (fake nv-p2p provider) in the lab.
 lab-info: all

@@ -51,3 +51,14 @@ GH_EXPORT unsigned int gdrhook_api_version(void)
 {
 	return GDRHOOK_API_VERSION;
 }
+
+GH_EXPORT int gdrhook_subscribe(uint32_t mask, gdrhook_event_fn fn, void *arg)
+{
+	if (!fn || !mask ||
+	    (mask & ~(uint32_t)(GDRHOOK_EVENT_ALLOC | GDRHOOK_EVENT_FREE |
+				GDRHOOK_EVENT_UNTRUSTED)))
+		return -EINVAL;
+	if (!gh_active())
+		return -ENODEV;
+	return gh_subscribers_add(mask, fn, arg);
+}

@@ -61,10 +61,24 @@ static void rec_range(struct gh_evrec *e, const struct gh_range *r)
 	e->u.mem.kind = r->kind;
 }
 
+/* The most bytes live at once (GDRHOOK_STATS, the log's exit record). */
+static void note_peak(void)
+{
+	uint64_t live = gh_registry_bytes();
+	uint64_t peak = __atomic_load_n(&gh_ctr.peak_live_bytes,
+					__ATOMIC_RELAXED);
+
+	while (live > peak &&
+	       !__atomic_compare_exchange_n(&gh_ctr.peak_live_bytes, &peak,
+					    live, 1, __ATOMIC_RELAXED,
+					    __ATOMIC_RELAXED))
+		;
+}
+
 static void note_live(void)
 {
 	if (gh_cfg.stats || gh_evlog_enabled())
-		gh_stats_note_live();
+		note_peak();
 }
 
 /*

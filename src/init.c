@@ -83,6 +83,23 @@ __attribute__((constructor)) static void gh_constructor(void)
 	gh_init();
 }
 
+static struct {
+	void (*banner)(void);
+	void (*stats_print)(void);
+} face;
+
+void gh_lifecycle_set_face(void (*banner)(void), void (*stats_print)(void))
+{
+	face.banner = banner;
+	face.stats_print = stats_print;
+}
+
+void gh_lifecycle_banner(void)
+{
+	if (face.banner)
+		face.banner();
+}
+
 static int exit_done;
 
 static void at_exit(void)
@@ -97,7 +114,8 @@ static void at_exit(void)
 		/* Count what is still buffered as written. */
 		if (gh_evlog_enabled())
 			gh_evlog_flush();
-		gh_stats_print();
+		if (face.stats_print)
+			face.stats_print();
 	}
 	if (gh_evlog_enabled())
 		gh_evlog_shutdown(gh_registry_count(), gh_registry_bytes());
@@ -117,7 +135,7 @@ void gh_note_cuda_used(void)
 		return;
 	if (!__atomic_exchange_n(&gh_cuda_used, 1, __ATOMIC_ACQ_REL)) {
 		gh_config_report();
-		gh_info_banner();
+		gh_lifecycle_banner();
 		atexit(at_exit);
 	}
 }

@@ -69,6 +69,10 @@ const char *gh_config_unknown(unsigned int i);	/* "GDRHOOK_X=v" or NULL */
 /* gdrhook-info (info.c); the one-line banner at GDRHOOK_LOG_LEVEL=info,
  * printed once at the first CUDA or verbs call. */
 void gh_info_banner(void);
+/* The face's part of the lifecycle, handed down to init.c at load: the
+ * banner (gh_lifecycle_banner() prints it once) and the exit counters. */
+void gh_lifecycle_set_face(void (*banner)(void), void (*stats_print)(void));
+void gh_lifecycle_banner(void);
 
 /* Process-wide state (init.c). */
 enum gh_state {
@@ -133,9 +137,11 @@ int gh_drv_pointer_attrs(uint64_t ptr, uint64_t *ctx_p, int *dev_p);
 int gh_drv_capture_graph(uint64_t stream, uint64_t *graph_p);
 int gh_drv_graph_node_type(uint64_t n);
 
-/* Subscribers (subscribers.c). */
+/* Subscribers (subscribers.c): the table and its notification; the
+ * public gdrhook_subscribe (api.c) adds to it once gdrhook is active. */
 void gh_subscribers_notify(uint32_t type, const struct gh_range *r,
 			   const char *api);
+int gh_subscribers_add(uint32_t mask, gdrhook_event_fn fn, void *arg);
 
 /* Counters (stats.c). */
 struct gh_counters {
@@ -148,7 +154,6 @@ struct gh_counters {
 extern struct gh_counters gh_ctr;
 #define GH_COUNT(field, n) \
 	__atomic_add_fetch(&gh_ctr.field, (n), __ATOMIC_RELAXED)
-void gh_stats_note_live(void);
 void gh_stats_print(void);
 
 /* Audit mode (audit.c, GDRHOOK_VALIDATE=1). */

@@ -18,19 +18,6 @@
 #include "stats_list.h"
 #include "stats.h"
 
-void gh_stats_note_live(void)
-{
-	uint64_t live = gh_registry_bytes();
-	uint64_t peak = __atomic_load_n(&gh_ctr.peak_live_bytes,
-					__ATOMIC_RELAXED);
-
-	while (live > peak &&
-	       !__atomic_compare_exchange_n(&gh_ctr.peak_live_bytes, &peak,
-					    live, 1, __ATOMIC_RELAXED,
-					    __ATOMIC_RELAXED))
-		;
-}
-
 /* struct gdrhook_stats is exactly the list, in its order */
 enum {
 	GH_STAT_IDX_size,
@@ -120,4 +107,11 @@ void gh_stats_print(void)
 #ifdef GH_PHASES
 	gh_ph_print();
 #endif
+}
+
+/* The face's part of the lifecycle (init.c calls it at the first CUDA or
+ * verbs use and at exit): handed down, so init calls nothing above it. */
+__attribute__((constructor)) static void stats_face_init(void)
+{
+	gh_lifecycle_set_face(gh_info_banner, gh_stats_print);
 }

@@ -61,14 +61,13 @@ static int handle_of(int slot, uint32_t seq)
 	       slot;
 }
 
-GH_EXPORT int gdrhook_subscribe(uint32_t mask, gdrhook_event_fn fn, void *arg)
+/* gdrhook_subscribe (api.c) once gdrhook is active. */
+int gh_subscribers_add(uint32_t mask, gdrhook_event_fn fn, void *arg)
 {
 	int h = -ENOSPC;
 
 	if (!fn || !mask || (mask & ~(uint32_t)GH_EVENT_ALL))
 		return -EINVAL;
-	if (!gh_active())
-		return -ENODEV;
 	pthread_mutex_lock(&subs_lock);
 	for (int i = 0; i < GH_MAX_SUBSCRIBERS; i++) {
 		struct subscriber *s = &subs[i];

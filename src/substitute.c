@@ -92,7 +92,7 @@ void *gh_substitute(const char *requested, void *p, const char *route)
 			return p;
 		}
 		gh_dbg("%s: %s -> wrapper %s", route, requested, s->name);
-		return s->wrapper;
+		return gh_sym_wrappers[sym];
 	}
 	strip_version(requested, base, sizeof(base));
 	if (base_is_memory(base)) {

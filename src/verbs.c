@@ -83,7 +83,7 @@ void *gh_verbs_substitute(const char *name, void *p, const char *route)
 		return p;
 	}
 	gh_dbg("%s: %s -> wrapper", route, name);
-	return gh_syms[f].wrapper;
+	return gh_sym_wrappers[f];
 }
 
 /* --------------------------------------------------------- registrations */
@@ -367,7 +367,7 @@ static struct ibv_mr *vreg(const struct vreq *q)
 		errno = saved;
 		return call_real(q);
 	}
-	gh_info_banner();	/* a verbs program on host memory, too */
+	gh_lifecycle_banner();	/* a verbs program on host memory, too */
 	GH_COUNT(regs_seen, 1);
 	vreg_calls++;
 	mr = vreg_guarded(q, saved);

@@ -69,7 +69,7 @@ static const struct gh_opt gh_opts[] = {
 	       "What an rkey of cached GPU memory reaches. `exact`: exactly the range the program registered, until its last MR on that range is deregistered (dereg and `ibv_rereg_mr` act as natively; pins stay cached, so a new registration costs only the NIC's part). `allocation`: the whole allocation, until it is freed or evicted, even after `ibv_dereg_mr` (every later registration inside it is a hit).",
 		     "exact", "allocation"),
 	GH_OPT("WINDOWS", "1", GH_OPT_BOOL, windows,
-	       "With `exact` exposure, where the NIC has type-2 memory windows: one cached registration per allocation and PD with no remote rights, and per MR a window bound to exactly its range and access (its own rkey, invalidated by `ibv_dereg_mr`), so registering costs a work request, not a NIC registration. `0`: a NIC registration per MR."),
+	       "With `exact` exposure, where the NIC has memory windows: one cached registration per allocation and PD with no remote rights, and per MR a window bound to exactly its range and access (its own rkey, unbound by `ibv_dereg_mr`), so registering costs a work request, not a NIC registration. `0`: a NIC registration per MR."),
 	GH_OPT_WORDS("BUFFER_ID", "registry", buffer_id,
 	       "`registry`: `cuPointerGetAttribute(s)` answers `CU_POINTER_ATTRIBUTE_BUFFER_ID` of a tracked allocation from the registry (its generation with bit 63 set; no driver call). `driver`: always ask the driver.",
 		     "registry", "driver"),

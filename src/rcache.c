@@ -1317,6 +1317,87 @@ void gh_rcache_prefetch(const struct ibv_pd *pd, uint64_t addr, uint64_t len,
 }
 
 /*
+ * A miss (lock held): the allocation's state, its pin if needed, and a
+ * NIC registration: of all of it (ex 0: cached, shared, an access upgrade
+ * of the current one retires it) or of exactly [addr, addr + len) (ex:
+ * E_EXACT, one per MR).  0 and *e_p holding one reference.
+ */
+static int miss_locked(const struct gh_range *g, struct ibv_pd *pd,
+		       uint64_t addr, uint64_t len, unsigned int access,
+		       int ex, struct rc_entry **e_p)
+{
+	uint64_t pdk = (uint64_t)(uintptr_t)pd;
+	uint64_t ka = ex ? addr : 0, kl = ex ? len : 0;
+	struct rc_entry *e = NULL, *old;
+	struct ibv_mr *mr = NULL;
+	struct rc_ga *r;
+	int err;
+
+	err = ga_get(g, &r);
+	if (err)
+		return err;
+	if (r->pinned && rc.ops->valid && !rc.ops->valid(r->pin.cookie)) {
+		/* Revoked behind our back (lookup_ref skipped it): drop, redo. */
+		ga_drop(r);
+		CTR(pins_revoked, 1);
+		err = ga_get(g, &r);
+		if (err)
+			return err;
+	}
+	r->busy = 1;
+	old = ex ? NULL : hash_find_cur(g->base, g->gen, pdk, access);
+	if (old)
+		access |= old->access & RC_ACCESS_RIGHTS;
+	err = make_room(r);
+	if (err) {
+		CTR(full, 1);
+		goto out;
+	}
+	if (!r->pinned) {
+		err = do_pin(r);
+		if (err)
+			goto out;
+	}
+	{
+		uint64_t t0 = gh_evlog_clock();
+		struct rc_entry tmp = { .gen = g->gen, .pd = pdk,
+					.access = access, .addr = ka,
+					.len = kl };
+
+		err = do_reg(r, pd, ex ? addr : g->base, ex ? len : g->size,
+			     access, &mr);
+		tmp.mr = mr;
+		ev_reg(GH_EV_REG, &tmp, r, err, t0);
+	}
+	if (err)
+		goto out;
+	CTR(regs, 1);
+	e = ent_new(r, ex ? E_EXACT : E_CACHED, pd, access, mr, ka, kl);
+	if (!e) {
+		rc.ops->dereg(mr);
+		CTR(deregs, 1);
+		err = -ENOSPC;
+		goto out;
+	}
+	__atomic_add_fetch(&rc.n_entries, 1, __ATOMIC_RELAXED);
+	if (old) {
+		/* Access upgrade: the old one goes once nobody holds it. */
+		hash_unlink(old);
+		ST(&old->type, E_RETIRED);
+		CTR(upgrades, 1);
+		if (ent_kill_idle(old, 0))
+			ent_finish(old, 0, 0);
+	}
+	if (!ex)
+		hash_insert(e);
+	*e_p = e;
+out:
+	r->busy = 0;
+	ga_free_if_unused(r);
+	return err;
+}
+
+/*
  * Exact exposure over a window (lock held): the allocation's parent
  * registration in pd (LOCAL_WRITE | MW_BIND, no remote rights; cached,
  * made if needed, with the miss path's rules), then a window bound to
@@ -1332,8 +1413,7 @@ static int reg_window(const struct gh_range *g, struct ibv_pd *pd,
 	unsigned int pacc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND |
 			    (asked & GH_RC_ACCESS_EXACT);
 	uint64_t pdk = (uint64_t)(uintptr_t)pd, t0;
-	struct rc_entry *par, *old, *e;
-	struct ibv_mr *mr = NULL;
+	struct rc_entry *par, *e;
 	struct gh_mw *w;
 	struct rc_ga *r;
 	uint32_t rkey;
@@ -1343,58 +1423,9 @@ static int reg_window(const struct gh_range *g, struct ibv_pd *pd,
 	par = lookup_ref(g->base, g->gen, pdk, pacc, 0, 0);
 	if (!par) {
 		*hit_p = 0;
-		err = ga_get(g, &r);
+		err = miss_locked(g, pd, g->base, g->size, pacc, 0, &par);
 		if (err)
 			return err;
-		if (r->pinned && rc.ops->valid &&
-		    !rc.ops->valid(r->pin.cookie)) {
-			ga_drop(r);
-			CTR(pins_revoked, 1);
-			err = ga_get(g, &r);
-			if (err)
-				return err;
-		}
-		r->busy = 1;
-		old = hash_find_cur(g->base, g->gen, pdk, pacc);
-		if (old)
-			pacc |= old->access & RC_ACCESS_RIGHTS;
-		err = make_room(r);
-		if (!err && !r->pinned)
-			err = do_pin(r);
-		if (!err) {
-			struct rc_entry tmp = { .gen = g->gen, .pd = pdk,
-						.access = pacc };
-
-			t0 = gh_evlog_clock();
-			err = do_reg(r, pd, g->base, g->size, pacc, &mr);
-			tmp.mr = mr;
-			ev_reg(GH_EV_REG, &tmp, r, err, t0);
-		}
-		if (!err) {
-			CTR(regs, 1);
-			par = ent_new(r, E_CACHED, pd, pacc, mr, 0, 0);
-			if (!par) {
-				rc.ops->dereg(mr);
-				CTR(deregs, 1);
-				err = -ENOSPC;
-			}
-		}
-		if (!err) {
-			__atomic_add_fetch(&rc.n_entries, 1, __ATOMIC_RELAXED);
-			if (old) {
-				hash_unlink(old);
-				ST(&old->type, E_RETIRED);
-				CTR(upgrades, 1);
-				if (ent_kill_idle(old, 0))
-					ent_finish(old, 0, 0);
-			}
-			hash_insert(par);
-		}
-		r->busy = 0;
-		if (err) {
-			ga_free_if_unused(r);
-			return err;
-		}
 	}
 	r = ga_of(par);
 	t0 = gh_evlog_clock();
@@ -1424,9 +1455,8 @@ int gh_rcache_reg(const struct gh_range *g, struct ibv_pd *pd, uint64_t addr,
 		  int *hit_p)
 {
 	uint64_t pdk = (uint64_t)(uintptr_t)pd;
-	struct rc_entry *e, *old;
-	struct ibv_mr *mr = NULL, *am;
-	struct rc_ga *r;
+	struct rc_entry *e;
+	struct ibv_mr *am;
 	unsigned int asked = access;
 	uint64_t ka, kl;	/* E_EXACT key, or 0, 0 */
 	int err, hit = 1, ex, win;
@@ -1476,67 +1506,7 @@ int gh_rcache_reg(const struct gh_range *g, struct ibv_pd *pd, uint64_t addr,
 	}
 	hit = 0;
 	CTR(misses, 1);
-	err = ga_get(g, &r);
-	if (err)
-		goto unlock;
-	if (r->pinned && rc.ops->valid && !rc.ops->valid(r->pin.cookie)) {
-		/* Revoked behind our back (lookup_ref skipped it): drop, redo. */
-		ga_drop(r);
-		CTR(pins_revoked, 1);
-		err = ga_get(g, &r);
-		if (err)
-			goto unlock;
-	}
-	r->busy = 1;
-	old = ex ? NULL : hash_find_cur(g->base, g->gen, pdk, access);
-	if (old)
-		access |= old->access & GH_RC_ACCESS_PERM;
-	err = make_room(r);
-	if (err) {
-		CTR(full, 1);
-		goto out;
-	}
-	if (!r->pinned) {
-		err = do_pin(r);
-		if (err)
-			goto out;
-	}
-	{
-		uint64_t t0 = gh_evlog_clock();
-		struct rc_entry tmp = { .gen = g->gen, .pd = pdk,
-					.access = access, .addr = ka,
-					.len = kl };
-
-		err = do_reg(r, pd, ex ? addr : g->base, ex ? len : g->size,
-			     access, &mr);
-		tmp.mr = mr;
-		ev_reg(GH_EV_REG, &tmp, r, err, t0);
-	}
-	if (err)
-		goto out;
-	CTR(regs, 1);
-	e = ent_new(r, ex ? E_EXACT : E_CACHED, pd, access, mr, ka, kl);
-	if (!e) {
-		rc.ops->dereg(mr);
-		CTR(deregs, 1);
-		err = -ENOSPC;
-		goto out;
-	}
-	__atomic_add_fetch(&rc.n_entries, 1, __ATOMIC_RELAXED);
-	if (old) {
-		/* Access upgrade: the old one goes once nobody holds it. */
-		hash_unlink(old);
-		ST(&old->type, E_RETIRED);
-		CTR(upgrades, 1);
-		if (ent_kill_idle(old, 0))
-			ent_finish(old, 0, 0);
-	}
-	if (!ex)
-		hash_insert(e);
-out:
-	r->busy = 0;
-	ga_free_if_unused(r);
-unlock:
+	err = miss_locked(g, pd, addr, len, access, ex, &e);
 	pthread_mutex_unlock(&rc.lock);
 	if (err)
 		return err;

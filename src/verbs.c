@@ -158,6 +158,37 @@ static int snap_one(const struct gh_range *g, void *arg)
 }
 
 /*
+ * A registration made outside the cache's lock is watched (inflight.h):
+ * watch_begin announces [lo, lo + len) and reads what it touches now
+ * (-1: no slot free, the call is not to be trusted); after the NIC call,
+ * watch_end says 0 (untouched), 1 (an allocation or free touched the
+ * range, or a signal handler queued one here: undo and retry) or 2 (give
+ * up: no slot, or another thread's memory call did not end).
+ */
+static int watch_begin(uint64_t lo, uint64_t len, struct snap *sn)
+{
+	int slot = gh_inflight_enter(lo, len ? len : 1);
+
+	sn->n = 0;
+	sn->over = 0;
+	gh_registry_overlaps(lo, len ? len : 1, snap_one, sn);
+	return slot;
+}
+
+static int watch_end(int slot)
+{
+	int moved;
+
+	if (slot < 0)
+		return 2;
+	moved = gh_inflight_settle(slot);
+	gh_inflight_leave(slot);
+	if (!moved && gh_deferred_pending())
+		moved = 1;
+	return moved;
+}
+
+/*
  * The program's own dma-buf: the memory it reaches is what it was
  * exported from (dmabuf_export.c), whatever iova the program names.
  * 0 and sn, *addr_p; -ENOENT: not an export seen here.
@@ -207,14 +238,11 @@ static struct ibv_mr *vreg_wrapped(const struct vreq *q, uint64_t addr,
 		int slot = -1;
 
 		if (!dmabuf) {
-			slot = gh_inflight_enter(addr, q->len);
+			slot = watch_begin(addr, q->len, &sn);
 			if (slot < 0) {
 				err = -EAGAIN;
 				break;
 			}
-			sn.n = 0;
-			sn.over = 0;
-			gh_registry_overlaps(addr, q->len, snap_one, &sn);
 		} else if (snap_dmabuf(q, &sn, &addr)) {
 			/* a dma-buf we did not see made: nothing to tie */
 			errno = saved_errno;
@@ -230,11 +258,8 @@ static struct ibv_mr *vreg_wrapped(const struct vreq *q, uint64_t addr,
 		mr = call_real(q);
 		e = errno;
 		if (slot >= 0) {
-			int moved = gh_inflight_settle(slot);
+			int moved = watch_end(slot);
 
-			gh_inflight_leave(slot);
-			if (!moved && gh_deferred_pending())
-				moved = 1;
 			if (moved && mr) {
 				gh_vreal_dereg_mr(mr);
 				err = -EAGAIN;
@@ -452,21 +477,16 @@ static struct ibv_mr *reg_mr_1_0(struct ibv_pd *pd, void *addr, size_t len,
 {
 	unsigned int seen = vreg_calls;
 	struct ibv_mr *mr;
-	struct snap sn = { 0 };
-	int slot = -1, was, e, moved = 0;
+	struct snap sn;
+	int slot, was, e, moved;
 
 	if (!gh_active() || gh_guard_busy() || backend_none())
 		return compat.reg(pd, addr, len, access);
-	slot = gh_inflight_enter((uintptr_t)addr, len ? len : 1);
-	gh_registry_overlaps((uintptr_t)addr, len ? len : 1, snap_one, &sn);
+	slot = watch_begin((uintptr_t)addr, len, &sn);
 	mr = compat.reg(pd, addr, len, access);
 	e = errno;
-	if (slot >= 0) {
-		moved = gh_inflight_settle(slot);
-		gh_inflight_leave(slot);
-	}
-	if (!mr || vreg_calls != seen || (!sn.n && !sn.over && !moved &&
-					   slot >= 0)) {
+	moved = watch_end(slot);
+	if (!mr || vreg_calls != seen || (!sn.n && !sn.over && !moved)) {
 		errno = e;
 		return mr;	/* seen by our ibv_reg_mr, or not GPU memory */
 	}
@@ -536,23 +556,11 @@ static int rereg_real(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 		return rc;
 	}
 	for (;;) {
-		uint64_t lo = (uintptr_t)addr, len = length ? length : 1;
-		int slot = gh_inflight_enter(lo, len);
+		int slot = watch_begin((uintptr_t)addr, length, &sn);
 
-		moved = 0;
-		sn.n = 0;
-		sn.over = 0;
-		gh_registry_overlaps(lo, len, snap_one, &sn);
 		rc = gh_vreal_rereg_mr(mr, flags, pd, addr, length, access);
 		e = errno;
-		if (slot >= 0) {
-			moved = gh_inflight_settle(slot);
-			gh_inflight_leave(slot);
-			if (!moved && gh_deferred_pending())
-				moved = 1;
-		} else {
-			moved = 2;	/* made unwatched: not to be trusted */
-		}
+		moved = watch_end(slot);
 		if (rc || !moved || ++tries >= GH_REG_TRIES || moved == 2)
 			break;
 		/* the range changed under the call: make it again */

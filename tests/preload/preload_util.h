@@ -106,7 +106,7 @@ static inline int run_scenario(const char *name, const char *const *env)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-/* The same, its stderr into the file err (truncated). */
+/* The same, its stderr into the file err (truncated; NULL: as it is). */
 static inline int run_scenario_err(const char *name, const char *const *env,
 				   const char *err)
 {
@@ -116,13 +116,13 @@ static inline int run_scenario_err(const char *name, const char *const *env,
 	if (pid == 0) {
 		char self[4096];
 		ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-		int fd = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		int fd = err ? open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600) : -1;
 
-		if (n < 0 || fd < 0)
+		if (n < 0 || (err && (fd < 0 || dup2(fd, 2) < 0)))
 			_exit(120);
 		self[n] = 0;
-		dup2(fd, 2);
-		close(fd);
+		if (fd >= 0)
+			close(fd);
 		for (const char *const *e = env; e && *e; e++)
 			putenv((char *)*e);
 		execl(self, self, "--scenario", name, (char *)NULL);

@@ -15,30 +15,6 @@
 #pragma GCC diagnostic ignored "-Wunused-function"
 #include "preload_util.h"
 
-/* Run scenario name with env, its stderr into err; its exit status. */
-static int run_err(const char *name, const char *const *env, const char *err)
-{
-	pid_t pid = fork();
-	int st;
-
-	if (pid == 0) {
-		char self[4096];
-		ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-		int fd = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-
-		if (n < 0 || fd < 0 || dup2(fd, 2) < 0)
-			_exit(120);
-		self[n] = 0;
-		for (const char *const *e = env; e && *e; e++)
-			putenv((char *)*e);
-		execl(self, self, "--scenario", name, (char *)NULL);
-		_exit(121);
-	}
-	CHECK(pid > 0);
-	CHECK(waitpid(pid, &st, 0) == pid);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 /* Lines of path containing every fragment (stderr here, not a log). */
 #define ERR_COUNT(path, ...) LOG_COUNT(path, __VA_ARGS__)
 
@@ -76,7 +52,7 @@ TEST(libcuda_missing_warns_and_uses_default)
 	char err[256];
 
 	err_path(err, sizeof(err), "missing");
-	CHECK_EQ(run_err("alloc", env, err), 0);
+	CHECK_EQ(run_scenario_err("alloc", env, err), 0);
 	CHECK_EQ(ERR_COUNT(err, "GDRHOOK_LIBCUDA=/nonexistent/libcuda.so.1",
 			   "refused", "using the default libcuda.so.1"), 1);
 	CHECK_EQ(ERR_COUNT(err, "libcuda"), 1);
@@ -89,7 +65,7 @@ TEST(libcuda_not_a_driver_warns_and_uses_default)
 	char err[256];
 
 	err_path(err, sizeof(err), "notdrv");
-	CHECK_EQ(run_err("alloc", env, err), 0);
+	CHECK_EQ(run_scenario_err("alloc", env, err), 0);
 	CHECK_EQ(ERR_COUNT(err, "GDRHOOK_LIBCUDA=libm.so.6", "refused",
 			   "not a CUDA driver", "using the default libcuda.so.1"),
 		 1);
@@ -112,7 +88,7 @@ TEST(bad_values_list_what_is_accepted)
 	char err[256];
 
 	err_path(err, sizeof(err), "values");
-	CHECK_EQ(run_err("alloc", env, err), 0);
+	CHECK_EQ(run_scenario_err("alloc", env, err), 0);
 	CHECK_EQ(ERR_COUNT(err, "bad value \"maybe\" for GDRHOOK_STATS",
 			   "1, y, yes, on, true, 0, n, no, off, false",
 			   "using \"0\""), 1);

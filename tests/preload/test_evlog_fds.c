@@ -229,30 +229,6 @@ static const struct scenario scenarios[] = {
 
 /* ---- helpers ---- */
 
-static int run_env(const char *name, const char *const *env, const char *err)
-{
-	pid_t pid = fork();
-	int st;
-
-	CHECK(pid >= 0);
-	if (pid == 0) {
-		char self[4096];
-		ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-
-		if (n < 0)
-			_exit(120);
-		self[n] = 0;
-		for (const char *const *e = env; e && *e; e++)
-			putenv((char *)*e);
-		if (err)
-			dup2(open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600), 2);
-		execl(self, self, "--scenario", name, (char *)NULL);
-		_exit(121);
-	}
-	CHECK(waitpid(pid, &st, 0) == pid);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 static char *slurp(const char *path, size_t *len)
 {
 	static char buf[LONG_LEN + 4096];
@@ -306,7 +282,7 @@ TEST(close_all_then_reuse_numbers_program_files_intact)
 	snprintf(v[0], sizeof(v[0]), "GDRHOOK_LOG=%s", log);
 	snprintf(v[1], sizeof(v[1]), "FDT_FILE=%s", file);
 	snprintf(v[2], sizeof(v[2]), "FDT_CHILD=%s", child);
-	CHECK_EQ(run_env("closeall", ENV(v[0], v[1], v[2],
+	CHECK_EQ(run_scenario_err("closeall", ENV(v[0], v[1], v[2],
 					 "GDRHOOK_LOG_BUFFER=4096"), NULL), 7);
 	CHECK_STR(slurp(file, NULL), PROG_TEXT);
 	CHECK_STR(slurp(child, NULL), PROG_TEXT);
@@ -328,7 +304,7 @@ TEST(dup2_over_log_and_spool_program_files_intact)
 	snprintf(v[0], sizeof(v[0]), "GDRHOOK_LOG=%s", log);
 	snprintf(v[1], sizeof(v[1]), "FDT_FILE=%s", file);
 	snprintf(v[2], sizeof(v[2]), "FDT_LONG=%s", lng);
-	CHECK_EQ(run_env("dup2", ENV(v[0], v[1], v[2],
+	CHECK_EQ(run_scenario_err("dup2", ENV(v[0], v[1], v[2],
 				     "GDRHOOK_LOG_BUFFER=4096"), NULL), 7);
 	CHECK_STR(slurp(file, NULL), PROG_TEXT);
 	check_long(lng);

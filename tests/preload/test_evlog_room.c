@@ -84,30 +84,6 @@ static const struct scenario scenarios[] = {
 
 /* ---- helpers ---- */
 
-static int run_env(const char *name, const char *const *env, const char *err)
-{
-	pid_t pid = fork();
-	int st;
-
-	CHECK(pid >= 0);
-	if (pid == 0) {
-		char self[4096];
-		ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-
-		if (n < 0)
-			_exit(120);
-		self[n] = 0;
-		for (const char *const *e = env; e && *e; e++)
-			putenv((char *)*e);
-		if (err)
-			dup2(open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600), 2);
-		execl(self, self, "--scenario", name, (char *)NULL);
-		_exit(121);
-	}
-	CHECK(waitpid(pid, &st, 0) == pid);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 static char *slurp(const char *path)
 {
 	static char buf[1 << 24];
@@ -182,7 +158,7 @@ TEST_TIMEOUT(tiny_dev_shm_six_threads_run_to_completion, 120)
 	snprintf(var, sizeof(var), "GDRHOOK_LOG=%s", log);
 	/* room for the header and a ring or two of 48 KiB, not six */
 	private_tmpfs("/dev/shm", "160k");
-	CHECK_EQ(run_env("threads", ENV(var, "GDRHOOK_LOG_BUFFER=48k",
+	CHECK_EQ(run_scenario_err("threads", ENV(var, "GDRHOOK_LOG_BUFFER=48k",
 					"GDRHOOK_LOG_MODE=block"), err), 7);
 	/* nothing lost: rings without room are private memory instead */
 	CHECK_EQ(count_str(slurp(log), "\"ev\":\"alloc\""),
@@ -203,7 +179,7 @@ TEST_TIMEOUT(full_dev_shm_default_rings_run_to_completion, 120)
 	snprintf(var, sizeof(var), "GDRHOOK_LOG=%s", log);
 	private_tmpfs("/dev/shm", "256k");
 	fill("/dev/shm");
-	CHECK_EQ(run_env("threads", ENV(var), err), 7);
+	CHECK_EQ(run_scenario_err("threads", ENV(var), err), 7);
 	CHECK_EQ(count_str(slurp(err), "not crash-safe"), 1);
 	CHECK(count_str(slurp(log), "\"ev\":\"exit\"") == 1);
 	unlink(log);
@@ -223,7 +199,7 @@ TEST_TIMEOUT(full_disk_under_the_log_said_in_words, 120)
 	fill(dir);
 	snprintf(log, sizeof(log), "%s/log", dir);
 	snprintf(var, sizeof(var), "GDRHOOK_LOG=%s", log);
-	CHECK_EQ(run_env("threads", ENV(var), err), 7);
+	CHECK_EQ(run_scenario_err("threads", ENV(var), err), 7);
 	e = slurp(err);
 	CHECK_EQ(count_str(e, "event log"), 1);
 	CHECK_EQ(count_str(e, "No space left on device"), 1);
@@ -246,9 +222,9 @@ TEST_TIMEOUT(killed_process_drops_are_recovered, 120)
 	snprintf(var, sizeof(var), "GDRHOOK_LOG=%s", log);
 	/* its own /dev/shm: no other process recovers our spool first */
 	private_tmpfs("/dev/shm", "64m");
-	CHECK_EQ(run_env("killed_dropping", ENV(var, "GDRHOOK_LOG_BUFFER=4k"),
+	CHECK_EQ(run_scenario_err("killed_dropping", ENV(var, "GDRHOOK_LOG_BUFFER=4k"),
 			 "/dev/null"), 128 + SIGKILL);
-	CHECK_EQ(run_env("nocuda", ENV(var), "/dev/null"), 7);
+	CHECK_EQ(run_scenario_err("nocuda", ENV(var), "/dev/null"), 7);
 	l = slurp(log);
 	rec = strstr(l, "{\"ev\":\"recovered\"");
 	CHECK(rec != NULL);
@@ -282,17 +258,17 @@ TEST(log_buffer_the_ring_cannot_honour_said_once)
 	log_path(log, sizeof(log), "log");
 	log_path(err, sizeof(err), "err");
 	snprintf(var, sizeof(var), "GDRHOOK_LOG=%s", log);
-	CHECK_EQ(run_env("alloc", ENV(var, "GDRHOOK_LOG_BUFFER=5000"), err),
+	CHECK_EQ(run_scenario_err("alloc", ENV(var, "GDRHOOK_LOG_BUFFER=5000"), err),
 		 7);
 	e = slurp(err);
 	CHECK_EQ(count_str(e, "GDRHOOK_LOG_BUFFER=5000: each thread's ring "
 			      "holds 16 events (3072 bytes)"), 1);
 	/* a process that never logs says nothing */
-	CHECK_EQ(run_env("nocuda", ENV(var, "GDRHOOK_LOG_BUFFER=5000"), err),
+	CHECK_EQ(run_scenario_err("nocuda", ENV(var, "GDRHOOK_LOG_BUFFER=5000"), err),
 		 7);
 	CHECK_STR(slurp(err), "");
 	/* a value it honours: nothing */
-	CHECK_EQ(run_env("alloc", ENV(var, "GDRHOOK_LOG_BUFFER=3072"), err),
+	CHECK_EQ(run_scenario_err("alloc", ENV(var, "GDRHOOK_LOG_BUFFER=3072"), err),
 		 7);
 	CHECK_STR(slurp(err), "");
 	unlink(log);
@@ -309,7 +285,7 @@ TEST(symlink_log_refused_in_words)
 	log_path(err, sizeof(err), "err");
 	CHECK_EQ(symlink(log, lnk), 0);
 	snprintf(var, sizeof(var), "GDRHOOK_LOG=%s", lnk);
-	CHECK_EQ(run_env("alloc", ENV(var), err), 7);
+	CHECK_EQ(run_scenario_err("alloc", ENV(var), err), 7);
 	e = slurp(err);
 	CHECK_EQ(count_str(e, "logs are never written through a symlink"), 1);
 	CHECK_EQ(count_str(e, "errno"), 0);

@@ -166,14 +166,15 @@ static struct mw_ctx *ctx_of(struct ibv_context *ctx)
 	if (!free_c)
 		return NULL;
 	memset(free_c, 0, sizeof(*free_c));
-	free_c->ctx = ctx;
+	/* published last: gh_mw_supported reads without the lock */
+	__atomic_store_n(&free_c->ctx, ctx, __ATOMIC_RELEASE);
 	return free_c;
 }
 
 static void ctx_refuse(struct mw_ctx *c, const char *why)
 {
-	c->state = CTX_NO;
 	gh_str_printf(c->why, sizeof(c->why), "%s", why);
+	__atomic_store_n(&c->state, CTX_NO, __ATOMIC_RELEASE);
 	gh_warn("memory windows: NIC %s: %s; exact remote exposure registers each MR with the NIC instead",
 		dev_name(c->ctx), why);
 }
@@ -189,8 +190,8 @@ static struct mw_ctx *probe(struct ibv_context *ctx)
 	if (!c || c->state != CTX_UNKNOWN)
 		return c;
 	if (!gh_cfg.windows) {
-		c->state = CTX_NO;
 		gh_str_printf(c->why, sizeof(c->why), "GDRHOOK_WINDOWS=0");
+		__atomic_store_n(&c->state, CTX_NO, __ATOMIC_RELEASE);
 		return c;
 	}
 	if (resolve()) {
@@ -221,7 +222,7 @@ static struct mw_ctx *probe(struct ibv_context *ctx)
 		ctx_refuse(c, "no active port for gdrhook's queue pair");
 		return c;
 	}
-	c->state = CTX_YES;
+	__atomic_store_n(&c->state, CTX_YES, __ATOMIC_RELEASE);
 	gh_info("memory windows: NIC %s: windows on port %u (exact remote exposure at cache speed)",
 		dev_name(ctx), c->port);
 	return c;
@@ -234,9 +235,19 @@ int gh_mw_supported(struct ibv_pd *pd, const char **why)
 
 	if (!pd || !pd->context)
 		return 0;
+	/* every registration asks: once probed, no lock */
+	for (int i = 0; !why && i < MW_CTXS; i++) {
+		if (__atomic_load_n(&mw.ctx[i].ctx, __ATOMIC_ACQUIRE) !=
+		    pd->context)
+			continue;
+		yes = __atomic_load_n(&mw.ctx[i].state, __ATOMIC_ACQUIRE);
+		if (yes != CTX_UNKNOWN)
+			return yes == CTX_YES;
+		break;
+	}
 	pthread_mutex_lock(&mw.lock);
 	c = probe(pd->context);
-	yes = c && c->state == CTX_YES;
+	yes = c && __atomic_load_n(&c->state, __ATOMIC_RELAXED) == CTX_YES;
 	if (why)
 		*why = c ? c->why : "too many NICs";
 	pthread_mutex_unlock(&mw.lock);
@@ -634,8 +645,11 @@ void gh_mw_drop_context(struct ibv_context *ctx)
 		if (ctx && mw.eng[i].pd && mw.eng[i].ctx == ctx)
 			eng_drop(&mw.eng[i]);
 	for (int i = 0; i < MW_CTXS; i++)
-		if (mw.ctx[i].ctx == ctx)
-			memset(&mw.ctx[i], 0, sizeof(mw.ctx[i]));
+		if (mw.ctx[i].ctx == ctx) {
+			__atomic_store_n(&mw.ctx[i].ctx, NULL, __ATOMIC_RELEASE);
+			__atomic_store_n(&mw.ctx[i].state, CTX_UNKNOWN,
+					 __ATOMIC_RELEASE);
+		}
 	pthread_mutex_unlock(&mw.lock);
 }
 

@@ -335,24 +335,10 @@ struct gpu {
 	const char *bar1_src;	/* src/bar.c: sysfs, nvml or unknown */
 };
 
-
 typedef CUresult (*cu_int_fn)(int *);
 typedef CUresult (*cu_init_fn)(unsigned int);
 typedef CUresult (*cu_name_fn)(char *, int, CUdevice);
 typedef CUresult (*cu_attr_fn)(int *, CUdevice_attribute, CUdevice);
-typedef CUresult (*cu_errname_fn)(CUresult, const char **);
-
-/* A CUresult by the driver's name for it (cuGetErrorName), else its number. */
-static const char *cu_err(void *h, CUresult rc, char *buf, size_t cap)
-{
-	cu_errname_fn f = h ? (cu_errname_fn)gh_real_dlsym(h, "cuGetErrorName") : NULL;
-	const char *n = NULL;
-
-	if (f && f(rc, &n) == CUDA_SUCCESS && n)
-		return n;
-	gh_str_printf(buf, cap, "CUresult %d", (int)rc);
-	return buf;
-}
 
 static void gpus(struct out *o)
 {
@@ -374,10 +360,10 @@ static void gpus(struct out *o)
 		gh_str_printf(why, sizeof(why), "the driver lacks cuInit/cuDeviceGetCount/cuDeviceGetName");
 	} else if ((rc = init(0)) != CUDA_SUCCESS) {
 		gh_str_printf(why, sizeof(why), "cuInit failed: %s",
-		    cu_err(h, rc, e, sizeof(e)));
+		    gh_cu_errname(h, rc, e, sizeof(e)));
 	} else if ((rc = count(&n)) != CUDA_SUCCESS) {
 		gh_str_printf(why, sizeof(why), "cuDeviceGetCount failed: %s",
-		    cu_err(h, rc, e, sizeof(e)));
+		    gh_cu_errname(h, rc, e, sizeof(e)));
 		n = 0;
 	}
 	if (ver && ver(&v) != CUDA_SUCCESS)

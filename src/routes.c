@@ -101,18 +101,18 @@ typedef CUresult (*gpa_fn)(const char *, void **, int, cuuint64_t,
 typedef CUresult (*cu_errname_fn)(CUresult, const char **);
 typedef const char *(*rt_errname_fn)(int);
 
-/* Errors by the driver's or the runtime's name for them, else by number. */
-static const char *cu_err(void *cuda, CUresult rc, char *buf, size_t cap)
+const char *gh_cu_errname(void *cuda, int rc, char *buf, size_t cap)
 {
 	cu_errname_fn f = cuda ? (cu_errname_fn)gh_real_dlsym(cuda, "cuGetErrorName") : NULL;
 	const char *n = NULL;
 
-	if (f && f(rc, &n) == CUDA_SUCCESS && n)
+	if (f && f((CUresult)rc, &n) == CUDA_SUCCESS && n)
 		return n;
-	gh_str_printf(buf, cap, "CUresult %d", (int)rc);
+	gh_str_printf(buf, cap, "CUresult %d", rc);
 	return buf;
 }
 
+/* The runtime's name for an error, else its number. */
 static const char *rt_err(void *rt, int rc, char *buf, size_t cap)
 {
 	rt_errname_fn f = (rt_errname_fn)gh_real_dlsym(rt, "cudaGetErrorName");
@@ -151,7 +151,7 @@ static void route_gpa(struct gh_route_check *r, void *cuda)
 		r->state = -1;
 		gh_str_printf(r->detail, sizeof(r->detail),
 		    "cuGetProcAddress_v2(\"cuMemFree\", %d) failed: %s",
-		    CUDA_VERSION, cu_err(cuda, rc, e, sizeof(e)));
+		    CUDA_VERSION, gh_cu_errname(cuda, rc, e, sizeof(e)));
 		return;
 	}
 	r->state = ours(p);

@@ -10,6 +10,8 @@
 #ifndef GH_ROUTES_H
 #define GH_ROUTES_H
 
+#include <stddef.h>
+
 enum { GH_ROUTE_ELF, GH_ROUTE_DLSYM, GH_ROUTE_GPA, GH_ROUTE_DEP, GH_ROUTES };
 
 struct gh_route_check {
@@ -19,5 +21,9 @@ struct gh_route_check {
 };
 
 void gh_routes_check(struct gh_route_check r[GH_ROUTES]);
+
+/* A CUresult by the driver's name for it (cuGetErrorName from the libcuda
+ * handle cuda), else "CUresult N" written into buf. */
+const char *gh_cu_errname(void *cuda, int rc, char *buf, size_t cap);
 
 #endif

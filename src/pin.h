@@ -45,6 +45,7 @@ struct gh_pin {
 	/* backend state */
 	uint64_t pin_base, pin_size;	/* what the backend pinned */
 	int fd;				/* dmabuf: the exported fd, else -1 */
+	uint64_t fd_dev, fd_ino;	/* the file fd names (pin_dmabuf.c) */
 	uint64_t cookie;		/* for ops->valid (gdrpin: pin handle) */
 };
 

@@ -37,6 +37,7 @@
 #include "internal.h"
 #include "log.h"
 #include "pin.h"
+#include "evspool.h"
 
 typedef CUresult (*get_handle_fn)(void *, CUdeviceptr, size_t,
 				  CUmemRangeHandleType, unsigned long long);
@@ -106,15 +107,20 @@ static CUresult export_range(get_handle_fn get, uint64_t base, uint64_t size,
 	return rc;
 }
 
-static int dmabuf_pin(struct gh_pin *p)
+/*
+ * Export [lo, hi) of p's allocation.  The export needs a current
+ * context: on a thread that has none, the allocation's (or its device's
+ * primary) is bound for the call.  lo2/hi2 (when hi2 > lo2): the range
+ * tried when the first is refused.
+ */
+static int export_bound(const struct gh_pin *p, uint64_t *lo, uint64_t *hi,
+			uint64_t lo2, uint64_t hi2, int *fd_p)
 {
 	get_handle_fn get = (get_handle_fn)drv_sym("cuMemGetHandleForAddressRange");
 	ctx_get_fn ctx_get = (ctx_get_fn)drv_sym("cuCtxGetCurrent");
 	ctx_set_fn ctx_set = (ctx_set_fn)drv_sym("cuCtxSetCurrent");
-	uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
-	uint64_t lo, hi;
 	CUcontext cur = NULL;
-	int bound = 0, fd = -1;
+	int bound = 0;
 	CUresult rc;
 
 	if (!get || !ctx_get || !ctx_set)
@@ -128,28 +134,72 @@ static int dmabuf_pin(struct gh_pin *p)
 			return -ENXIO;
 		bound = 1;
 	}
-	lo = p->base & ~(GH_PIN_ALIGN - 1);
-	hi = (p->base + p->size + GH_PIN_ALIGN - 1) & ~(GH_PIN_ALIGN - 1);
-	rc = export_range(get, lo, hi - lo, p->dev, &fd);
-	if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_OUT_OF_MEMORY) {
-		lo = p->base & ~(pg - 1);
-		hi = (p->base + p->size + pg - 1) & ~(pg - 1);
-		rc = export_range(get, lo, hi - lo, p->dev, &fd);
+	rc = export_range(get, *lo, *hi - *lo, p->dev, fd_p);
+	if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_OUT_OF_MEMORY &&
+	    hi2 > lo2) {
+		*lo = lo2;
+		*hi = hi2;
+		rc = export_range(get, lo2, hi2 - lo2, p->dev, fd_p);
 	}
 	if (bound)
 		ctx_set(NULL);
-	if (rc != CUDA_SUCCESS)
-		return cu_errno(rc);
+	return cu_errno(rc);
+}
+
+/*
+ * The fd is the program's number too: it may close it (close_range) and
+ * open its own file there, or dup2() over it.  It is kept above the
+ * numbers programs use and known by its file (evspool.h), never closed
+ * or registered through unless it still names that file.
+ */
+static int own_fd(int fd, struct gh_pin *p)
+{
+	struct gh_ownfd o;
+	int err = gh_fd_own(fd, &o);
+
+	if (err)
+		return err;
+	p->fd = o.fd;
+	p->fd_dev = (uint64_t)o.dev;
+	p->fd_ino = (uint64_t)o.ino;
+	return 0;
+}
+
+static struct gh_ownfd held(const struct gh_pin *p)
+{
+	struct gh_ownfd o = { .fd = p->fd, .dev = (dev_t)p->fd_dev,
+			      .ino = (ino_t)p->fd_ino };
+
+	return o;
+}
+
+static int dmabuf_pin(struct gh_pin *p)
+{
+	uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
+	uint64_t lo = p->base & ~(GH_PIN_ALIGN - 1);
+	uint64_t hi = (p->base + p->size + GH_PIN_ALIGN - 1) &
+		      ~(GH_PIN_ALIGN - 1);
+	int fd = -1, err;
+
+	/* the rounded range runs into memory not part of one mapping: the
+	 * page-rounded allocation instead */
+	err = export_bound(p, &lo, &hi, p->base & ~(pg - 1),
+			   (p->base + p->size + pg - 1) & ~(pg - 1), &fd);
+	if (!err)
+		err = own_fd(fd, p);
+	if (err)
+		return err;
 	p->pin_base = lo;
 	p->pin_size = hi - lo;
-	p->fd = fd;
 	return 0;
 }
 
 static void dmabuf_unpin(struct gh_pin *p)
 {
+	struct gh_ownfd o = held(p);
+
 	if (p->fd >= 0)
-		close(p->fd);
+		gh_fd_close(&o);
 	p->fd = -1;
 }
 
@@ -157,13 +207,32 @@ static int dmabuf_reg(const struct gh_pin *p, struct ibv_pd *pd,
 		      uint64_t addr, uint64_t len, unsigned int access,
 		      struct ibv_mr **mr_p)
 {
+	struct gh_ownfd o = held(p), tmp = { .fd = -1 };
+	uint64_t lo = p->pin_base, hi = p->pin_base + p->pin_size;
 	struct ibv_mr *mr;
+	int fd = o.fd, err;
 
+	if (!gh_fd_ours(&o)) {
+		/*
+		 * The program took the number: this registration goes
+		 * through a fresh export of the same range (the MR keeps it
+		 * alive; the memory is the pin's, under the cache's lock).
+		 */
+		err = export_bound(p, &lo, &hi, 0, 0, &fd);
+		if (!err)
+			err = gh_fd_own(fd, &tmp);
+		if (err)
+			return err;
+		fd = tmp.fd;
+	}
 	errno = 0;
-	mr = gh_vreal_reg_dmabuf_mr(pd, addr - p->pin_base, len, addr, p->fd,
+	mr = gh_vreal_reg_dmabuf_mr(pd, addr - p->pin_base, len, addr, fd,
 				    (int)access);
-	if (!mr)
-		return errno ? -errno : -EIO;
+	err = mr ? 0 : errno ? -errno : -EIO;
+	if (tmp.fd >= 0)
+		gh_fd_close(&tmp);
+	if (err)
+		return err;
 	*mr_p = mr;
 	return 0;
 }

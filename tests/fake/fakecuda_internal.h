@@ -222,7 +222,9 @@ struct fc_state {
 	unsigned long long next_ctx_id;
 	struct CUmemPoolHandle_st *pools;
 	/* DMA-BUF fallback: fd -> byte offset of the range in the file */
-	struct { int fd; uint64_t off, va; } dmabuf[256];
+	/* exports by the sequence number their file position holds */
+	struct { uint64_t seq, off, va; } dmabuf[4096];
+	uint64_t dmabuf_seq;
 };
 
 extern FC_HIDDEN struct fc_state fc;

@@ -101,10 +101,24 @@ FC_API CUresult CUDAAPI cuMemGetHandleForAddressRange(
 		rc = CUDA_ERROR_OPERATING_SYSTEM;
 		goto out;
 	}
-	if (fd < (int)(sizeof(fc.dmabuf) / sizeof(fc.dmabuf[0]))) {
-		fc.dmabuf[fd].fd = fd + 1;	/* 0 means unset */
-		fc.dmabuf[fd].off = off;
-		fc.dmabuf[fd].va = dptr;
+	/*
+	 * The export is known by its open file, not its number: a holder
+	 * may dup it elsewhere and close the first (gdrhook keeps its own
+	 * exports above the numbers programs use).  Its file position (which
+	 * dups share and mmap leaves alone) is the export's sequence number.
+	 */
+	{
+		uint64_t seq = ++fc.dmabuf_seq;
+		size_t n = sizeof(fc.dmabuf) / sizeof(fc.dmabuf[0]);
+
+		if (lseek(fd, (off_t)seq, SEEK_SET) != (off_t)seq) {
+			close(fd);
+			rc = CUDA_ERROR_OPERATING_SYSTEM;
+			goto out;
+		}
+		fc.dmabuf[seq % n].seq = seq;
+		fc.dmabuf[seq % n].off = off;
+		fc.dmabuf[seq % n].va = dptr;
 	}
 	*(int *)handle = fd;
 out:
@@ -112,32 +126,39 @@ out:
 	return rc;
 }
 
+/* The export fd is (by its file position, see above), or -1. */
+static int export_of(int fd)
+{
+	size_t n = sizeof(fc.dmabuf) / sizeof(fc.dmabuf[0]);
+	off_t pos = fd >= 0 ? lseek(fd, 0, SEEK_CUR) : -1;
+
+	if (pos <= 0 || fc.dmabuf[(uint64_t)pos % n].seq != (uint64_t)pos)
+		return -1;
+	return (int)((uint64_t)pos % n);
+}
+
 FC_API int fakecuda_dmabuf_offset(int fd, uint64_t *off)
 {
-	int rc = -1;
+	int i;
 
 	fc_lock();
-	if (fd >= 0 && fd < (int)(sizeof(fc.dmabuf) / sizeof(fc.dmabuf[0])) &&
-	    fc.dmabuf[fd].fd == fd + 1) {
-		*off = fc.dmabuf[fd].off;
-		rc = 0;
-	}
+	i = export_of(fd);
+	if (i >= 0)
+		*off = fc.dmabuf[i].off;
 	fc_unlock();
-	return rc;
+	return i >= 0 ? 0 : -1;
 }
 
 FC_API int fakecuda_dmabuf_address(int fd, uint64_t *va)
 {
-	int rc = -1;
+	int i;
 
 	fc_lock();
-	if (fd >= 0 && fd < (int)(sizeof(fc.dmabuf) / sizeof(fc.dmabuf[0])) &&
-	    fc.dmabuf[fd].fd == fd + 1) {
-		*va = fc.dmabuf[fd].va;
-		rc = 0;
-	}
+	i = export_of(fd);
+	if (i >= 0)
+		*va = fc.dmabuf[i].va;
 	fc_unlock();
-	return rc;
+	return i >= 0 ? 0 : -1;
 }
 
 /* ------------------------------------------------------------------ IPC */

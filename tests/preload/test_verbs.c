@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <infiniband/verbs.h>
 
 #include "preload_util.h"
@@ -254,6 +256,65 @@ static int scenario_auto(void)
 	CHECK_EQ(v.dereg(a), 0);
 	CU_OK(cuMemFree(d));
 	CHECK_EQ(v.live(), 0);
+	return 0;
+}
+
+#define FD_SCAN	4096
+
+/*
+ * A program that closes the descriptors it did not open (a daemon's
+ * close-all) and opens its own file on each of those numbers: the
+ * cache's export is neither registered through nor closed by number.  A
+ * registration on a second PD (the held export is needed again) gets a
+ * fresh one and reaches the memory; the free leaves the program's files
+ * open.
+ */
+static int scenario_fd_reuse(void)
+{
+	static char before[FD_SCAN];
+	struct ibv_pd *pd1, *pd2;
+	struct ibv_mr *a, *b;
+	struct stat null_st, st;
+	int taken[64], nt = 0;
+	CUdeviceptr d;
+	char got = 0;
+
+	primary_ctx(0);
+	verbs_load();
+	pd1 = v.alloc_pd(v.open());
+	pd2 = v.alloc_pd(v.open());
+	d = dev_alloc(MiB);
+	CHECK_EQ(stat("/dev/null", &null_st), 0);
+	for (int fd = 0; fd < FD_SCAN; fd++)
+		before[fd] = fcntl(fd, F_GETFD) >= 0;
+	a = v.reg(pd1, (void *)d, 64, LW | RW);
+	CHECK(a != NULL);
+	for (int fd = 3; fd < FD_SCAN && nt < 64; fd++) {
+		int nul;
+
+		if (before[fd] || fcntl(fd, F_GETFD) < 0)
+			continue;
+		nul = open("/dev/null", O_RDONLY);
+		CHECK(nul >= 0);
+		CHECK_EQ(dup2(nul, fd), fd);
+		close(nul);
+		taken[nt++] = fd;
+	}
+	CHECK(nt >= 1);		/* the export the cache holds */
+	b = v.reg(pd2, (void *)(d + 4096), 64, LW | RW);
+	CHECK(b != NULL);
+	CHECK_EQ(v.write(pd2, b->rkey, d + 4096, "x", 1), 0);
+	CU_OK(cuMemcpyDtoH(&got, d + 4096, 1));
+	CHECK_EQ(got, 'x');
+	CHECK_EQ(v.dereg(a), 0);
+	CHECK_EQ(v.dereg(b), 0);
+	CU_OK(cuMemFree(d));
+	CHECK_EQ(v.live(), 0);
+	for (int i = 0; i < nt; i++) {
+		CHECK_EQ(fstat(taken[i], &st), 0);
+		CHECK(st.st_rdev == null_st.st_rdev && S_ISCHR(st.st_mode));
+	}
+	CHECK_EQ(v.calls("stale_writes"), 0);
 	return 0;
 }
 
@@ -916,6 +977,7 @@ static const struct scenario scenarios[] = {
 	{ "peermem", scenario_peermem },
 	{ "none", scenario_none },
 	{ "auto", scenario_auto },
+	{ "fd_reuse", scenario_fd_reuse },
 	{ "buffer_id", scenario_buffer_id },
 	{ "log", scenario_log },
 	{ "straddle", scenario_straddle },
@@ -965,6 +1027,14 @@ TEST(verbs_backend_auto)
 	const char *env[] = { "GDRHOOK_BACKEND=auto", NULL };
 
 	CHECK_EQ(run_scenario("auto", env), 0);
+}
+
+TEST(verbs_dmabuf_program_reuses_our_fd)
+{
+	const char *env[] = { "GDRHOOK_BACKEND=dmabuf",
+			      "GDRHOOK_REMOTE_EXPOSURE=allocation", NULL };
+
+	CHECK_EQ(run_scenario("fd_reuse", env), 0);
 }
 
 TEST(buffer_id_from_registry)

@@ -60,6 +60,7 @@
 #include "internal.h"
 #include "log.h"
 #include "pin.h"
+#include "evspool.h"
 
 static gh_pin_revoked_fn revoked_fn;
 
@@ -76,6 +77,9 @@ static struct {
 	pthread_mutex_t lock;		/* open, thread start, slot table */
 	int state;			/* 0 untried, 1 usable, -errno failed */
 	const char *why;
+	/* known by their files, not their numbers (evspool.h): the
+	 * program may close them and open its own files there */
+	struct gh_ownfd ofd, oefd;
 	int fd, efd;
 	pid_t pid;
 	uint64_t caps;
@@ -88,7 +92,14 @@ static struct {
 	int thread;
 	int via_dmabuf;			/* no usable nv-p2p: PIN_DMABUF */
 	char whybuf[160];
-} gp = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .efd = -1 };
+} gp = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .efd = -1,
+	  .ofd = { .fd = -1 }, .oefd = { .fd = -1 } };
+
+/* /dev/gdrpin's fd while its number still names it, else -1 (EBADF). */
+static int gp_fd(void)
+{
+	return gh_fd_ours(&gp.ofd) ? gp.fd : -1;
+}
 
 static int fail_open(int err, const char *what)
 {
@@ -105,8 +116,7 @@ static int fail_open(int err, const char *what)
 	if (gp.hdr)
 		munmap((void *)gp.hdr, gp.map_len);
 	gp.hdr = NULL;
-	if (gp.fd >= 0)
-		close(gp.fd);
+	gh_fd_close(&gp.ofd);
 	gp.fd = -1;
 	return -(err ? err : ENODEV);
 }
@@ -118,8 +128,9 @@ static int do_open(void)
 	size_t tab;
 
 	gp.fd = open(gh_gdrpin_dev, O_RDWR | O_CLOEXEC);
-	if (gp.fd < 0)
+	if (gp.fd < 0 || gh_fd_own(gp.fd, &gp.ofd))
 		return fail_open(errno, gh_gdrpin_dev);
+	gp.fd = gp.ofd.fd;
 	memset(&v, 0, sizeof(v));
 	v.size = sizeof(v);
 	if (ioctl(gp.fd, GDRPIN_IOC_GET_VERSION, &v))
@@ -203,7 +214,7 @@ static void drain(void)
 		/* The lock keeps a released slot from being reused (by a
 		 * pin) before its table entry is read. */
 		pthread_mutex_lock(&gp.lock);
-		if (ioctl(gp.fd, GDRPIN_IOC_GET_REVOKED, &a)) {
+		if (ioctl(gp_fd(), GDRPIN_IOC_GET_REVOKED, &a)) {
 			pthread_mutex_unlock(&gp.lock);
 			gh_warn("gdrpin: GET_REVOKED failed: %s", gh_errtext(errno));
 			return;
@@ -229,14 +240,29 @@ static void drain(void)
 	} while (a.pending);
 }
 
+/*
+ * The program closed the fd the helper waits on (and may have opened its
+ * own file there): never poll or read a file of the program's.
+ */
+static int helper_fd_gone(const struct gh_ownfd *o, short revents)
+{
+	if (!(revents & POLLNVAL) && gh_fd_ours(o))
+		return 0;
+	gh_warn("gdrpin: the program closed gdrhook's descriptor of /dev/gdrpin: revocations are seen at the next registration only");
+	return 1;
+}
+
 static void *helper(void *arg)
 {
+	const struct gh_ownfd *o = gp.efd >= 0 ? &gp.oefd : &gp.ofd;
 	struct pollfd pf;
 
-	pf.fd = gp.efd >= 0 ? gp.efd : gp.fd;
+	pf.fd = o->fd;
 	pf.events = POLLIN;
 	for (;;) {
 		pf.revents = 0;
+		if (helper_fd_gone(o, 0))
+			return NULL;
 		if (poll(&pf, 1, -1) < 0) {
 			if (errno == EINTR)
 				continue;
@@ -244,6 +270,8 @@ static void *helper(void *arg)
 				gh_errtext(errno));
 			return NULL;
 		}
+		if (helper_fd_gone(o, pf.revents))
+			return NULL;
 		if (gp.efd >= 0) {
 			uint64_t v;
 
@@ -268,11 +296,15 @@ static void helper_start(void)
 	gp.thread = 1;
 	if (gp.caps & GDRPIN_CAP_EVENTFD) {
 		gp.efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (gp.efd >= 0 && gh_fd_own(gp.efd, &gp.oefd))
+			gp.efd = -1;
+		else if (gp.efd >= 0)
+			gp.efd = gp.oefd.fd;
 		memset(&e, 0, sizeof(e));
 		e.size = sizeof(e);
 		e.fd = gp.efd;
-		if (gp.efd >= 0 && ioctl(gp.fd, GDRPIN_IOC_SET_EVENTFD, &e)) {
-			close(gp.efd);
+		if (gp.efd >= 0 && ioctl(gp_fd(), GDRPIN_IOC_SET_EVENTFD, &e)) {
+			gh_fd_close(&gp.oefd);
 			gp.efd = -1;
 		}
 	}
@@ -303,7 +335,7 @@ static int pin_dmabuf(struct gh_pin *p)
 	a.size = sizeof(a);
 	a.fd = p->fd;
 	a.va = p->pin_base;
-	if (ioctl(gp.fd, GDRPIN_IOC_PIN_DMABUF, &a))
+	if (ioctl(gp_fd(), GDRPIN_IOC_PIN_DMABUF, &a))
 		err = errno ? -errno : -EIO;
 	else if (a.slot >= gp.nslots || a.slot != GDRPIN_HANDLE_SLOT(a.handle))
 		err = -EPROTO;
@@ -345,7 +377,7 @@ static int gdrpin_pin(struct gh_pin *p)
 	a.len = p->size;
 	pthread_mutex_lock(&gp.lock);
 	helper_start();
-	if (ioctl(gp.fd, GDRPIN_IOC_PIN, &a)) {
+	if (ioctl(gp_fd(), GDRPIN_IOC_PIN, &a)) {
 		err = errno ? -errno : -EIO;
 	} else if (a.slot >= gp.nslots ||
 		   a.slot != GDRPIN_HANDLE_SLOT(a.handle)) {
@@ -385,7 +417,7 @@ static void gdrpin_unpin(struct gh_pin *p)
 	a.handle = p->cookie;
 	pthread_mutex_lock(&gp.lock);
 	/* -ENOENT: revoked and already released by GET_REVOKED */
-	if (ioctl(gp.fd, GDRPIN_IOC_UNPIN, &a) && errno != ENOENT)
+	if (ioctl(gp_fd(), GDRPIN_IOC_UNPIN, &a) && errno != ENOENT)
 		gh_warn("gdrpin: unpin of %#llx failed: %s",
 			(unsigned long long)p->cookie, gh_errtext(errno));
 	if (s < gp.nslots && gp.tab_handle[s] == p->cookie)

@@ -40,6 +40,7 @@
  * "FAIL CASE: why" and exits 0 / 1 (77: skipped).
  */
 #include <cuda.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -49,6 +50,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include <infiniband/verbs.h>
 
 #include "gdrhook_preload.h"
@@ -629,6 +631,162 @@ static int run_revoke(int iters)
 	return 0;
 }
 
+/* ------------------------------------------------------------ fdsteal */
+
+#define FD_SCAN	4096
+
+/* CPU seconds the thread named name has used, or -1 when there is none. */
+static double thread_cpu(const char *name)
+{
+	char path[300], buf[512];
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+	double t = -1;
+
+	while (d && t < 0 && (de = readdir(d))) {
+		unsigned long ut, st;
+		FILE *f;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm",
+			 de->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (!fgets(buf, sizeof(buf), f) ||
+		    strncmp(buf, name, strlen(name))) {
+			fclose(f);
+			continue;
+		}
+		fclose(f);
+		snprintf(path, sizeof(path), "/proc/self/task/%s/stat",
+			 de->d_name);
+		f = fopen(path, "r");
+		if (f && fgets(buf, sizeof(buf), f) && strrchr(buf, ')') &&
+		    sscanf(strrchr(buf, ')') + 2,
+			   "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+			   &ut, &st) == 2)
+			t = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+		if (f)
+			fclose(f);
+	}
+	if (d)
+		closedir(d);
+	return t;
+}
+
+/* The number of gdrhook's fd whose link reads target, or -1. */
+static int fd_named(const char *target)
+{
+	for (int fd = 3; fd < FD_SCAN; fd++) {
+		char link[64], t[256];
+		ssize_t n;
+
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+		n = readlink(link, t, sizeof(t) - 1);
+		if (n < 0)
+			continue;
+		t[n] = 0;
+		if (!strcmp(t, target))
+			return fd;
+	}
+	return -1;
+}
+
+/*
+ * A program that closes descriptors it did not open and opens its own
+ * files on those numbers: first a pipe holding 16 bytes over gdrhook's
+ * eventfd, then a revocation (the driver frees the memory: gdrpin
+ * signals the eventfd gdrhook gave it), then /dev/null over /dev/gdrpin's
+ * fd.  gdrhook must not read the program's pipe, close its files, or spin
+ * its revocation helper on the lost number; registrations go on
+ * (uncached: the pins went with the file) and the frees revoke them.
+ */
+static int run_fdsteal(int iters)
+{
+	static const char data[16] = "the program's.\n";
+	int efd, gfd, pp[2], fl;
+	struct stat pipe_st, null_st, st;
+	struct ibv_mr *m;
+	char back[32], cmd[96];
+	CUdeviceptr p;
+	double c0, c1;
+	ssize_t n;
+
+	rt.r = R_FREE;
+	p = r_alloc();
+	CU(cuMemsetD8(p, BG, rt.size));
+	m = ibv_reg_mr(vb.pd, (void *)(uintptr_t)p, rt.size, ACC);
+	if (!m)
+		fail("ibv_reg_mr: %s", strerror(errno));
+	efd = fd_named("anon_inode:[eventfd]");
+	gfd = fd_named("/dev/gdrpin");
+	if (efd < 0 || gfd < 0)
+		fail("gdrhook's eventfd (%d) or /dev/gdrpin fd (%d) not found",
+		     efd, gfd);
+	/* the eventfd's number: the program's pipe, with data in it */
+	if (pipe(pp) || write(pp[1], data, sizeof(data)) != sizeof(data) ||
+	    dup2(pp[0], efd) != efd || fstat(efd, &pipe_st))
+		fail("a pipe over fd %d: %s", efd, strerror(errno));
+	close(pp[0]);
+	if (ibv_dereg_mr(m))
+		fail("ibv_dereg_mr");
+	/* the driver revokes: gdrpin signals the eventfd it was given */
+	snprintf(cmd, sizeof(cmd), "0 %llx %llx",
+		 (unsigned long long)(p & ~0xffffULL),
+		 (unsigned long long)rt.size);
+	if (write_file("/sys/kernel/debug/fake_nvp2p/free", cmd))
+		fail("write fake_nvp2p/free: %s", strerror(errno));
+	sleep(1);
+	c0 = thread_cpu("gdrhook-gdrpin");
+	sleep(2);
+	c1 = thread_cpu("gdrhook-gdrpin");
+	if (c0 >= 0 && c1 >= 0 && c1 - c0 > 0.5)
+		fail("the revocation helper used %.2f s of CPU in 2 s after its fd was taken: it spins",
+		     c1 - c0);
+	fl = fcntl(efd, F_GETFL);
+	fcntl(efd, F_SETFL, fl | O_NONBLOCK);
+	n = read(efd, back, sizeof(back));
+	if (n != (ssize_t)sizeof(data) || memcmp(back, data, sizeof(data)))
+		fail("the program's pipe on fd %d: %zd bytes back of %zu: gdrhook read it",
+		     efd, n, sizeof(data));
+	/* /dev/gdrpin's number: the program's /dev/null */
+	{
+		int nul = open("/dev/null", O_RDONLY);
+
+		if (nul < 0 || dup2(nul, gfd) != gfd || stat("/dev/null", &null_st))
+			fail("/dev/null over fd %d: %s", gfd, strerror(errno));
+		close(nul);
+	}
+	r_free(p);
+	for (int it = 0; it < iters; it++) {
+		p = r_alloc();
+		CU(cuMemsetD8(p, BG, rt.size));
+		m = ibv_reg_mr(vb.pd, (void *)(uintptr_t)p, rt.size, ACC);
+		if (!m)
+			fail("iteration %d: ibv_reg_mr after the fds were taken: %s",
+			     it, strerror(errno));
+		fill_src(4096, (unsigned int)it);
+		if (rdma_write(vb.qa, p, m->rkey, 4096) != IBV_WC_SUCCESS)
+			fail("iteration %d: RDMA WRITE", it);
+		check_contents(p, 0, 4096, (unsigned int)it,
+			       "after the RDMA write");
+		if (ibv_dereg_mr(m))
+			fail("ibv_dereg_mr");
+		r_free(p);
+	}
+	if (fstat(efd, &st) || st.st_ino != pipe_st.st_ino)
+		fail("the program's pipe on fd %d was closed or replaced", efd);
+	if (fstat(gfd, &st) || st.st_rdev != null_st.st_rdev)
+		fail("the program's /dev/null on fd %d was closed or replaced",
+		     gfd);
+	close(pp[1]);
+	printf("ok %s: gdrhook's eventfd and /dev/gdrpin fd taken by the program, a revocation signalled: the program's pipe unread, its files left open, no spinning helper, %d registrations and RDMA writes after\n",
+	       cname, iters);
+	return 0;
+}
+
 /* ------------------------------------------------------------ dmabuf */
 
 static int run_dmabuf(void)
@@ -690,7 +848,7 @@ int main(int argc, char **argv)
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc < 2)
-		fail("usage: rdma_realloc free|freeasync|pool|ctx|vmm|revoke|dmabuf [ITERS]");
+		fail("usage: rdma_realloc free|freeasync|pool|ctx|vmm|revoke|dmabuf|fdsteal [ITERS]");
 	cname = argv[1];
 	exact = !getenv("GDRHOOK_REMOTE_EXPOSURE") ||
 		strcmp(getenv("GDRHOOK_REMOTE_EXPOSURE"), "allocation");
@@ -723,6 +881,8 @@ int main(int argc, char **argv)
 		rc = run_revoke(iters);
 	else if (!strcmp(cname, "dmabuf"))
 		rc = run_dmabuf();
+	else if (!strcmp(cname, "fdsteal"))
+		rc = run_fdsteal(iters);
 	else
 		fail("unknown case");
 	verbs_close();

@@ -27,12 +27,24 @@ GEN_OUT		:= $(BUILD)/gen/gh_hooks.h $(BUILD)/gen/gh_hooks.c $(BUILD)/gen/gh_symt
 		   $(BUILD)/gen/libgdrhook.map $(BUILD)/gen/test_symbols.c
 GEN_STAMP	:= $(BUILD)/gen/.stamp
 
-LIB_SRCS	:= $(sort $(wildcard src/*.c src/hooks/*.c))
-LIB_OBJS	:= $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRCS)) \
-		   $(BUILD)/obj/gen/gh_hooks.o $(BUILD)/obj/gen/gh_symtab.o \
-		   $(BUILD)/obj/gen/gh_events.o
+# src/ is in layers, one folder each, lowest first in src/layers; a layer
+# calls only those below it.  Each is an archive of its folder's objects
+# and the generated units src/layers gives it.
+LAYERS		:= $(shell sed -n 's/^\([a-z]*\):.*/\1/p' src/layers)
+layer_srcs	= $(sort $(wildcard src/$(1)/*.c))
+layer_objs	= $(patsubst %.c,$(BUILD)/obj/%.o,$(call layer_srcs,$(1))) \
+		  $(patsubst %,$(BUILD)/obj/%.o,$(shell sed -n 's/^$(1):\(.*\)/\1/p' src/layers))
+layer_a		= $(BUILD)/layers/libgh-$(1).a
+# $(call layers_upto,L): L and the layers below it, highest first (the
+# order a static link wants).
+layer_pos	= $(strip $(foreach i,1 2 3 4 5 6 7 8 9 10 11 12,$(if $(filter $(1),$(word $(i),$(LAYERS))),$(i))))
+layers_rev	= $(if $(1),$(call layers_rev,$(wordlist 2,$(words $(1)),$(1))) $(firstword $(1)))
+layers_upto	= $(call layers_rev,$(wordlist 1,$(call layer_pos,$(1)),$(LAYERS)))
+
+LIB_OBJS	:= $(foreach l,$(LAYERS),$(call layer_objs,$(l)))
 LIB		:= $(BUILD)/libgdrhook.so
 CORE_A		:= $(BUILD)/libgdrhook-core.a
+LAYER_AS	:= $(foreach l,$(LAYERS),$(call layer_a,$(l)))
 
 UNIT_SRCS	:= $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS	:= $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRCS))
@@ -61,8 +73,8 @@ $(BUILD)/obj/gen/gh_hooks.o: $(GEN_STAMP)
 # The release, for gdrhook_version() and gdrhook-info: the gdrpin DKMS
 # package's (src/kmod/dkms.conf), one version for the tree.
 GH_VERSION	:= $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' src/kmod/dkms.conf)
-$(BUILD)/obj/src/info.o: LIB_CFLAGS += -DGH_VERSION='"$(GH_VERSION)"'
-$(BUILD)/obj/src/info.o: src/kmod/dkms.conf
+$(BUILD)/obj/src/face/info.o: LIB_CFLAGS += -DGH_VERSION='"$(GH_VERSION)"'
+$(BUILD)/obj/src/face/info.o: src/kmod/dkms.conf
 $(BUILD)/obj/gen/gh_symtab.o: $(GEN_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(LIB_CFLAGS) -MMD -MP -c $(BUILD)/gen/gh_symtab.c -o $@
@@ -84,9 +96,20 @@ $(CORE_A): $(LIB_OBJS)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/tests/unit/%: tests/unit/%.c $(CORE_A) tests/harness.h
+$(foreach l,$(LAYERS),$(eval $(call layer_a,$(l)): $(call layer_objs,$(l))))
+$(LAYER_AS):
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Itests -o $@ $< $(CORE_A) $(LDLIBS)
+	@rm -f $@
+	ar rcs $@ $^
+
+# A unit test links its layer (tests/unit/layers) and those below it
+# only: a call that points up fails to link.
+unit_layer	= $(shell sed -n 's/^$(1):[[:space:]]*\([a-z]*\).*/\1/p' tests/unit/layers)
+$(BUILD)/tests/unit/%: tests/unit/%.c tests/unit/layers $(LAYER_AS) tests/harness.h
+	@mkdir -p $(dir $@)
+	$(if $(call unit_layer,$*),,$(error tests/unit/layers names no layer for $*))
+	$(CC) $(ALL_CFLAGS) -Itests -o $@ $< \
+		$(foreach l,$(call layers_upto,$(call unit_layer,$*)),$(call layer_a,$(l))) $(LDLIBS)
 
 # Programs run under LD_PRELOAD against the CUDA driver test double.
 PRELOAD_SRCS	:= $(sort $(wildcard tests/preload/test_*.c))
@@ -171,11 +194,13 @@ test-default:
 	tests/deb/run
 	tests/readme/run
 
+# The sanitizer builds are the debug builds: GH_DEBUG turns on the lock
+# rule assertions (GH_ASSERT_LOCKED).
 test-asan:
-	$(MAKE) BUILD=build/asan SAN=address,undefined CFLAGS="-O1 -g" test-suite
+	$(MAKE) BUILD=build/asan SAN=address,undefined CFLAGS="-O1 -g -DGH_DEBUG" test-suite
 
 test-tsan:
-	$(MAKE) BUILD=build/tsan SAN=thread CFLAGS="-O1 -g" test-suite
+	$(MAKE) BUILD=build/tsan SAN=thread CFLAGS="-O1 -g -DGH_DEBUG" test-suite
 
 # The random-shape registration stress at full length (tests/preload/
 # test_verbs.c, scenario random): STRESS_CYCLES (10^6) cycles on every

@@ -116,7 +116,7 @@ int gdrhook_subscribe(uint32_t mask, gdrhook_event_fn fn, void *arg);
 int gdrhook_unsubscribe(int handle);
 
 /*
- * Counters (src/stats_list.h is their one list: the README's table and
+ * Counters (src/face/stats_list.h is their one list: the README's table and
  * the GDRHOOK_STATS printout come from it).  Members are only ever
  * appended; st->size tells which ones the caller knows.
  */

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Write (or --check) the README's GDRHOOK_* table from src/config.c.
+"""Write (or --check) the README's GDRHOOK_* table from src/base/config.c.
 
 The table sits between the markers <!-- config:begin --> and
 <!-- config:end -->; its rows come from the GH_OPT(...) rows of the one
@@ -40,7 +40,7 @@ SBEGIN, SEND = "<!-- stats:begin -->", "<!-- stats:end -->"
 
 
 def stats_table(src):
-    """The counters of src/stats_list.h: X(member, "label", value, "doc")."""
+    """The counters of src/face/stats_list.h: X(member, "label", value, "doc")."""
     text = open(src).read()
     pat = re.compile(r'X\((\w+),\s*"([^"]*)",.*?((?:"(?:[^"\\]|\\.)*"\s*\\?\s*)+)\)\s*(?:\\|$)',
                      re.S | re.M)
@@ -72,8 +72,8 @@ def main():
         sys.exit("gen-doc: %s lacks the %s/%s markers" % (readme, BEGIN, END))
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
-    new = head + BEGIN + "\n" + table("src/config.c") + "\n" + END + tail
-    new = splice(new, SBEGIN, SEND, stats_table("src/stats_list.h"),
+    new = head + BEGIN + "\n" + table("src/base/config.c") + "\n" + END + tail
+    new = splice(new, SBEGIN, SEND, stats_table("src/face/stats_list.h"),
                  "counters")
     if check:
         if new != text:

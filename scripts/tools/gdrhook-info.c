@@ -2,7 +2,7 @@
 /*
  * gdrhook-info: what gdrhook would do on this machine (versions, devices,
  * pin backend and why, interception self-test; then the configuration).
- * Everything is in the library (gdrhook_info(), src/info.c); this links
+ * Everything is in the library (gdrhook_info(), src/face/info.c); this links
  * it, so the library is in the process as if preloaded.
  */
 #include <stdio.h>

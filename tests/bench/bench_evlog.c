@@ -19,10 +19,7 @@
 #include <unistd.h>
 
 #include "gdrhook.h"
-#include "clock.h"
-#include "evlog.h"
-#include "evrec.h"
-#include "fmt.h"
+#include "evlog/evlog.h"
 
 static uint64_t n_events;
 

@@ -45,11 +45,7 @@
 #include <unistd.h>
 #include <infiniband/verbs.h>
 
-#include "internal.h"
-#include "hookrt.h"
-#include "rcache.h"
-#include "rcache_span.h"
-#include "registry.h"
+#include "rcache/rcache.h"
 
 #if defined(__has_include)
 #if __has_include(<ucs/memory/rcache.h>)

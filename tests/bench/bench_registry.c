@@ -54,7 +54,7 @@
 #include <x86intrin.h>
 #endif
 
-#include "registry.h"
+#include "registry/registry.h"
 
 #ifdef GH_BENCH_HAVE_UCX
 #include <ucs/datastruct/pgtable.h>

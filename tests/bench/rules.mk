@@ -4,8 +4,8 @@
 #
 # bench_registry compares against UCX's page table when <ucs/datastruct/
 # pgtable.h> and libucs are found (Debian: libucx-dev); GH_BENCH_UCX=0
-# turns that off.  It links src/registry.c directly so that it builds
-# even while other parts of the library do not.
+# turns that off.  Like the unit tests, each benchmark of one layer links
+# that layer's archive and those below it only.
 
 GH_BENCH_UCX	?= $(shell echo 'int main(void) { return 0; }' | \
 		     $(CC) -include ucs/datastruct/pgtable.h -x c - \
@@ -18,10 +18,10 @@ BENCH_BINS	:= $(BUILD)/tests/bench/bench_registry
 .PHONY: bench
 bench: $(BENCH_BINS)
 
-$(BUILD)/tests/bench/bench_registry: tests/bench/bench_registry.c \
-		src/registry.c src/registry.h
+$(BUILD)/tests/bench/bench_registry: tests/bench/bench_registry.c $(LAYER_AS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(BENCH_UCX_CFLAGS) -o $@ $< src/registry.c \
+	$(CC) $(ALL_CFLAGS) $(BENCH_UCX_CFLAGS) -o $@ $< \
+		$(foreach l,$(call layers_upto,registry),$(call layer_a,$(l))) \
 		$(BENCH_UCX_LIBS) $(LDLIBS)
 
 # ---- bench_driver: driver-side benchmark (tests/bench/bench-gpu runs it) ----
@@ -89,9 +89,10 @@ BENCH_EVLOG	:= $(BUILD)/tests/bench/bench_evlog
 bench: $(BENCH_EVLOG)
 bench-evlog: $(BENCH_EVLOG)
 
-$(BENCH_EVLOG): tests/bench/bench_evlog.c $(CORE_A)
+$(BENCH_EVLOG): tests/bench/bench_evlog.c $(LAYER_AS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $< $(CORE_A) $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) -o $@ $< \
+		$(foreach l,$(call layers_upto,evlog),$(call layer_a,$(l))) $(LDLIBS)
 # ---- end bench_evlog ----
 # ---- bench_rcache: the registration cache's CPU cost next to UCX's ----
 # Links the library's objects (like the unit tests) and a no-op NIC; UCX
@@ -103,7 +104,8 @@ BENCH_RCACHE	:= $(BUILD)/tests/bench/bench_rcache
 bench: $(BENCH_RCACHE)
 bench-rcache: $(BENCH_RCACHE)
 
-$(BENCH_RCACHE): tests/bench/bench_rcache.c $(CORE_A)
+$(BENCH_RCACHE): tests/bench/bench_rcache.c $(LAYER_AS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Itests -o $@ $< $(CORE_A) $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) -Itests -o $@ $< \
+		$(foreach l,$(call layers_upto,rcache),$(call layer_a,$(l))) $(LDLIBS)
 # ---- end bench_rcache ----

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Pointer queries answered from the registry (src/ptrattr.c), under
+ * Pointer queries answered from the registry (src/hooks/ptrattr.c), under
  * LD_PRELOAD against the CUDA driver double:
  *  - registry mode answers tracked and untracked pointers without calling
  *    the driver, with the driver's values;

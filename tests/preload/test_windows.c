@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * Exact remote exposure at cache speed: memory windows over one cached
- * registration (src/mwin.c), end to end over the fake NIC (it models
+ * registration (src/pin/mwin.c), end to end over the fake NIC (it models
  * windows, queue pairs and a peer's RDMA by rkey, tests/fakeverbs).
  * With GDRHOOK_REMOTE_EXPOSURE=exact (the default) a remote-access
  * registration of tracked GPU memory is a window bound to exactly its

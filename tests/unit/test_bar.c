@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * BAR1 budget (src/bar.c): the sysfs resource parse (an H100's table as
+ * BAR1 budget (src/pin/bar.c): the sysfs resource parse (an H100's table as
  * read on the GPU machine), the default budget, and the pin extent for
  * allocations under and over it.
  */
@@ -9,20 +9,8 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "internal.h"
-#include "hookrt.h"
-#include "bar.h"
+#include "pin/pin.h"
 
-/* Keep src/dlsym.c out of the link (see tests/unit/test_rcache.c). */
-void *gh_manual_dlsym(void *handle, const char *name)
-{
-	return NULL;
-}
-
-void *gh_manual_dlvsym(void *handle, const char *name, const char *version)
-{
-	return NULL;
-}
 
 #define KiB (1ULL << 10)
 #define MiB (1ULL << 20)

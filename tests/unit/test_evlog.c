@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Event log (src/evlog.c): JSON Lines output, per-thread rings, writer
+ * Event log (src/evlog/evlog.c): JSON Lines output, per-thread rings, writer
  * thread, drops, flush, shutdown, fork.
  */
 #include <dirent.h>
@@ -36,10 +36,7 @@ const char *__tsan_default_options(void)
 #endif
 
 #include "gdrhook.h"
-#include "clock.h"
-#include "evlog.h"
-#include "evrec.h"
-#include "evspool.h"
+#include "evlog/evlog.h"
 
 /* ---------------------------------------------------------------- */
 /* helpers                                                           */

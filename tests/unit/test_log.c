@@ -13,9 +13,7 @@
 
 #include "harness.h"
 
-#include "clock.h"
-#include "fmt.h"
-#include "log.h"
+#include "base/base.h"
 
 /* Format with gh_buf_printf into a buffer of cap bytes (NUL included). */
 static const char *fmt_cap(size_t cap, int *trunc, const char *f, ...)

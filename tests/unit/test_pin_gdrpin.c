@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * The gdrpin pin backend (src/pin_gdrpin.c) where there is no /dev/gdrpin
+ * The gdrpin pin backend (src/pin/pin_gdrpin.c) where there is no /dev/gdrpin
  * (CPU machines): it fails cleanly, with the reason, and the backend choice
- * falls back to none.  And the cache side of revocation (src/rcache.c:
+ * falls back to none.  And the cache side of revocation (src/rcache/rcache_core.c:
  * ops->valid on every hit, gh_rcache_revoke) against a mock backend whose
  * pins can be revoked.  The real thing runs in the QEMU lab:
  * tests/lab/regcache/run.
@@ -11,20 +11,8 @@
 #include <infiniband/verbs.h>
 
 #include "harness.h"
-#include "internal.h"
-#include "hookrt.h"
-#include "rcache.h"
+#include "rcache/rcache.h"
 
-/* Keep src/dlsym.c out of the link (see tests/unit/test_rcache.c). */
-void *gh_manual_dlsym(void *handle, const char *name)
-{
-	return NULL;
-}
-
-void *gh_manual_dlvsym(void *handle, const char *name, const char *version)
-{
-	return NULL;
-}
 
 TEST(gdrpin_missing_device)
 {

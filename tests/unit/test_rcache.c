@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * Registration cache (src/rcache.c) against a mock pin backend and the
+ * Registration cache (src/rcache/rcache_core.c) against a mock pin backend and the
  * real registry: hits and misses, no duplicates, references, access
  * upgrades, PD separation, the remote-access exposure rule, invalidation
  * on free / context destroy / unmap (through the real free paths of
- * src/events.c), LRU limits, ENOMEM retry, and a randomized stress of
+ * src/hooks/events.c), LRU limits, ENOMEM retry, and a randomized stress of
  * free/realloc-at-the-same-address cycles.
  */
 #include <pthread.h>
@@ -12,16 +12,15 @@
 #include <infiniband/verbs.h>
 
 #include "harness.h"
-#include "internal.h"
-#include "hookrt.h"
-#include "rcache.h"
+#include "hooks/hooks.h"
 
 /*
- * This test links the library's objects into the executable, and the free
- * path (src/events.c) pulls in the whole hook table.  The dlsym/dlvsym
- * interposers of src/dlsym.c would then be the executable's own dlsym,
- * which the sanitizer runtimes call before they are initialized: these
- * stand-ins keep src/dlsym.c out of the link (nothing here resolves).
+ * This test drives the cache through the hooks layer's free path
+ * (src/hooks/events.c), which pulls in the whole hook table.  The
+ * dlsym/dlvsym interposers of src/hooks/dlsym.c would then be the
+ * executable's own dlsym, which the sanitizer runtimes call before they
+ * are initialized: these stand-ins keep dlsym.o out of the link (nothing
+ * here resolves).
  */
 void *gh_manual_dlsym(void *handle, const char *name)
 {
@@ -32,6 +31,7 @@ void *gh_manual_dlvsym(void *handle, const char *name, const char *version)
 {
 	return NULL;
 }
+
 
 /* ------------------------------------------------------------ mock NIC */
 
@@ -199,7 +199,7 @@ static struct gh_range alloc_dev(uint64_t base, uint64_t size)
 	return alloc_kind(base, size, GDRHOOK_KIND_DEVICE, 0x1c0);
 }
 
-/* The free path of src/events.c: unregister, invalidate, (real free). */
+/* The free path of src/hooks/events.c: unregister, invalidate, (real free). */
 static void free_dev(uint64_t base)
 {
 	struct gh_call c;
@@ -869,7 +869,7 @@ TEST(stale_registration_raced_with_free)
 
 /*
  * 10^6 free/realloc-at-the-same-address cycles over a few addresses, each
- * free through a randomly chosen route of src/events.c (a free call, a
+ * free through a randomly chosen route of src/hooks/events.c (a free call, a
  * context destroy, a VMM-range unmap), with registrations of random
  * sub-ranges in one of two PDs and deregistrations in between.  After
  * every registration the MR must belong to the current generation (no

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit, model and concurrency tests of the registry (src/registry.c). */
+/* Unit, model and concurrency tests of the registry (src/registry/ranges.c). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "registry.h"
+#include "registry/registry.h"
 
 #define KiB (1ull << 10)
 #define MiB (1ull << 20)

@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The base layer (src/base), the one header other layers include from it:
+ * formatting, the diagnostic log, the clock, the GDRHOOK_* configuration,
+ * the counters and the per-thread guard.  It calls nothing above it; what
+ * it needs from above (the guard's drain) is handed down at init.  Files
+ * inside src/base include the header of what they use, not this one.
+ */
+#ifndef GH_BASE_H
+#define GH_BASE_H
+
+#include "gdrhook.h"
+#include "compiler.h"
+#include "fmt.h"
+#include "log.h"
+#include "clock.h"
+#include "config.h"
+#include "counters.h"
+#include "guard.h"
+
+#endif

@@ -1,0 +1,16 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The face (src/face), its one header: what gdrhook shows the world: the
+ * public API (api.c), gdrhook-info (info.c), the route checks (routes.c)
+ * and the exit counters (stats.c).  It is handed to the hooks layer at
+ * load (gh_lifecycle_set_face).
+ */
+#ifndef GH_FACE_H
+#define GH_FACE_H
+
+#include "hooks/hooks.h"
+#include "info.h"
+#include "stats.h"
+#include "routes.h"
+
+#endif

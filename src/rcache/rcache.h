@@ -1,0 +1,15 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The registration cache layer (src/rcache), its one header: the cache
+ * core (rcache_core.c), its start (rcache_start.c), the span key table
+ * (rcache_spankeys.c) and the span policy above the core (rcache_span.c).
+ */
+#ifndef GH_RCACHE_H
+#define GH_RCACHE_H
+
+#include "pin/pin.h"
+#include "rcache_core.h"
+#include "rcache_spankeys.h"
+#include "rcache_span.h"
+
+#endif

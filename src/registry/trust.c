@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Whether the registry can be trusted: a memory entry point reached with
+ * no wrapper (or an effect that could not be replayed) makes it
+ * untrusted for good, said once, told to subscribers and the log; lookups
+ * answer -ESTALE and nothing is cached from then on.  Registry layer: the
+ * resolver, the hooks and the cache all mark it, from below the hooks.
+ */
+#include <stdlib.h>
+
+#include "platform/platform.h"
+#include "ranges.h"
+#include "subscribers.h"
+#include "trust.h"
+
+int gh_untrusted;
+
+void gh_mark_untrusted(const char *api, const char *why)
+{
+	struct gh_range none = { 0 };
+	int first = !__atomic_exchange_n(&gh_untrusted, 1, __ATOMIC_ACQ_REL);
+
+	GH_COUNT(untrusted, 1);
+	if (first) {
+		gh_err("%s: %s; the registry is now untrusted and caching is off",
+		       api, why);
+		gh_subscribers_notify(GDRHOOK_EVENT_UNTRUSTED, &none, api);
+	}
+	gh_ev_emit_untrusted(GH_EV_UNTRUSTED, 0, api, why);
+	if (gh_cfg.strict) {
+		gh_err("GDRHOOK_STRICT=1: aborting");
+		abort();
+	}
+}

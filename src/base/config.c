@@ -20,7 +20,7 @@ enum gh_opt_type {
 	GH_OPT_LEVEL,
 	GH_OPT_SIZE,		/* bytes or a count */
 	GH_OPT_SIZE_INF,	/* same; "inf" (UCX, libfabric) means 0: no limit */
-	GH_OPT_ENUM,		/* one of words[] (stored as that word) */
+	GH_OPT_ENUM,		/* one of words[], stored as its index (an int) */
 };
 
 struct gh_opt {
@@ -30,13 +30,48 @@ struct gh_opt {
 	size_t offset;
 	const char *doc;
 	const char *const *words;	/* GH_OPT_ENUM: NULL-terminated */
+	size_t word_offset;	/* GH_OPT_ENUM: also the word there, if not 0 */
 };
 
 #define GH_OPT(n, d, t, field, doc) \
-	{ n, d, t, offsetof(struct gh_config, field), doc, NULL }
-#define GH_OPT_WORDS(n, d, field, doc, ...) \
-	{ n, d, GH_OPT_ENUM, offsetof(struct gh_config, field), doc, \
-	  (const char *const[]){ __VA_ARGS__, NULL } }
+	{ n, d, t, offsetof(struct gh_config, field), doc, NULL, 0 }
+/* words: in the order of the field's enum (config.h) */
+#define GH_OPT_WORDS(n, d, field, doc, words) \
+	{ n, d, GH_OPT_ENUM, offsetof(struct gh_config, field), doc, words, 0 }
+#define GH_OPT_WORDS_STR(n, d, field, sfield, doc, words) \
+	{ n, d, GH_OPT_ENUM, offsetof(struct gh_config, field), doc, words, \
+	  offsetof(struct gh_config, sfield) }
+
+/* The words of each enum option, by index (mimalloc, UCX: one table each). */
+const char *const gh_cfg_backend_words[] = {
+	[GH_CFG_BACKEND_AUTO] = "auto",
+	[GH_CFG_BACKEND_DMABUF] = "dmabuf",
+	[GH_CFG_BACKEND_PEERMEM] = "peermem",
+	[GH_CFG_BACKEND_GDRPIN] = "gdrpin",
+	[GH_CFG_BACKEND_NONE] = "none",
+	NULL
+};
+static const char *const exposure_words[] = {
+	[GH_CFG_EXPOSURE_EXACT] = "exact",
+	[GH_CFG_EXPOSURE_ALLOCATION] = "allocation",
+	NULL
+};
+static const char *const answer_words[] = {
+	[GH_CFG_ANSWER_REGISTRY] = "registry",
+	[GH_CFG_ANSWER_DRIVER] = "driver",
+	NULL
+};
+static const char *const log_mode_words[] = {
+	[GH_CFG_LOG_MODE_DROP] = "drop",
+	[GH_CFG_LOG_MODE_BLOCK] = "block",
+	NULL
+};
+static const char *const dmabuf_mapping_words[] = {
+	[GH_CFG_DMABUF_MAPPING_AUTO] = "auto",
+	[GH_CFG_DMABUF_MAPPING_PCIE] = "pcie",
+	[GH_CFG_DMABUF_MAPPING_DEFAULT] = "default",
+	NULL
+};
 
 static const struct gh_opt gh_opts[] = {
 	GH_OPT("ENABLE", "1", GH_OPT_BOOL, enable,
@@ -47,9 +82,9 @@ static const struct gh_opt gh_opts[] = {
 	       "Diagnostics on stderr: `none`, `error`, `warn`, `info` or `debug` (also `0`-`4`, `warning`, and `trace` as NCCL spells debug)."),
 	GH_OPT("LOG_BUFFER", "12m", GH_OPT_SIZE, log_ring_bytes,
 	       "Event log buffer per thread, in bytes (suffixes k, m, g; 192 bytes per event, rounded down to a power of two events: the default holds 65536). Events that do not fit are counted and reported at exit (`GDRHOOK_LOG_MODE=drop`) or waited for (`block`)."),
-	GH_OPT_WORDS("LOG_MODE", "drop", log_mode,
+	GH_OPT_WORDS_STR("LOG_MODE", "drop", log_mode_i, log_mode,
 		     "What a hook does when its event log buffer is full: `drop` counts the event as dropped and goes on; `block` waits for the writer, never losing an event (a hook may then wait on the disk).",
-		     "drop", "block"),
+		     log_mode_words),
 	GH_OPT("STATS", "0", GH_OPT_BOOL_ALL, stats,
 	       "`1` prints the counters to stderr at exit, in processes that used CUDA or verbs; `all` in every process."),
 	GH_OPT("VALIDATE", "0", GH_OPT_BOOL, validate,
@@ -60,29 +95,29 @@ static const struct gh_opt gh_opts[] = {
 	       "`1` aborts the process when the registry becomes untrusted, instead of running on with caching off."),
 	GH_OPT_WORDS("BACKEND", "auto", backend,
 	       "How GPU memory is pinned for RDMA: `dmabuf` (DMA-BUF export + `ibv_reg_dmabuf_mr`), `peermem` (plain `ibv_reg_mr`, nvidia-peermem pins), `none` (no registration cache: pass-through), `gdrpin` (the gdrpin kernel module pins and reports revocations, plain `ibv_reg_mr` registers: combine with nvidia-peermem), or `auto` (dmabuf if the device and libibverbs support it, else peermem if loaded, else gdrpin if `/dev/gdrpin` answers, else none). An unusable choice falls back to none, with the reason logged.",
-		     "auto", "dmabuf", "peermem", "gdrpin", "none"),
+		     gh_cfg_backend_words),
 	GH_OPT("CACHE_MAX_SIZE", "0", GH_OPT_SIZE_INF, cache_max_size,
 	       "Most bytes the registration cache keeps pinned (suffixes k, m, g; `0` or `inf`: no limit). Idle registrations are evicted, least recently used first."),
 	GH_OPT("CACHE_MAX_COUNT", "0", GH_OPT_SIZE_INF, cache_max_count,
 	       "Most registrations the cache keeps (`0` or `inf`: its capacity, 262144). Idle ones are evicted, least recently used first."),
 	GH_OPT_WORDS("REMOTE_EXPOSURE", "exact", remote_exposure,
 	       "What an rkey of cached GPU memory reaches. `exact`: exactly the range the program registered, until its last MR on that range is deregistered (dereg and `ibv_rereg_mr` act as natively; pins stay cached, so a new registration costs only the NIC's part). `allocation`: the whole allocation, until it is freed or evicted, even after `ibv_dereg_mr` (every later registration inside it is a hit).",
-		     "exact", "allocation"),
+		     exposure_words),
 	GH_OPT("WINDOWS", "1", GH_OPT_BOOL, windows,
 	       "With `exact` exposure, where the NIC has memory windows: one cached registration per allocation and PD with no remote rights, and per MR a window bound to exactly its range and access (its own rkey, unbound by `ibv_dereg_mr`), so registering costs a work request, not a NIC registration. `0`: a NIC registration per MR."),
 	GH_OPT_WORDS("BUFFER_ID", "registry", buffer_id,
 	       "`registry`: `cuPointerGetAttribute(s)` answers `CU_POINTER_ATTRIBUTE_BUFFER_ID` of a tracked allocation from the registry (its generation with bit 63 set; no driver call). `driver`: always ask the driver.",
-		     "registry", "driver"),
+		     answer_words),
 	GH_OPT_WORDS("POINTER_QUERIES", "registry", pointer_queries,
 	       "`registry`: `cuPointerGetAttribute(s)`, `cudaPointerGetAttributes` and `cuMemGetAddressRange` are answered from the registry for every attribute it knows exactly, and for pointers in no tracked allocation while it is trusted (what the driver says for host memory); the rest goes to the driver. `driver`: ask the driver (`BUFFER_ID` keeps following `GDRHOOK_BUFFER_ID`).",
-		     "registry", "driver"),
+		     answer_words),
 	GH_OPT("SYNC_MEMOPS", "1", GH_OPT_BOOL, sync_memops,
 	       "`1`: memory the registration cache pins gets synchronous memory operations (the GPUDirect RDMA guide's ordering rule), once per context with `cuCtxSetFlags(CU_CTX_SYNC_MEMOPS)` where the driver has it, else per allocation with `cuPointerSetAttribute(CU_POINTER_ATTRIBUTE_SYNC_MEMOPS)`. `0`: leave it to the program."),
 	GH_OPT("PIN_WHOLE_MAX", "0", GH_OPT_SIZE, pin_whole_max,
 	       "Largest allocation (or span of VMM mappings) the cache pins whole on its first registration (suffixes k, m, g); larger ones pin the registered range rounded out to 64 KiB. `0`: a tenth of the smaller of the device's BAR1 and its memory (BAR1 from NVML, else the PCI resource in sysfs)."),
 	GH_OPT_WORDS("DMABUF_MAPPING", "auto", dmabuf_mapping,
 	       "How the dmabuf backend asks the driver to map its exports: `pcie` (`CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE`, through BAR1; CUDA 12.8 and later), `default` (the driver's choice), or `auto` (`pcie` on devices whose host link is C2C, where the default mapping does not go over PCIe, falling back to the default if refused; else `default`).",
-		     "auto", "pcie", "default"),
+		     dmabuf_mapping_words),
 };
 
 #define GH_NOPTS (sizeof(gh_opts) / sizeof(gh_opts[0]))
@@ -162,12 +197,12 @@ static int parse_size(const char *s, int inf_ok, uint64_t *v_p)
 	return 0;
 }
 
-static int parse_word(const char *s, const char *const *words,
-		      const char **v_p)
+/* The index of s among words (any case). */
+static int parse_word(const char *s, const char *const *words, int *v_p)
 {
-	for (; *words; words++) {
-		if (!strcasecmp(s, *words)) {
-			*v_p = *words;
+	for (int i = 0; words[i]; i++) {
+		if (!strcasecmp(s, words[i])) {
+			*v_p = i;
 			return 0;
 		}
 	}
@@ -193,8 +228,14 @@ static int apply(const struct gh_opt *o, const char *val)
 	case GH_OPT_SIZE_INF:
 		return parse_size(val, o->type == GH_OPT_SIZE_INF,
 				  (uint64_t *)field);
-	case GH_OPT_ENUM:
-		return parse_word(val, o->words, (const char **)field);
+	case GH_OPT_ENUM: {
+		int err = parse_word(val, o->words, (int *)field);
+
+		if (!err && o->word_offset)
+			*(const char **)((char *)&gh_cfg + o->word_offset) =
+				o->words[*(int *)field];
+		return err;
+	}
 	case GH_OPT_STR:
 		*(const char **)field = *val ? val : NULL;
 		return 0;
@@ -367,7 +408,6 @@ static int valid(const struct gh_opt *o, const char *s)
 {
 	int i;
 	uint64_t u;
-	const char *w;
 
 	switch (o->type) {
 	case GH_OPT_BOOL:
@@ -380,7 +420,7 @@ static int valid(const struct gh_opt *o, const char *s)
 	case GH_OPT_SIZE_INF:
 		return !parse_size(s, o->type == GH_OPT_SIZE_INF, &u);
 	case GH_OPT_ENUM:
-		return !parse_word(s, o->words, &w);
+		return !parse_word(s, o->words, &i);
 	case GH_OPT_STR:
 		return 1;
 	}

@@ -5,6 +5,36 @@
 
 #include <stdint.h>
 
+/*
+ * The words of each enum-valued option, in the order of its index (the
+ * value stored in struct gh_config); config.c validates them once.
+ */
+enum gh_cfg_backend {
+	GH_CFG_BACKEND_AUTO,
+	GH_CFG_BACKEND_DMABUF,
+	GH_CFG_BACKEND_PEERMEM,
+	GH_CFG_BACKEND_GDRPIN,
+	GH_CFG_BACKEND_NONE,
+};
+enum gh_cfg_exposure {
+	GH_CFG_EXPOSURE_EXACT,
+	GH_CFG_EXPOSURE_ALLOCATION,
+};
+enum gh_cfg_answer {		/* GDRHOOK_BUFFER_ID, GDRHOOK_POINTER_QUERIES */
+	GH_CFG_ANSWER_REGISTRY,
+	GH_CFG_ANSWER_DRIVER,
+};
+enum gh_cfg_log_mode {
+	GH_CFG_LOG_MODE_DROP,
+	GH_CFG_LOG_MODE_BLOCK,
+};
+enum gh_cfg_dmabuf_mapping {
+	GH_CFG_DMABUF_MAPPING_AUTO,
+	GH_CFG_DMABUF_MAPPING_PCIE,
+	GH_CFG_DMABUF_MAPPING_DEFAULT,
+};
+extern const char *const gh_cfg_backend_words[];	/* by enum gh_cfg_backend */
+
 /* Parsed GDRHOOK_* configuration (config.c); read-only after init. */
 struct gh_config {
 	int enable;
@@ -15,17 +45,18 @@ struct gh_config {
 	uint64_t log_ring_bytes;
 	const char *libcuda;
 	int strict;
-	const char *backend;		/* GDRHOOK_BACKEND (src/pin/pin_choose.c) */
+	int backend;			/* GDRHOOK_BACKEND (src/pin/pin_choose.c) */
 	uint64_t cache_max_size;	/* GDRHOOK_CACHE_MAX_SIZE (src/rcache/rcache_core.c) */
 	uint64_t cache_max_count;	/* GDRHOOK_CACHE_MAX_COUNT */
-	const char *remote_exposure;	/* GDRHOOK_REMOTE_EXPOSURE (rcache) */
+	int remote_exposure;		/* GDRHOOK_REMOTE_EXPOSURE (rcache) */
 	int windows;			/* GDRHOOK_WINDOWS (src/pin/mwin.c) */
-	const char *buffer_id;		/* GDRHOOK_BUFFER_ID (src/hooks/ptrattr.c) */
-	const char *pointer_queries;	/* GDRHOOK_POINTER_QUERIES (ptrattr.c) */
-	const char *log_mode;		/* GDRHOOK_LOG_MODE: "drop", "block" */
+	int buffer_id;			/* GDRHOOK_BUFFER_ID (src/hooks/ptrattr.c) */
+	int pointer_queries;		/* GDRHOOK_POINTER_QUERIES (ptrattr.c) */
+	int log_mode_i;			/* GDRHOOK_LOG_MODE, enum gh_cfg_log_mode */
+	const char *log_mode;		/* the same as its word: "drop", "block" */
 	int sync_memops;		/* GDRHOOK_SYNC_MEMOPS (src/pin/syncmemops.c) */
 	uint64_t pin_whole_max;		/* GDRHOOK_PIN_WHOLE_MAX (src/pin/bar.c) */
-	const char *dmabuf_mapping;	/* GDRHOOK_DMABUF_MAPPING (src/pin/pin_dmabuf.c) */
+	int dmabuf_mapping;		/* GDRHOOK_DMABUF_MAPPING (src/pin/pin_dmabuf.c) */
 };
 extern struct gh_config gh_cfg;
 

@@ -645,7 +645,7 @@ static void backend(struct out *o)
 	rule = gh_pin_backend_ops(x.chosen)->name;
 	choice = rdma_found ? rule : NULL;
 	gh_str_printf(reason, sizeof(reason), "%s", x.reason);
-	auto_ = !strcmp(x.requested, "auto") || x.bad_request;
+	auto_ = gh_cfg.backend == GH_CFG_BACKEND_AUTO;
 	if (x.chosen == GH_PIN_DMABUF && rdma_found && !rdma_import) {
 		if (auto_) {
 			choice = gh_pin_backend_ops(x.usable[GH_PIN_PEERMEM] ?
@@ -667,17 +667,15 @@ static void backend(struct out *o)
 		j_str(o, "chosen_in_process", c ? c->name : NULL);
 		j_open(o, "verdicts", '[');
 	} else if (choice) {
-		text(o, "\npin backend: GDRHOOK_BACKEND=%s%s would choose %s\n",
-		     x.requested, x.bad_request ? " (not a backend: auto)" : "",
-		     choice);
+		text(o, "\npin backend: GDRHOOK_BACKEND=%s would choose %s\n",
+		     x.requested, choice);
 		line(o, "  because %s", reason);
 		if (note)
 			line(o, "  note: %s", note);
 	} else {
 		text(o, "\npin backend: none needed: no RDMA device, nothing to register\n");
-		line(o, "  with one, GDRHOOK_BACKEND=%s%s would choose %s, because %s",
-		     x.requested, x.bad_request ? " (not a backend: auto)" : "",
-		     rule, x.reason);
+		line(o, "  with one, GDRHOOK_BACKEND=%s would choose %s, because %s",
+		     x.requested, rule, x.reason);
 	}
 	for (unsigned int b = 0; b < GH_PIN_NBACKENDS; b++) {
 		const char *nm = gh_pin_backend_ops(b)->name;

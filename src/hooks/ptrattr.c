@@ -124,13 +124,13 @@ static inline size_t attr_width(CUpointer_attribute a)
 
 enum { MODE_UNSET = -1, MODE_DRIVER = 0, MODE_REGISTRY = 1 };
 
-static int mode_of(const char *v)
+static int mode_of(int v)
 {
-	return v && !strcmp(v, "driver") ? MODE_DRIVER : MODE_REGISTRY;
+	return v == GH_CFG_ANSWER_DRIVER ? MODE_DRIVER : MODE_REGISTRY;
 }
 
 /* A mode variable's value, read from its setting the first time. */
-static __attribute__((noinline)) int mode_init(int *mode, const char *v)
+static __attribute__((noinline)) int mode_init(int *mode, int v)
 {
 	int m = mode_of(v);
 
@@ -138,7 +138,7 @@ static __attribute__((noinline)) int mode_init(int *mode, const char *v)
 	return m;
 }
 
-static inline int mode_get(int *mode, const char *setting)
+static inline int mode_get(int *mode, int setting)
 {
 	int m = __atomic_load_n(mode, __ATOMIC_RELAXED);
 

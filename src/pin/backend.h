@@ -103,8 +103,7 @@ enum gh_pin_backend {
 #define GH_PIN_WHY_LEN	160
 
 struct gh_pin_explanation {
-	const char *requested;		/* GDRHOOK_BACKEND, or "auto" */
-	int bad_request;		/* not a backend name: auto used */
+	const char *requested;		/* GDRHOOK_BACKEND's word */
 	unsigned int chosen;		/* enum gh_pin_backend */
 	int probed[GH_PIN_NBACKENDS];
 	int usable[GH_PIN_NBACKENDS];	/* auto could take it */

@@ -123,12 +123,21 @@ static int gdrpin_answers(char *why)
 	return !rc;
 }
 
-static unsigned int backend_index(const char *name)
+/* GDRHOOK_BACKEND's backend, or GH_PIN_NBACKENDS for auto. */
+static unsigned int backend_asked(void)
 {
-	for (unsigned int b = 0; b < GH_PIN_NBACKENDS; b++)
-		if (!strcmp(name, backends[b]->name))
-			return b;
-	return GH_PIN_NBACKENDS;
+	switch (gh_cfg.backend) {
+	case GH_CFG_BACKEND_DMABUF:
+		return GH_PIN_DMABUF;
+	case GH_CFG_BACKEND_PEERMEM:
+		return GH_PIN_PEERMEM;
+	case GH_CFG_BACKEND_GDRPIN:
+		return GH_PIN_GDRPIN;
+	case GH_CFG_BACKEND_NONE:
+		return GH_PIN_NONE;
+	default:
+		return GH_PIN_NBACKENDS;
+	}
 }
 
 static void probe_one(int dev, unsigned int b, struct gh_pin_explanation *x)
@@ -161,14 +170,13 @@ static void probe_one(int dev, unsigned int b, struct gh_pin_explanation *x)
  */
 void gh_pin_explain(int dev, int all, struct gh_pin_explanation *x)
 {
-	const char *want = gh_cfg.backend ? gh_cfg.backend : "auto";
 	unsigned int b = 0, first = GH_PIN_NBACKENDS;
 
 	memset(x, 0, sizeof(*x));
-	x->requested = want;
+	x->requested = gh_cfg_backend_words[gh_cfg.backend];
 	for (b = 0; b < GH_PIN_NBACKENDS; b++)
 		say(x->why[b], "not probed");
-	b = backend_index(want);
+	b = backend_asked();
 	if (all || b == GH_PIN_NBACKENDS) {
 		for (unsigned int i = 0; i < GH_PIN_NBACKENDS; i++) {
 			if (first < GH_PIN_NBACKENDS && !all) {
@@ -187,7 +195,7 @@ void gh_pin_explain(int dev, int all, struct gh_pin_explanation *x)
 	if (b == GH_PIN_NONE || b == GH_PIN_DMABUF || b == GH_PIN_PEERMEM) {
 		/* Asked for by name: taken as asked, even if the probe says no. */
 		x->chosen = b;
-		say(x->reason, "GDRHOOK_BACKEND=%s", want);
+		say(x->reason, "GDRHOOK_BACKEND=%s", x->requested);
 		return;
 	}
 	if (b == GH_PIN_GDRPIN) {
@@ -201,8 +209,6 @@ void gh_pin_explain(int dev, int all, struct gh_pin_explanation *x)
 		}
 		return;
 	}
-	if (strcmp(want, "auto"))
-		x->bad_request = 1;
 	x->chosen = first;
 	/* Every rejection on the way, then what was taken. */
 	{
@@ -224,10 +230,7 @@ static const struct gh_pin_ops *decide(int dev)
 	struct gh_pin_explanation x;
 
 	gh_pin_explain(dev, 0, &x);
-	if (x.bad_request)
-		gh_warn("GDRHOOK_BACKEND=%s is not one of auto, dmabuf, peermem, gdrpin, none: using auto",
-			x.requested);
-	if (!strcmp(x.requested, "gdrpin") && x.chosen == GH_PIN_NONE)
+	if (gh_cfg.backend == GH_CFG_BACKEND_GDRPIN && x.chosen == GH_PIN_NONE)
 		gh_warn("pin backend: none (%s): registrations pass through uncached",
 			x.reason);
 	else

@@ -69,16 +69,16 @@ static int cu_errno(CUresult rc)
 /* The export flags to try first for dev, and whether 0 may follow. */
 static unsigned long long mapping_flags(int dev, int *fallback_p)
 {
-	const char *m = gh_cfg.dmabuf_mapping ? gh_cfg.dmabuf_mapping : "auto";
+	int m = gh_cfg.dmabuf_mapping;
 	CUresult (*attr)(int *, CUdevice_attribute, CUdevice) =
 		(CUresult (*)(int *, CUdevice_attribute, CUdevice))drv_sym(
 			"cuDeviceGetAttribute");
 	int c2c = 0;
 
 	*fallback_p = 0;
-	if (!strcmp(m, "pcie"))
+	if (m == GH_CFG_DMABUF_MAPPING_PCIE)
 		return CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE;
-	if (strcmp(m, "auto") || dev < 0 || !attr ||
+	if (m != GH_CFG_DMABUF_MAPPING_AUTO || dev < 0 || !attr ||
 	    attr(&c2c, CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED,
 		 (CUdevice)dev) != CUDA_SUCCESS || !c2c)
 		return 0;

@@ -61,15 +61,8 @@ static int nic_known(const void *dev)
 
 static int exposure_flags(void)
 {
-	const char *v = gh_cfg.remote_exposure;
-
-	if (!v || !*v || !strcmp(v, "exact"))
-		return GH_RC_EXPOSE_EXACT;
-	if (!strcmp(v, "allocation"))
-		return 0;
-	gh_warn("GDRHOOK_REMOTE_EXPOSURE=%s is not one of exact, allocation: using exact",
-		v);
-	return GH_RC_EXPOSE_EXACT;
+	return gh_cfg.remote_exposure == GH_CFG_EXPOSURE_ALLOCATION ? 0 :
+	       GH_RC_EXPOSE_EXACT;
 }
 
 typedef CUresult (*ctx_get_fn)(CUcontext *);
@@ -202,7 +195,6 @@ const struct gh_pin_ops *gh_rcache_start(const struct gh_range *g,
 {
 	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 	const struct gh_pin_ops *ops, *ret;
-	const char *want = gh_cfg.backend;
 	int k;
 
 	if (__atomic_load_n(&start_done, __ATOMIC_ACQUIRE)) {
@@ -216,8 +208,8 @@ const struct gh_pin_ops *gh_rcache_start(const struct gh_range *g,
 	pthread_mutex_lock(&lock);
 	if (!start_done) {
 		ops = gh_pin_choose(g->dev);
-		if (ops == &gh_pin_dmabuf && (!want || !*want ||
-					      !strcmp(want, "auto")))
+		if (ops == &gh_pin_dmabuf &&
+		    gh_cfg.backend == GH_CFG_BACKEND_AUTO)
 			__atomic_store_n(&per_nic, 1, __ATOMIC_RELEASE);
 		else if (ops != &gh_pin_none)
 			cache_on(ops);

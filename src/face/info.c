@@ -4,8 +4,9 @@
  * and the one-line banner at GDRHOOK_LOG_LEVEL=info.
  *
  * Nothing here is on a hook path except the banner, which only reads the
- * configuration and the pin backend's verdicts (src/pin/pin_choose.c: the
- * same code that makes the choice).  gdrhook_info() calls the driver
+ * configuration, the pin backend's verdicts (src/pin/pin_choose.c: the
+ * same code that makes the choice) and what the cache runs, as recorded
+ * there (gh_pin_chosen): nothing here decides.  gdrhook_info() calls the driver
  * (cuInit), opens RDMA devices and /dev/gdrpin, and calls the four routes
  * to a driver entry point as a program would: it is for tools.
  */
@@ -38,20 +39,37 @@ GH_EXPORT const char *gdrhook_version(void)
 
 /* ------------------------------------------------------------ banner */
 
+/*
+ * One line at the first CUDA or verbs call, and one more each time the
+ * backend the cache runs (gh_pin_chosen) differs from the one the last
+ * line named: after auto's NIC-import probe fell back, the banner names
+ * what the cache runs.
+ */
 void gh_info_banner(void)
 {
-	static int done;
+	static const struct gh_pin_ops *said;	/* named by the last line */
 	struct gh_pin_explanation x;
-	const struct gh_pin_ops *c;
+	const struct gh_pin_ops *c, *s, *name;
+	const char *why;
 
-	if (gh_log_level < GH_LOG_INFO ||
-	    __atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL))
+	if (gh_log_level < GH_LOG_INFO)
 		return;
-	c = gh_pin_chosen();
-	gh_pin_explain(-1, 0, &x);
+	c = gh_pin_chosen(&why);
+	s = __atomic_load_n(&said, __ATOMIC_ACQUIRE);
+	if (s && (!c || c == s))
+		return;
+	if (!c) {
+		gh_pin_explain(-1, 0, &x);
+		name = gh_pin_backend_ops(x.chosen);
+		why = x.reason;
+	} else {
+		name = c;
+	}
+	if (!__atomic_compare_exchange_n(&said, &s, name, 0, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE))
+		return;
 	gh_info("gdrhook %s: pin backend %s (%s%s); event log %s",
-		GH_VERSION, c ? c->name : gh_pin_backend_ops(x.chosen)->name,
-		c ? "chosen; " : "", x.reason,
+		GH_VERSION, name->name, c ? "chosen; " : "", why,
 		gh_cfg.log_path ? gh_cfg.log_path : "off (GDRHOOK_LOG unset)");
 }
 
@@ -621,13 +639,16 @@ static void rdma(struct out *o)
  * What auto's choice means here.  With no RDMA device there is nothing to
  * register, so nothing is chosen (the verdict is what a device would
  * get).  Where no device imports DMA-BUF, auto's NIC-import probe at the
- * first registration (src/rcache/rcache_start.c) falls back from dmabuf to
- * peermem when it is usable, else to none: that is the answer.
+ * first registration (src/pin/pin_choose.c) falls back from dmabuf to
+ * gh_pin_auto_fallback(): that is the answer.  In a process that has
+ * registered GPU memory, what the cache runs is read from its record
+ * (gh_pin_chosen), never decided here.
  */
 static void backend(struct out *o)
 {
 	struct gh_pin_explanation x;
-	const struct gh_pin_ops *c = gh_pin_chosen();
+	const char *why;
+	const struct gh_pin_ops *c = gh_pin_chosen(&why);
 	const char *rule, *choice, *note = NULL;
 	char reason[sizeof(x.reason) + 160];
 	int auto_ = 0;
@@ -648,8 +669,7 @@ static void backend(struct out *o)
 	auto_ = gh_cfg.backend == GH_CFG_BACKEND_AUTO;
 	if (x.chosen == GH_PIN_DMABUF && rdma_found && !rdma_import) {
 		if (auto_) {
-			choice = gh_pin_backend_ops(x.usable[GH_PIN_PEERMEM] ?
-						    GH_PIN_PEERMEM : GH_PIN_NONE)->name;
+			choice = gh_pin_backend_ops(gh_pin_auto_fallback())->name;
 			gh_str_printf(reason, sizeof(reason),
 			    "auto: no RDMA device here imports DMA-BUF, so the NIC-import probe at the first registration falls back from dmabuf to %s",
 			    choice);
@@ -672,10 +692,14 @@ static void backend(struct out *o)
 		line(o, "  because %s", reason);
 		if (note)
 			line(o, "  note: %s", note);
+		if (c)
+			line(o, "  chosen in this process: %s (%s)", c->name, why);
 	} else {
 		text(o, "\npin backend: none needed: no RDMA device, nothing to register\n");
 		line(o, "  with one, GDRHOOK_BACKEND=%s would choose %s, because %s",
 		     x.requested, rule, x.reason);
+		if (c)
+			line(o, "  chosen in this process: %s (%s)", c->name, why);
 	}
 	for (unsigned int b = 0; b < GH_PIN_NBACKENDS; b++) {
 		const char *nm = gh_pin_backend_ops(b)->name;

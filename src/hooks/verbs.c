@@ -210,7 +210,7 @@ static int snap_dmabuf(const struct vreq *q, struct snap *sn,
 
 static int backend_none(void)
 {
-	return gh_pin_chosen() == &gh_pin_none;
+	return gh_pin_decided() == &gh_pin_none;
 }
 
 /*
@@ -393,6 +393,7 @@ static struct ibv_mr *vreg(const struct vreq *q)
 	vreg_calls++;
 	mr = vreg_guarded(q, saved);
 	e = errno;
+	gh_lifecycle_banner();	/* again if the backend the cache runs changed */
 	gh_guard_leave(was);
 	errno = e;
 	return mr;

@@ -34,6 +34,7 @@
 
 struct ibv_pd;
 struct ibv_mr;
+struct gh_range;
 
 #define GH_PIN_ALIGN	(64ULL << 10)	/* GPU BAR page */
 
@@ -82,10 +83,36 @@ int gh_pin_gdrpin_open(const char **why);
  * the driver and libibverbs can do it, else peermem when nvidia-peermem
  * is loaded, else gdrpin when /dev/gdrpin answers, else none).  Decided
  * once, logged once with the reason.  dev: a device to probe (-1: device
- * 0).  gh_pin_chosen(): the decision, or NULL before it was made.
+ * 0).  gh_pin_decided(): that decision, or NULL before it was made.
  */
 const struct gh_pin_ops *gh_pin_choose(int dev);
-const struct gh_pin_ops *gh_pin_chosen(void);
+const struct gh_pin_ops *gh_pin_decided(void);
+
+/*
+ * The backend for a registration of g (tracked GPU memory) in pd, at the
+ * first registration of each NIC (src/rcache/rcache_start.c asks):
+ * gh_pin_choose()'s decision and, when auto chose dmabuf, the proof that
+ * pd's NIC imports a DMA-BUF, with auto's fallback when the first NIC
+ * does not (see src/pin/pin_choose.c).  The one place the backend is
+ * decided.  Returns the backend, or NULL when the registrations of pd's
+ * NIC pass through (none, or a NIC that cannot import).
+ */
+const struct gh_pin_ops *gh_pin_for_nic(const struct gh_range *g,
+					struct ibv_pd *pd);
+/* Where auto goes when dmabuf meets a NIC that cannot import: peermem
+ * when it is loaded, else none (enum gh_pin_backend). */
+unsigned int gh_pin_auto_fallback(void);
+
+/*
+ * What the registration cache runs, recorded by it after each change
+ * (ops NULL: nothing, registrations pass through; why NULL: the reason
+ * of gh_pin_for_nic's verdict, else why the cache differs).
+ * gh_pin_chosen(): that record, or NULL before the first registration of
+ * GPU memory; *why_p (if why_p) its reason.  The banner and gdrhook-info
+ * read it: "chosen" is what the cache runs.
+ */
+void gh_pin_record(const struct gh_pin_ops *ops, const char *why);
+const struct gh_pin_ops *gh_pin_chosen(const char **why_p);
 
 /*
  * Why: one verdict per backend, in auto's order, and the choice with its
@@ -120,8 +147,5 @@ const struct gh_pin_ops *gh_pin_backend_ops(unsigned int b);
  */
 typedef int (*gh_pin_revoked_fn)(uint64_t gen, uint64_t cookie);
 void gh_pin_on_revoked(gh_pin_revoked_fn fn);
-
-/* Is a peer-memory client for NVIDIA GPUs (nvidia-peermem) loaded? */
-int gh_pin_peermem_loaded(void);
 
 #endif

@@ -13,19 +13,58 @@
  * src/pin/pin_gdrpin.c): auto prefers plain peermem there.  An explicit gdrpin
  * that cannot be used gets none, with the reason.
  *
+ * When auto chose dmabuf, a proof that the NIC can import a DMA-BUF at
+ * all (gh_pin_for_nic, at the first registration of each NIC).  The
+ * driver exporting DMA-BUF and libibverbs having ibv_reg_dmabuf_mr say
+ * nothing about the NIC (soft-RoCE refuses with EOPNOTSUPP); trusting
+ * them made every registration fail once and retry uncached, slower than
+ * no shim.  The probe allocates a 64 KiB buffer of its own on the device
+ * of the allocation being registered (untracked: the hook guard is up),
+ * exports it and registers one page of it in the program's own PD (if
+ * that buffer cannot be had, the program's allocation serves), once per
+ * NIC (the ibv_device of the PD's context): one NIC of a machine may
+ * import while another cannot.  When the first NIC probed fails, auto
+ * falls back to peermem for every NIC when it is loaded; else that NIC's
+ * registrations pass through (as with none) and the next NIC is probed
+ * in turn: the first that imports gets dmabuf.  A NIC that fails after
+ * one imported passes through too (the cache has one backend).  Each
+ * failure is said once at the warn level.
+ *
  * gh_pin_explain() is the one place the verdicts are made: the choice
- * below, the info banner and gdrhook-info (src/face/info.c) all read it.
+ * below and gdrhook-info's prediction (src/face/info.c) read it.  What
+ * the cache then runs is recorded by it (gh_pin_record): the banner and
+ * gdrhook-info's choice in the process read that record, never deciding
+ * again.
  */
 #include <cuda.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <string.h>
 #include <unistd.h>
+#include <infiniband/verbs.h>
 
 #include "registry/registry.h"
 #include "backend.h"
 
-static const struct gh_pin_ops *chosen;
+static const struct gh_pin_ops *chosen;	/* gh_pin_choose()'s decision */
+
+/*
+ * A backend and why: the process's verdict (gh_pin_for_nic) and what the
+ * cache runs (gh_pin_record) point to one of these.  Each is filled once,
+ * under the lock of gh_pin_for_nic (or, for cache_failed, the cache's),
+ * before a pointer to it is published.
+ */
+struct verdict {
+	const struct gh_pin_ops *ops;
+	int per_nic;		/* dmabuf for the NICs that import, else NULL */
+	char why[4 * GH_PIN_WHY_LEN];
+};
+static struct verdict v_static;		/* gh_pin_choose() */
+static struct verdict v_refused;	/* the first NIC probed refused */
+static struct verdict v_imported;	/* the first NIC that imported */
+static struct verdict v_cache_failed;	/* the cache could not start */
+static struct verdict *verdict;		/* what the process should run */
+static struct verdict *running;		/* what the cache runs */
 
 static const struct gh_pin_ops *const backends[GH_PIN_NBACKENDS] = {
 	[GH_PIN_DMABUF] = &gh_pin_dmabuf,
@@ -106,12 +145,12 @@ static int peermem_loaded(char *why)
 	return 0;
 }
 
-/* For the cache's fallback once auto's dmabuf choice proved unusable. */
-int gh_pin_peermem_loaded(void)
+/* Where auto goes once its dmabuf choice met a NIC that cannot import. */
+unsigned int gh_pin_auto_fallback(void)
 {
 	char why[GH_PIN_WHY_LEN];
 
-	return peermem_loaded(why);
+	return peermem_loaded(why) ? GH_PIN_PEERMEM : GH_PIN_NONE;
 }
 
 static int gdrpin_answers(char *why)
@@ -230,6 +269,8 @@ static const struct gh_pin_ops *decide(int dev)
 	struct gh_pin_explanation x;
 
 	gh_pin_explain(dev, 0, &x);
+	v_static.ops = backends[x.chosen];
+	gh_str_printf(v_static.why, sizeof(v_static.why), "%s", x.reason);
 	if (gh_cfg.backend == GH_CFG_BACKEND_GDRPIN && x.chosen == GH_PIN_NONE)
 		gh_warn("pin backend: none (%s): registrations pass through uncached",
 			x.reason);
@@ -255,7 +296,222 @@ const struct gh_pin_ops *gh_pin_choose(int dev)
 	return ops;
 }
 
-const struct gh_pin_ops *gh_pin_chosen(void)
+const struct gh_pin_ops *gh_pin_decided(void)
 {
 	return __atomic_load_n(&chosen, __ATOMIC_ACQUIRE);
+}
+
+/* ------------------------------------------------ the NIC-import probe */
+
+/* NICs probed (lock; n_nics published with release) */
+#define NIC_MAX	64
+static struct {
+	const void *dev;
+	int imports;
+} nics[NIC_MAX];
+static int n_nics;
+
+static const void *nic_of(const struct ibv_pd *pd)
+{
+	return pd && pd->context ? (const void *)pd->context->device : NULL;
+}
+
+/* 1: imports, 0: does not, -1: not probed yet. */
+static int nic_known(const void *dev)
+{
+	int n = __atomic_load_n(&n_nics, __ATOMIC_ACQUIRE);
+
+	for (int i = 0; i < n; i++)
+		if (nics[i].dev == dev)
+			return nics[i].imports;
+	return -1;
+}
+
+typedef CUresult (*ctx_get_fn)(CUcontext *);
+typedef CUresult (*ctx_set_fn)(CUcontext);
+typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t);
+typedef CUresult (*free_fn)(CUdeviceptr);
+
+static void *drv_sym(const char *name)
+{
+	void *h = gh_libcuda_handle();
+	void *p = h ? gh_real_dlsym(h, name) : NULL;
+
+	return p && !gh_addr_is_ours(p) ? p : NULL;
+}
+
+/*
+ * The probe's own buffer on g's device (op 1: allocate into *d_p, 0:
+ * free *d_p), with g's context (or its device's primary one) bound when
+ * the thread has none.  0, or -1.
+ */
+static int probe_buffer(const struct gh_range *g, int op, CUdeviceptr *d_p)
+{
+	ctx_get_fn get = (ctx_get_fn)drv_sym("cuCtxGetCurrent");
+	ctx_set_fn set = (ctx_set_fn)drv_sym("cuCtxSetCurrent");
+	alloc_fn alloc = (alloc_fn)drv_sym("cuMemAlloc_v2");
+	free_fn fr = (free_fn)drv_sym("cuMemFree_v2");
+	CUcontext cur = NULL;
+	int bound = 0, rc;
+
+	if (!get || !set || !alloc || !fr)
+		return -1;
+	if (get(&cur) != CUDA_SUCCESS || !cur) {
+		uint64_t ctx = g->ctx;
+
+		if (!ctx && (g->dev < 0 || gh_drv_primary_ctx(g->dev, &ctx)))
+			return -1;
+		if (set((CUcontext)(uintptr_t)ctx) != CUDA_SUCCESS)
+			return -1;
+		bound = 1;
+	}
+	rc = op ? alloc(d_p, GH_PIN_ALIGN) : fr(*d_p);
+	if (bound)
+		set(NULL);
+	return rc == CUDA_SUCCESS ? 0 : -1;
+}
+
+/* Can pd's NIC import a DMA-BUF of g's device?  0 or -errno (*what: which
+ * step failed). */
+static int dmabuf_probe(const struct gh_range *g, struct ibv_pd *pd,
+			const char **what)
+{
+	struct gh_pin p;
+	struct ibv_mr *mr = NULL;
+	CUdeviceptr own = 0;
+	int err, have = !probe_buffer(g, 1, &own);
+
+	memset(&p, 0, sizeof(p));
+	p.base = have ? (uint64_t)own : g->base;
+	p.size = have ? GH_PIN_ALIGN :
+		 g->size < GH_PIN_ALIGN ? g->size : GH_PIN_ALIGN;
+	p.gen = g->gen;
+	p.ctx = g->ctx;
+	p.dev = g->dev;
+	p.kind = g->kind;
+	p.fd = -1;
+	*what = "cuMemGetHandleForAddressRange";
+	err = gh_pin_dmabuf.pin(&p);
+	if (err)
+		goto out;
+	*what = "ibv_reg_dmabuf_mr";
+	err = gh_pin_dmabuf.reg(&p, pd, p.base, p.size < 4096 ? p.size : 4096,
+				IBV_ACCESS_LOCAL_WRITE, &mr);
+	if (!err)
+		gh_pin_dmabuf.dereg(mr);
+	gh_pin_dmabuf.unpin(&p);
+out:
+	if (have)
+		probe_buffer(g, 0, &own);
+	return err;
+}
+
+/* With the lock: probe pd's NIC (auto chose dmabuf); dmabuf from the
+ * first NIC that imports, the fallback when the first NIC refuses. */
+static void probe_nic(const struct gh_range *g, struct ibv_pd *pd)
+{
+	const void *dev = nic_of(pd);
+	const char *what = "", *name = dev ?
+		((const struct ibv_device *)dev)->name : "?";
+	int err, imported = verdict == &v_imported;
+	unsigned int fb;
+
+	if (nic_known(dev) >= 0 || n_nics >= NIC_MAX)
+		return;
+	err = dmabuf_probe(g, pd, &what);
+	/* published after the verdict: a lock-free reader that finds an
+	 * importing NIC finds dmabuf too */
+	nics[n_nics].dev = dev;
+	nics[n_nics].imports = !err;
+	if (!err) {
+		gh_info("pin backend: dmabuf: NIC %s imported a probe DMA-BUF",
+			name);
+		if (!imported) {
+			v_imported.ops = &gh_pin_dmabuf;
+			v_imported.per_nic = 1;
+			gh_str_printf(v_imported.why, sizeof(v_imported.why),
+				      "%s; NIC %s imported a probe DMA-BUF",
+				      v_static.why, name);
+			__atomic_store_n(&verdict, &v_imported,
+					 __ATOMIC_RELEASE);
+		}
+		__atomic_store_n(&n_nics, n_nics + 1, __ATOMIC_RELEASE);
+		return;
+	}
+	fb = gh_pin_auto_fallback();
+	if (!n_nics) {
+		v_refused.ops = backends[fb];
+		gh_str_printf(v_refused.why, sizeof(v_refused.why),
+			      "auto chose dmabuf, but %s failed on the probe of NIC %s (%s): %s",
+			      what, name, gh_errtext(-err), fb == GH_PIN_PEERMEM ?
+			      "using peermem (nvidia-peermem is loaded)" :
+			      "its registrations pass through uncached (nvidia-peermem is not loaded)");
+		v_refused.per_nic = fb != GH_PIN_PEERMEM;
+		__atomic_store_n(&verdict, &v_refused, __ATOMIC_RELEASE);
+		__atomic_store_n(&n_nics, n_nics + 1, __ATOMIC_RELEASE);
+		gh_warn("pin backend: %s", v_refused.why);
+		return;
+	}
+	__atomic_store_n(&n_nics, n_nics + 1, __ATOMIC_RELEASE);
+	gh_warn("pin backend: auto chose dmabuf, but %s failed on the probe of NIC %s (%s): its registrations pass through uncached%s",
+		what, name, gh_errtext(-err), imported ? " (the cache runs on dmabuf for the others)" :
+		fb == GH_PIN_PEERMEM ? "" : " (nvidia-peermem is not loaded)");
+}
+
+const struct gh_pin_ops *gh_pin_for_nic(const struct gh_range *g,
+					struct ibv_pd *pd)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	const struct verdict *v = __atomic_load_n(&verdict, __ATOMIC_ACQUIRE);
+	const struct gh_pin_ops *ret;
+	int k;
+
+	if (v) {
+		if (!v->per_nic)
+			return v->ops != &gh_pin_none ? v->ops : NULL;
+		k = nic_known(nic_of(pd));
+		if (k >= 0)
+			return k ? &gh_pin_dmabuf : NULL;
+	}
+	pthread_mutex_lock(&lock);
+	if (!verdict) {
+		v_static.per_nic = gh_pin_choose(g->dev) == &gh_pin_dmabuf &&
+				   gh_cfg.backend == GH_CFG_BACKEND_AUTO;
+		__atomic_store_n(&verdict, &v_static, __ATOMIC_RELEASE);
+	}
+	if (verdict->per_nic)
+		probe_nic(g, pd);
+	k = verdict->per_nic ? nic_known(nic_of(pd)) : 1;
+	ret = k > 0 && verdict->ops != &gh_pin_none ? verdict->ops : NULL;
+	pthread_mutex_unlock(&lock);
+	return ret;
+}
+
+/* ----------------------------------------------- what the cache runs */
+
+void gh_pin_record(const struct gh_pin_ops *ops, const char *why)
+{
+	struct verdict *v = __atomic_load_n(&verdict, __ATOMIC_ACQUIRE);
+
+	if (!ops)
+		ops = &gh_pin_none;
+	if (!why && v && v->ops == ops) {
+		__atomic_store_n(&running, v, __ATOMIC_RELEASE);
+		return;
+	}
+	if (__atomic_load_n(&running, __ATOMIC_ACQUIRE) != &v_cache_failed) {
+		v_cache_failed.ops = ops;
+		gh_str_printf(v_cache_failed.why, sizeof(v_cache_failed.why),
+			      "%s", why ? why : v ? v->why : "");
+	}
+	__atomic_store_n(&running, &v_cache_failed, __ATOMIC_RELEASE);
+}
+
+const struct gh_pin_ops *gh_pin_chosen(const char **why_p)
+{
+	const struct verdict *r = __atomic_load_n(&running, __ATOMIC_ACQUIRE);
+
+	if (why_p)
+		*why_p = r ? r->why : NULL;
+	return r ? r->ops : NULL;
 }

@@ -79,6 +79,10 @@
 #include "gdrpin_kapi.h"
 #include "gdrpin_nvp2p.h"
 
+struct device_attribute;
+struct file;
+struct inode;
+
 #define GDRPIN_MAX_SLOTS	(1U << GDRPIN_HANDLE_SLOT_BITS)
 
 /* Module parameters (gdrpin_main.c). */
@@ -108,7 +112,7 @@ int gdrpin_provider_get(void);
 void gdrpin_provider_put(void);
 u64 gdrpin_provider_caps(void);
 
-/* --- per-fd context ---------------------------------------------------- */
+/* --- per-fd context (gdrpin_ctx.c) ------------------------------------ */
 
 struct gdrpin_ctx {
 	struct kref ref;
@@ -145,8 +149,17 @@ struct gdrpin_ctx {
 extern struct mutex gdrpin_ctx_list_lock;
 extern struct list_head gdrpin_ctx_list;
 
+extern atomic_t gdrpin_live_ctx;
+
+int gdrpin_ctx_open(struct inode *inode, struct file *file);
+int gdrpin_ctx_close(struct inode *inode, struct file *file);
 void gdrpin_ctx_get(struct gdrpin_ctx *ctx);
 void gdrpin_ctx_put(struct gdrpin_ctx *ctx);
+bool gdrpin_ctx_is_owner(struct gdrpin_ctx *ctx);
+void gdrpin_ctx_pin_release(struct gdrpin_ctx *ctx, struct gdrpin_range *pin,
+			    bool unpin);
+int gdrpin_ctx_unpin(struct gdrpin_ctx *ctx, u64 handle, bool unpin,
+		     u32 *state_p);
 
 /* --- pins (gdrpin_pin.c) ----------------------------------------------- */
 
@@ -164,9 +177,37 @@ struct gdrpin_dma_map {
 	bool orphan;			/* user gave it back; gdrpin frees it */
 };
 
+/*
+ * A pin mode: what the generic pin code (gdrpin_pin.c) calls. Each pin
+ * gets its mode's ops when it is made and keeps them.
+ */
+struct gdrpin_pin_ops {
+	/*
+	 * Pin [pin->va, pin->va + pin->len) as @req (the mode's) asks and
+	 * set mode, page_size, entries. The pin is PINNING, has its slot and
+	 * its creator is busy on it (nv_busy). On failure the mode has
+	 * released all but what its teardown releases.
+	 */
+	int (*pin)(struct gdrpin_range *pin, void *req);
+	/*
+	 * Release what the mode holds for an unlisted pin (unpin, close,
+	 * exit, or a pin that failed to be made), unless a revocation got
+	 * there first; an ACTIVE pin's kapi users are notified first.
+	 */
+	void (*teardown)(struct gdrpin_range *pin);
+	/*
+	 * Free what a revocation left to the last one out (see above): @pt
+	 * and the DMA mappings. Only modes with a page table (pt_freed not
+	 * set from the start) are ever asked.
+	 */
+	void (*free_revoked)(struct gdrpin_range *pin,
+			     struct nvidia_p2p_page_table *pt);
+};
+
 struct gdrpin_range {
 	struct kref ref;
 	struct gdrpin_ctx *ctx;		/* referenced */
+	const struct gdrpin_pin_ops *ops;	/* the mode, set once */
 	u64 handle;
 	u64 gen;
 	u32 slot;
@@ -206,7 +247,11 @@ struct gdrpin_range {
 	struct gdrpin_dmabuf *db;	/* GDRPIN_MODE_DMABUF (gdrpin_dmabuf.c) */
 };
 
-int gdrpin_pin_create(struct gdrpin_ctx *ctx, struct gdrpin_pin_args *args);
+bool gdrpin_pin_range_ok(u64 va, u64 len);
+struct gdrpin_range *gdrpin_pin_new(struct gdrpin_ctx *ctx,
+				    const struct gdrpin_pin_ops *ops,
+				    u64 va, u64 len);
+int gdrpin_pin_make(struct gdrpin_range *pin, void *req, u64 t0);
 struct gdrpin_range *gdrpin_pin_lookup(struct gdrpin_ctx *ctx, u64 handle);
 struct gdrpin_range *gdrpin_pin_get_cover(struct gdrpin_ctx *ctx, u64 va,
 					  u64 end);
@@ -218,37 +263,35 @@ void gdrpin_pin_notify(struct gdrpin_range *pin, int reason);
 u32 gdrpin_pin_user_state(struct gdrpin_range *pin);
 bool gdrpin_pin_busy_enter(struct gdrpin_range *pin);
 void gdrpin_pin_busy_exit(struct gdrpin_range *pin);
-void gdrpin_pin_dma_unmap(struct gdrpin_range *pin, struct pci_dev *pdev,
-			  struct nvidia_p2p_dma_mapping *m);
-
-/* Pins of other providers than nv-p2p (gdrpin_pin.c). */
-struct gdrpin_range *gdrpin_pin_new(struct gdrpin_ctx *ctx, u64 va, u64 len,
-				    u32 mode);
-void gdrpin_pin_abandon(struct gdrpin_ctx *ctx, struct gdrpin_range *pin);
-bool gdrpin_pin_publish(struct gdrpin_ctx *ctx, struct gdrpin_range *pin,
-			u64 t0);
+bool gdrpin_claim_free(struct gdrpin_range *pin,
+		       struct nvidia_p2p_page_table **pt_p);
 bool gdrpin_pin_revoke(struct gdrpin_range *pin);
 
-/* --- pins for kernel clients (gdrpin_main.c, gdrpin_pin.c) ------------- */
+/* --- nv-p2p pins (gdrpin_nv.c) ----------------------------------------- */
+
+int gdrpin_nv_pin(struct gdrpin_ctx *ctx, struct gdrpin_pin_args *args);
+void gdrpin_pin_dma_unmap(struct gdrpin_range *pin, struct pci_dev *pdev,
+			  struct nvidia_p2p_dma_mapping *m);
+int gdrpin_pin_probe(u64 va, u64 len);
+
+/* --- pins for kernel clients (gdrpin_ctx.c) ---------------------------- */
 
 struct gdrpin_ctx *gdrpin_ctx_of_current(void);
 int gdrpin_ctx_pin_kernel(struct gdrpin_ctx *ctx, u64 va, u64 len, u32 flags,
 			  struct gdrpin_range **pin_p);
 void gdrpin_ctx_unpin_kernel(struct gdrpin_ctx *ctx, struct gdrpin_range *pin);
-int gdrpin_pin_probe(u64 va, u64 len);
 
 /* --- peer-memory client of ib_core (gdrpin_peer.c) --------------------- */
 
 void gdrpin_peer_init(void);
 void gdrpin_peer_exit(void);
-bool gdrpin_peer_registered(void);
+extern struct device_attribute gdrpin_dev_attr_peer_client;	/* stats/ */
 
 /* --- DMA-BUF pins (gdrpin_dmabuf.c) ------------------------------------ */
 
 void gdrpin_dmabuf_setup(struct device *dev);
 int gdrpin_dmabuf_pin(struct gdrpin_ctx *ctx,
 		      struct gdrpin_pin_dmabuf_args *args);
-void gdrpin_dmabuf_teardown(struct gdrpin_range *pin);
 
 /*
  * The lock rules above, checked by lockdep: nv-p2p calls that can take
@@ -264,7 +307,6 @@ static inline void gdrpin_assert_nv_callable(struct gdrpin_range *pin)
 }
 
 extern wait_queue_head_t gdrpin_live_wq;
-extern atomic_t gdrpin_live_ctx;
 
 /* --- status page and events (gdrpin_status.c) -------------------------- */
 

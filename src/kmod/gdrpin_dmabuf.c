@@ -7,7 +7,8 @@
  * attachment of gdrpin's own device to the buffer, mapped once, held for as
  * long as the pin lives. Everything else (slot, handle, quota, statistics,
  * status page, poll, eventfd, GET_REVOKED, release on close or exit) is the
- * common pin machinery of gdrpin_pin.c.
+ * common pin machinery of gdrpin_pin.c, which calls this mode through
+ * gdrpin_dmabuf_ops.
  *
  * Pinned or revocable: where the exporter is dynamic and the kernel was
  * built with CONFIG_DMABUF_MOVE_NOTIFY, the exporter may move the buffer
@@ -27,7 +28,6 @@
 #include <linux/dma-resv.h>
 #include <linux/ktime.h>
 #include <linux/module.h>
-#include <linux/overflow.h>
 #include <linux/slab.h>
 
 #include "gdrpin.h"
@@ -67,7 +67,7 @@ static void gdrpin_dmabuf_move_notify(struct dma_buf_attachment *att)
 	gdrpin_pin_revoke(pin);
 }
 
-static const struct dma_buf_attach_ops gdrpin_dmabuf_ops = {
+static const struct dma_buf_attach_ops gdrpin_dmabuf_attach_ops = {
 	.allow_peer2peer = true,	/* GPU memory has no struct pages */
 	.GDRPIN_DMABUF_NOTIFY = gdrpin_dmabuf_move_notify,
 };
@@ -104,7 +104,7 @@ static int gdrpin_dmabuf_attach(struct gdrpin_range *pin,
 	int ret = 0;
 
 	att = dma_buf_dynamic_attach(db->buf, gdrpin_dma_dev,
-				     &gdrpin_dmabuf_ops, pin);
+				     &gdrpin_dmabuf_attach_ops, pin);
 	if (IS_ERR(att))
 		return PTR_ERR(att);
 	db->att = att;
@@ -125,72 +125,30 @@ static int gdrpin_dmabuf_attach(struct gdrpin_range *pin,
 	return ret;
 }
 
-int gdrpin_dmabuf_pin(struct gdrpin_ctx *ctx, struct gdrpin_pin_dmabuf_args *a)
+/*
+ * gdrpin_dmabuf_ops.pin: @req is the buffer, now the pin's (released here
+ * on failure).
+ */
+static int gdrpin_dmabuf_pin_op(struct gdrpin_range *pin, void *req)
 {
-	struct gdrpin_dmabuf *db;
-	struct gdrpin_range *pin;
-	u64 t0 = ktime_get_ns(), len, end;
+	struct gdrpin_dmabuf *db = req;
 	int ret;
 
-	db = kzalloc(sizeof(*db), GFP_KERNEL);
-	if (!db)
-		return -ENOMEM;
-	db->buf = dma_buf_get(a->fd);
-	if (IS_ERR(db->buf)) {
-		ret = PTR_ERR(db->buf);
-		kfree(db);
+	pin->mode = GDRPIN_MODE_DMABUF;
+	pin->pt_freed = true;	/* no nv-p2p page table, ever */
+	ret = gdrpin_dmabuf_attach(pin, db);
+	if (ret) {
+		gdrpin_dmabuf_release(db);	/* detached: no move_notify after */
 		return ret;
 	}
-	len = db->buf->size;
-	if (!len || check_add_overflow(a->va, len, &end) ||
-	    end > TASK_SIZE_MAX || len > READ_ONCE(gdrpin_max_pin_len)) {
-		ret = -EINVAL;
-		goto err_buf;
-	}
-	if (!gdrpin_quota_reserve(ctx, len)) {
-		ret = -ENOSPC;
-		goto err_buf;
-	}
-	pin = gdrpin_pin_new(ctx, a->va, len, GDRPIN_MODE_DMABUF);
-	if (IS_ERR(pin)) {
-		ret = PTR_ERR(pin);
-		goto err_quota;
-	}
-	ret = gdrpin_dmabuf_attach(pin, db);
-	if (ret)
-		goto err_pin;
 	pin->page_size = PAGE_SIZE;
 	pin->entries = db->sgt->nents;
 	pin->db = db;
-	if (!gdrpin_pin_publish(ctx, pin, t0)) {
-		/* move_notify came before the pin was ACTIVE */
-		pin->db = NULL;
-		ret = -ESTALE;
-		goto err_pin;
-	}
-	a->handle = pin->handle;
-	a->pinned_len = pin->len;
-	a->slot = pin->slot;
-	a->mode = pin->mode;
-	a->entries = pin->entries;
-	gdrpin_pin_put(pin);		/* the table keeps its reference */
 	return 0;
-
-err_pin:
-	gdrpin_dmabuf_release(db);	/* detached: no move_notify after */
-	gdrpin_pin_abandon(ctx, pin);
-	gdrpin_quota_release(ctx, len);
-	return ret;
-err_quota:
-	gdrpin_quota_release(ctx, len);
-err_buf:
-	dma_buf_put(db->buf);
-	kfree(db);
-	return ret;
 }
 
-/* Owner-side teardown of an unlisted DMA-BUF pin (see gdrpin_pin_teardown). */
-void gdrpin_dmabuf_teardown(struct gdrpin_range *pin)
+/* gdrpin_dmabuf_ops.teardown (see struct gdrpin_pin_ops). */
+static void gdrpin_dmabuf_teardown(struct gdrpin_range *pin)
 {
 	struct gdrpin_dmabuf *db = pin->db;
 	bool active;
@@ -206,7 +164,58 @@ void gdrpin_dmabuf_teardown(struct gdrpin_range *pin)
 	wait_event(pin->busy_wq, !READ_ONCE(pin->nv_busy));
 	pin->db = NULL;
 	if (db)
-		gdrpin_dmabuf_release(db);
+		gdrpin_dmabuf_release(db);	/* detached: no move_notify after */
+}
+
+/* No page table: a revocation leaves nothing for free_revoked. */
+static const struct gdrpin_pin_ops gdrpin_dmabuf_ops = {
+	.pin = gdrpin_dmabuf_pin_op,
+	.teardown = gdrpin_dmabuf_teardown,
+};
+
+/* PIN_DMABUF: pin the whole buffer a->fd, placed at a->va. */
+int gdrpin_dmabuf_pin(struct gdrpin_ctx *ctx, struct gdrpin_pin_dmabuf_args *a)
+{
+	struct gdrpin_dmabuf *db;
+	struct gdrpin_range *pin;
+	u64 t0 = ktime_get_ns(), len;
+	int ret;
+
+	db = kzalloc(sizeof(*db), GFP_KERNEL);
+	if (!db)
+		return -ENOMEM;
+	db->buf = dma_buf_get(a->fd);
+	if (IS_ERR(db->buf)) {
+		ret = PTR_ERR(db->buf);
+		kfree(db);
+		return ret;
+	}
+	len = db->buf->size;
+	if (!gdrpin_pin_range_ok(a->va, len)) {
+		ret = -EINVAL;
+		goto err_buf;
+	}
+	pin = gdrpin_pin_new(ctx, &gdrpin_dmabuf_ops, a->va, len);
+	if (IS_ERR(pin)) {
+		ret = PTR_ERR(pin);
+		goto err_buf;
+	}
+	/* move_notify before the pin was ACTIVE: -ESTALE */
+	ret = gdrpin_pin_make(pin, db, t0);
+	if (ret)
+		return ret;
+	a->handle = pin->handle;
+	a->pinned_len = pin->len;
+	a->slot = pin->slot;
+	a->mode = pin->mode;
+	a->entries = pin->entries;
+	gdrpin_pin_put(pin);		/* the table keeps its reference */
+	return 0;
+
+err_buf:
+	dma_buf_put(db->buf);
+	kfree(db);
+	return ret;
 }
 
 /* --- in-kernel API: a consumer's own mapping (gdrpin_kapi.h) ----------- */

@@ -22,39 +22,37 @@ struct gdrpin_provider gdrpin_nv;
 static DEFINE_MUTEX(gdrpin_prov_lock);
 static unsigned int gdrpin_prov_refs;
 
+/* Bind and drop one nv-p2p symbol; gdrpin_nv's fields are named after them. */
+#define GDRPIN_NV_BIND(fn)	(gdrpin_nv.fn = symbol_get(nvidia_p2p_##fn))
+#define GDRPIN_NV_UNBIND(fn)					\
+	do {							\
+		if (gdrpin_nv.fn)				\
+			symbol_put(nvidia_p2p_##fn);		\
+		gdrpin_nv.fn = NULL;				\
+	} while (0)
+
 static void gdrpin_provider_release(void)
 {
-	if (gdrpin_nv.get_pages)
-		symbol_put(nvidia_p2p_get_pages);
-	if (gdrpin_nv.put_pages)
-		symbol_put(nvidia_p2p_put_pages);
-	if (gdrpin_nv.get_pages_persistent)
-		symbol_put(nvidia_p2p_get_pages_persistent);
-	if (gdrpin_nv.put_pages_persistent)
-		symbol_put(nvidia_p2p_put_pages_persistent);
-	if (gdrpin_nv.free_page_table)
-		symbol_put(nvidia_p2p_free_page_table);
-	if (gdrpin_nv.dma_map_pages)
-		symbol_put(nvidia_p2p_dma_map_pages);
-	if (gdrpin_nv.dma_unmap_pages)
-		symbol_put(nvidia_p2p_dma_unmap_pages);
-	if (gdrpin_nv.free_dma_mapping)
-		symbol_put(nvidia_p2p_free_dma_mapping);
-	memset(&gdrpin_nv, 0, sizeof(gdrpin_nv));
+	GDRPIN_NV_UNBIND(get_pages);
+	GDRPIN_NV_UNBIND(put_pages);
+	GDRPIN_NV_UNBIND(get_pages_persistent);
+	GDRPIN_NV_UNBIND(put_pages_persistent);
+	GDRPIN_NV_UNBIND(free_page_table);
+	GDRPIN_NV_UNBIND(dma_map_pages);
+	GDRPIN_NV_UNBIND(dma_unmap_pages);
+	GDRPIN_NV_UNBIND(free_dma_mapping);
 }
 
 static int gdrpin_provider_bind(void)
 {
-	gdrpin_nv.get_pages = symbol_get(nvidia_p2p_get_pages);
-	gdrpin_nv.put_pages = symbol_get(nvidia_p2p_put_pages);
-	gdrpin_nv.get_pages_persistent =
-		symbol_get(nvidia_p2p_get_pages_persistent);
-	gdrpin_nv.put_pages_persistent =
-		symbol_get(nvidia_p2p_put_pages_persistent);
-	gdrpin_nv.free_page_table = symbol_get(nvidia_p2p_free_page_table);
-	gdrpin_nv.dma_map_pages = symbol_get(nvidia_p2p_dma_map_pages);
-	gdrpin_nv.dma_unmap_pages = symbol_get(nvidia_p2p_dma_unmap_pages);
-	gdrpin_nv.free_dma_mapping = symbol_get(nvidia_p2p_free_dma_mapping);
+	GDRPIN_NV_BIND(get_pages);
+	GDRPIN_NV_BIND(put_pages);
+	GDRPIN_NV_BIND(get_pages_persistent);
+	GDRPIN_NV_BIND(put_pages_persistent);
+	GDRPIN_NV_BIND(free_page_table);
+	GDRPIN_NV_BIND(dma_map_pages);
+	GDRPIN_NV_BIND(dma_unmap_pages);
+	GDRPIN_NV_BIND(free_dma_mapping);
 
 	/* The legacy API is the minimum; persistent and DMA are optional. */
 	if (!gdrpin_nv.get_pages || !gdrpin_nv.put_pages ||
@@ -62,24 +60,14 @@ static int gdrpin_provider_bind(void)
 		goto fail;
 	/* A persistent pair must be complete to be used. */
 	if (!gdrpin_nv.get_pages_persistent || !gdrpin_nv.put_pages_persistent) {
-		if (gdrpin_nv.get_pages_persistent)
-			symbol_put(nvidia_p2p_get_pages_persistent);
-		if (gdrpin_nv.put_pages_persistent)
-			symbol_put(nvidia_p2p_put_pages_persistent);
-		gdrpin_nv.get_pages_persistent = NULL;
-		gdrpin_nv.put_pages_persistent = NULL;
+		GDRPIN_NV_UNBIND(get_pages_persistent);
+		GDRPIN_NV_UNBIND(put_pages_persistent);
 	}
 	if (!gdrpin_nv.dma_map_pages || !gdrpin_nv.dma_unmap_pages ||
 	    !gdrpin_nv.free_dma_mapping) {
-		if (gdrpin_nv.dma_map_pages)
-			symbol_put(nvidia_p2p_dma_map_pages);
-		if (gdrpin_nv.dma_unmap_pages)
-			symbol_put(nvidia_p2p_dma_unmap_pages);
-		if (gdrpin_nv.free_dma_mapping)
-			symbol_put(nvidia_p2p_free_dma_mapping);
-		gdrpin_nv.dma_map_pages = NULL;
-		gdrpin_nv.dma_unmap_pages = NULL;
-		gdrpin_nv.free_dma_mapping = NULL;
+		GDRPIN_NV_UNBIND(dma_map_pages);
+		GDRPIN_NV_UNBIND(dma_unmap_pages);
+		GDRPIN_NV_UNBIND(free_dma_mapping);
 	}
 	return 0;
 fail:

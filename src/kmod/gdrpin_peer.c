@@ -24,10 +24,12 @@
  * no ib_core lock held. peer->lock (spinlock) orders put_pages against the
  * notifier, so ib_core is never invalidated after it gave the pages back.
  */
+#include <linux/device.h>
 #include <linux/module.h>
 #include <linux/pci.h>
 #include <linux/scatterlist.h>
 #include <linux/slab.h>
+#include <linux/sysfs.h>
 #include <linux/workqueue.h>
 
 #include "gdrpin.h"
@@ -59,11 +61,6 @@ static void (*gdrpin_ib_unregister)(void *);
 static void *gdrpin_peer_handle;
 static invalidate_peer_memory gdrpin_peer_invalidate;
 static struct workqueue_struct *gdrpin_peer_wq;
-
-bool gdrpin_peer_registered(void)
-{
-	return READ_ONCE(gdrpin_peer_handle);
-}
 
 static void gdrpin_peer_free(struct kref *ref)
 {
@@ -304,6 +301,16 @@ static const struct peer_memory_client gdrpin_peer_client = {
 };
 
 /* --- registration with ib_core ------------------------------------------ */
+
+/* stats/peer_client: 1 while registered with ib_core. */
+static ssize_t peer_client_show(struct device *dev,
+				struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%d\n", !!READ_ONCE(gdrpin_peer_handle));
+}
+
+/* Listed in the stats group of gdrpin_stats.c, beside the counters. */
+struct device_attribute gdrpin_dev_attr_peer_client = __ATTR_RO(peer_client);
 
 static void gdrpin_peer_unbind(void)
 {

@@ -103,13 +103,6 @@ GDRPIN_STAT_ATTR(kapi_refs);
 GDRPIN_STAT_ATTR(peer_regs);
 GDRPIN_STAT_ATTR(peer_invalidations);
 
-static ssize_t peer_client_show(struct device *dev,
-				struct device_attribute *attr, char *buf)
-{
-	return sysfs_emit(buf, "%d\n", gdrpin_peer_registered());
-}
-static DEVICE_ATTR_RO(peer_client);
-
 static ssize_t live_ctx_show(struct device *dev, struct device_attribute *attr,
 			     char *buf)
 {
@@ -135,7 +128,7 @@ static struct attribute *gdrpin_stats_attrs[] = {
 	&dev_attr_live_ctx.attr,
 	&dev_attr_peer_regs.attr,
 	&dev_attr_peer_invalidations.attr,
-	&dev_attr_peer_client.attr,
+	&gdrpin_dev_attr_peer_client.attr,	/* gdrpin_peer.c */
 	NULL,
 };
 

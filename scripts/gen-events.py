@@ -14,7 +14,7 @@ import re
 import sys
 
 TABLE = "hooks/events.table"
-REC_BYTES = 192          # GH_EVLOG_REC_BYTES in src/evlog/evlog.h
+REC_BYTES = 192          # GH_EVLOG_REC_BYTES in src/evlog/evrec.h
 HDR_BYTES = 24           # t_ns, dur_ns, tid, ev, flags
 VERSION = 2
 README_MARK = ("<!-- events:begin -->", "<!-- events:end -->")

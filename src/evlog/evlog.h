@@ -1,79 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The event log (GDRHOOK_LOG): JSON Lines, one object per event.
- *
- * Hook threads copy gh_evrec records into preallocated per-thread rings
- * (no I/O, no locks, no malloc on that path); one writer thread formats
- * and writes them.  Everything is flushed at exit and before fork and exec.
+ * The event log layer (src/evlog), the one header other layers include
+ * from it: the event log (GDRHOOK_LOG, JSON Lines), its records (evrec.h,
+ * generated), the per-thread rings and the writer thread
+ * (evlog_ring.h), the sinks and their meta lines (evlog_sink.h) and the
+ * crash-safe spool (evspool.h).  It calls only the base layer.  Files
+ * inside src/evlog include the header of what they use, not this one.
  */
 #ifndef GH_EVLOG_H
 #define GH_EVLOG_H
 
-#include <stdint.h>
-#include "evrec.h"
 #include "base/base.h"
+#include "evrec.h"
 #include "evspool.h"
-
-/*
- * Configure the log; called once at init when GDRHOOK_LOG is set.  path is
- * a file path or "stderr"; "%p" in it is replaced by the pid, "%h" by the
- * host name; a relative path is resolved now, against the starting
- * directory.  The "start" record is stamped now.  Spools of dead
- * processes are recovered into their logs now (see evlog.c).  Opens no
- * log and starts no thread yet: that happens at the first event, so
- * processes that never touch CUDA leave no log.  ring_bytes: per-thread
- * ring size (0 = default).  Returns 0 or -errno (bad path pattern).
- */
-/* Bytes one event takes in a ring (GDRHOOK_LOG_BUFFER / this = records). */
-#define GH_EVLOG_REC_BYTES	192
-
-int gh_evlog_configure(const char *path, uint64_t ring_bytes);
-
-/* GDRHOOK_LOG_MODE: 0 drop (a full ring drops, counted), 1 block (a hook
- * waits for ring space).  Before the first event. */
-void gh_evlog_set_block(int block);
-
-/* True when a log is configured (cheap; the hook path tests it first). */
-int gh_evlog_enabled(void);
-
-/* Start time of an operation for its log record: no clock read (0)
- * when no log is configured. */
-static inline uint64_t gh_evlog_clock(void)
-{
-	return gh_evlog_enabled() ? gh_now_ns() : 0;
-}
-
-/*
- * Hook path: record one event.  Never allocates with malloc, never
- * formats.  If this thread's ring is full the event is counted as dropped
- * (or, in block mode, the call waits for the writer).  Preserves errno.
- */
-void gh_evlog_put(const struct gh_evrec *r);
-
-/* Drain every ring to the file now (synchronous). */
-void gh_evlog_flush(void);
-
-/* At exit: drain, write the "exit" record, stop the writer, close. */
-void gh_evlog_shutdown(uint64_t live, uint64_t live_bytes);
-
-uint64_t gh_evlog_written(void);
-uint64_t gh_evlog_dropped(void);
-
-/* A memory kind's name as a JSON string (the generated formatter's). */
-struct gh_buf;
-void gh_ev_put_kind(struct gh_buf *b, unsigned int kind);
-
-/*
- * exec*: prepare drains every ring and holds the log until the image is
- * replaced (returns 1 when it did); if the exec fails, exec_failed lets
- * go.  Both preserve errno; neither allocates.
- */
-int gh_evlog_exec_prepare(void);
-void gh_evlog_exec_failed(void);
-
-/* fork: prepare drains and quiesces; child restarts with fresh state. */
-void gh_evlog_atfork_prepare(void);
-void gh_evlog_atfork_parent(void);
-void gh_evlog_atfork_child(void);
+#include "evlog_sink.h"
+#include "evlog_ring.h"
 
 #endif

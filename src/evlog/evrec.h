@@ -11,4 +11,8 @@
 
 #include "gh_events.h"
 
+/* Bytes one event takes in a ring (GDRHOOK_LOG_BUFFER / this = records);
+ * scripts/gen-events.py generates struct gh_evrec of this size. */
+#define GH_EVLOG_REC_BYTES	192
+
 #endif

@@ -28,7 +28,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "evlog.h"
+#include "base/base.h"
 #include "evspool.h"
 
 #define GH_SPOOL_DIR		"/dev/shm"

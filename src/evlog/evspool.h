@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The event log's spool (src/evlog/evspool.c): the rings of src/evlog/evlog.c live
- * in a file-backed shared mapping (a file in /dev/shm named after the
- * uid and pid) that the page cache keeps when the process dies by
- * abort(), _exit(), a fatal signal or exec.  A clean exit removes it;
- * the next process that configures a log finds spools of dead processes
- * and hands each to the log for recovery.
+ * The event log's spool (src/evlog/evspool.c): the rings of
+ * src/evlog/evlog_ring.c live in a file-backed shared mapping (a file in
+ * /dev/shm named after the uid and pid) that the page cache keeps when
+ * the process dies by abort(), _exit(), a fatal signal or exec.  A clean
+ * exit removes it; the next process that configures a log finds spools
+ * of dead processes and hands each to recovery (evlog_recover.c).
  */
 #ifndef GH_EVSPOOL_H
 #define GH_EVSPOOL_H

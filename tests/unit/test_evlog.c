@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Event log (src/evlog/evlog.c): JSON Lines output, per-thread rings, writer
+ * Event log (src/evlog): JSON Lines output, per-thread rings, writer
  * thread, drops, flush, shutdown, fork.
  */
 #include <dirent.h>

@@ -44,7 +44,7 @@ def _ev(fields, call=False, time="start"):
     return {"fields": dict(fields), "call": call, "time": time}
 
 
-# Format version 1: src/evlog/evlog.c as of this tool.
+# Format version 1: src/evlog (evlog_sink.c, gh_events.c) as of this tool.
 V1 = {
     "start": _ev({"v": "u", "exe": "s", "wall_ns": "u"}),
     "fork": _ev({"parent": "i"}),

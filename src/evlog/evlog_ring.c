@@ -1,0 +1,577 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The event log's rings and its writer thread: see evlog_ring.h.
+ *
+ * Each thread that records an event owns one ring: a single-producer
+ * (the owning thread), single-consumer (whoever holds gh_ev.lock: the
+ * writer thread, a flush, fork or shutdown) queue of self-contained
+ * records (struct gh_evrec: strings copied in, no pointers).  Rings are
+ * mapped on a thread's first event, pushed onto a lock-free, push-only
+ * list, and never unmapped: when a thread exits, a pthread key destructor
+ * marks its ring orphaned; the consumer drains it and marks it free, and
+ * the next new thread takes it instead of mapping another.
+ *
+ * Producer:  h = head (own), t = tail (acquire); full -> count a drop
+ *            (GDRHOOK_LOG_MODE=drop) or wait for the writer (block);
+ *            copy into slot h; head = h + 1 (release).
+ * Consumer:  h = head (acquire); format slots tail..h; write them
+ *            (evlog_sink.c); only then tail = h (release).
+ *
+ * Crash safety: the rings live in the spool (evspool.c), a file-backed
+ * shared mapping the page cache keeps when the process dies.  A clean
+ * exit drains and removes it; what a dead process's rings still hold is
+ * recovered by the next process that configures a log (evlog_recover.c).
+ *
+ * The writer thread sleeps on a futex word for at most GH_EV_PERIOD_MS;
+ * a producer whose ring reaches a quarter full bumps the word and wakes
+ * it.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/base.h"
+#include "evrec.h"
+#include "evspool.h"
+#include "evlog_state.h"
+#include "evlog_sink.h"
+#include "evlog_recover.h"
+#include "evlog_ring.h"
+
+struct gh_ev_log gh_ev = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.sink = { .fd = -1 },
+};
+
+static __thread struct gh_ring *gh_ev_tl_ring
+	__attribute__((tls_model("initial-exec")));
+/* This thread's fork prepare took gh_ev.lock (the child inherits it). */
+static __thread int gh_ev_fork_held
+	__attribute__((tls_model("initial-exec")));
+/* This thread's exec prepare took gh_ev.lock (until the image is gone). */
+static __thread int gh_ev_exec_held
+	__attribute__((tls_model("initial-exec")));
+
+/* ---------------------------------------------------------------- */
+/* configuration                                                     */
+
+static void gh_ev_thread_exit(void *arg);
+
+int gh_evlog_configure(const char *path, uint64_t ring_bytes)
+{
+	struct gh_buf b;
+	uint64_t recs;
+	const char *p;
+	int rc;
+
+	if (!path || !*path)
+		return -EINVAL;
+	for (p = path; *p; p++) {
+		if (*p != '%')
+			continue;
+		if (p[1] != 'p' && p[1] != 'h' && p[1] != '%')
+			return -EINVAL;
+		p++;
+	}
+	if (__atomic_load_n(&gh_ev.state, __ATOMIC_ACQUIRE) != GH_EV_OFF)
+		return -EBUSY;
+
+	/* a relative path means relative to where the program started */
+	gh_buf_init(&b, gh_ev.path, sizeof(gh_ev.path));
+	if (strcmp(path, GH_EV_STDERR) && path[0] != '/') {
+		char cwd[PATH_MAX];
+
+		if (!getcwd(cwd, sizeof(cwd)))
+			return -errno;
+		gh_buf_puts(&b, cwd);
+		if (strcmp(cwd, "/"))
+			gh_buf_putc(&b, '/');
+	}
+	gh_buf_puts(&b, path);
+	if (b.truncated || gh_buf_room(&b) == 0)
+		return -ENAMETOOLONG;
+	gh_buf_cstr(&b);
+
+	if (!ring_bytes)
+		ring_bytes = GH_EV_DEFAULT_RING;
+	recs = ring_bytes / sizeof(struct gh_evrec);
+	if (recs < GH_EV_MIN_RECS)
+		recs = GH_EV_MIN_RECS;
+	if (recs > GH_EV_MAX_RECS)
+		recs = GH_EV_MAX_RECS;
+	/* round down to a power of two */
+	while (recs & (recs - 1))
+		recs &= recs - 1;
+	gh_ev.asked_bytes = ring_bytes;
+
+	if (!gh_ev.key_ok) {
+		rc = pthread_key_create(&gh_ev.key, gh_ev_thread_exit);
+		if (rc)
+			return -rc;
+		gh_ev.key_ok = 1;
+	}
+	gh_ev.is_stderr = !strcmp(path, GH_EV_STDERR);
+	gh_ev.ring_recs = (uint32_t)recs;
+	gh_ev.dead = 0;
+	__atomic_store_n(&gh_ev.written, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&gh_ev.dropped, 0, __ATOMIC_RELAXED);
+	gh_ev.self = getpid();
+	gh_ev.start_t = gh_now_ns();
+	gh_ev.start_wall = gh_wall_ns();
+	gh_ev_out_init();
+	pthread_mutex_lock(&gh_ev.lock);
+	gh_spool_recover_all(gh_ev_recover);
+	pthread_mutex_unlock(&gh_ev.lock);
+	__atomic_store_n(&gh_ev.state, GH_EV_IDLE, __ATOMIC_RELEASE);
+	return 0;
+}
+
+void gh_evlog_set_block(int block)
+{
+	gh_ev.block = block ? 1 : 0;
+}
+
+int gh_evlog_enabled(void)
+{
+	return __atomic_load_n(&gh_ev.state, __ATOMIC_RELAXED) != GH_EV_OFF;
+}
+
+/* ---------------------------------------------------------------- */
+/* rings                                                             */
+
+static void gh_ev_wake(void)
+{
+	int saved = errno;
+
+	__atomic_add_fetch(&gh_ev.futex, 1, __ATOMIC_RELEASE);
+	syscall(SYS_futex, &gh_ev.futex, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	errno = saved;
+}
+
+/* Take a free ring or map a new one.  Slow path: once per thread. */
+static struct gh_ring *gh_ring_get(void)
+{
+	struct gh_ring *g, *head;
+	uint32_t recs = gh_ev.ring_recs;
+	size_t len = gh_ring_bytes(recs);
+	int saved = errno, in_spool = 0;
+
+	for (g = __atomic_load_n(&gh_ev.rings, __ATOMIC_ACQUIRE); g;
+	     g = g->next) {
+		uint32_t want = GH_RING_FREE;
+
+		/* a recycled ring must be of the configured size */
+		if (g->mask + 1 != recs)
+			continue;
+		if (__atomic_load_n(&g->state, __ATOMIC_RELAXED) ==
+			    GH_RING_FREE &&
+		    __atomic_compare_exchange_n(&g->state, &want,
+						GH_RING_OWNED, 0,
+						__ATOMIC_ACQUIRE,
+						__ATOMIC_RELAXED))
+			goto got;
+	}
+
+	g = gh_spool_map_ring(len);
+	in_spool = g != MAP_FAILED;
+	if (g == MAP_FAILED)
+		g = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (g == MAP_FAILED) {
+		errno = saved;
+		return NULL;
+	}
+	g->mask = recs - 1;
+	g->wake_at = recs / 4 ? recs / 4 : 1;
+	g->map_len = len;
+	g->in_spool = (uint32_t)in_spool;
+	/* recoverers look at state: it is set last */
+	__atomic_store_n(&g->state, GH_RING_OWNED, __ATOMIC_RELEASE);
+	head = __atomic_load_n(&gh_ev.rings, __ATOMIC_RELAXED);
+	do {
+		g->next = head;
+	} while (!__atomic_compare_exchange_n(&gh_ev.rings, &head, g, 1,
+					      __ATOMIC_RELEASE,
+					      __ATOMIC_RELAXED));
+got:
+	/*
+	 * The key's destructor hands the ring back at thread exit.  glibc
+	 * keeps the first 32 keys' values inline in the thread descriptor
+	 * (no allocation); a later key may calloc once per thread.
+	 */
+	if (gh_ev.key_ok)
+		pthread_setspecific(gh_ev.key, g);
+	gh_ev_tl_ring = g;
+	errno = saved;
+	return g;
+}
+
+static void gh_ev_thread_exit(void *arg)
+{
+	struct gh_ring *g = arg;
+
+	if (gh_ev_tl_ring == g)
+		gh_ev_tl_ring = NULL;
+	/* all our puts happen before this (release) */
+	__atomic_store_n(&g->state, GH_RING_ORPHANED, __ATOMIC_RELEASE);
+}
+
+/* ---------------------------------------------------------------- */
+/* writer thread                                                     */
+
+static void gh_ev_drain_locked(void);
+
+static void *gh_ev_writer_main(void *arg)
+{
+	struct timespec ts = { 0, GH_EV_PERIOD_MS * 1000000L };
+
+	(void)arg;
+	for (;;) {
+		uint32_t seq = __atomic_load_n(&gh_ev.futex, __ATOMIC_ACQUIRE);
+		int stop = __atomic_load_n(&gh_ev.stop, __ATOMIC_ACQUIRE);
+
+		pthread_mutex_lock(&gh_ev.lock);
+		gh_ev_open_locked();
+		gh_ev_drain_locked();
+		gh_spool_report();
+		pthread_mutex_unlock(&gh_ev.lock);
+		if (stop)
+			break;
+		syscall(SYS_futex, &gh_ev.futex, FUTEX_WAIT_PRIVATE, seq, &ts,
+			NULL, 0);
+	}
+	return NULL;
+}
+
+/* First event of the process: map the spool, start the writer (once). */
+static void gh_ev_start(void)
+{
+	char log[PATH_MAX];
+	uint32_t want = GH_EV_IDLE;
+	sigset_t all, old;
+	int saved = errno, rc;
+
+	if (!__atomic_compare_exchange_n(&gh_ev.state, &want, GH_EV_STARTING,
+					 0, __ATOMIC_ACQ_REL,
+					 __ATOMIC_RELAXED))
+		return;
+	__atomic_store_n(&gh_ev.stop, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&gh_ev.first_tid, gh_gettid(), __ATOMIC_RELAXED);
+	/* stderr's spool is recovered only by this pid's next image */
+	if (gh_ev.is_stderr ||
+	    !gh_ev_expand(gh_ev.path, getpid(), log, sizeof(log)))
+		gh_spool_open(gh_ev.is_stderr ? GH_EV_STDERR : log,
+			      gh_ev.ring_recs, gh_ev.start_t, gh_ev.start_wall);
+	/* the writer inherits a full signal mask (SIGPIPE included) */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&gh_ev.writer, NULL, gh_ev_writer_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	__atomic_store_n(&gh_ev.state, rc ? GH_EV_NOWRITER : GH_EV_RUN,
+			 __ATOMIC_RELEASE);
+	errno = saved;
+}
+
+/* ---------------------------------------------------------------- */
+/* hook path                                                         */
+
+/*
+ * GDRHOOK_LOG_MODE=block and the ring is full: wait for the writer.
+ * Returns 0 when there is room, -1 when the event must be dropped (no
+ * writer, sink abandoned, or this thread holds the consumer lock).
+ */
+static int gh_ev_wait_room(struct gh_ring *g, uint64_t h)
+{
+	struct timespec ts = { 0, 10 * 1000000L };
+
+	for (;;) {
+		uint32_t seq = __atomic_load_n(&gh_ev.drained,
+					       __ATOMIC_ACQUIRE);
+
+		if (h - __atomic_load_n(&g->tail, __ATOMIC_ACQUIRE) <= g->mask)
+			return 0;
+		if (gh_ev_fork_held || gh_ev_exec_held ||
+		    __atomic_load_n(&gh_ev.state, __ATOMIC_ACQUIRE) !=
+			    GH_EV_RUN ||
+		    __atomic_load_n(&gh_ev.dead, __ATOMIC_RELAXED))
+			return -1;
+		gh_ev_wake();
+		syscall(SYS_futex, &gh_ev.drained, FUTEX_WAIT_PRIVATE, seq,
+			&ts, NULL, 0);
+	}
+}
+
+void gh_evlog_put(const struct gh_evrec *r)
+{
+	uint32_t s = __atomic_load_n(&gh_ev.state, __ATOMIC_ACQUIRE);
+	struct gh_ring *g;
+	struct gh_evrec *slot;
+	uint64_t h, t;
+	int saved;
+
+	if (__builtin_expect(s != GH_EV_RUN, 0)) {
+		if (s == GH_EV_OFF)
+			return;
+		if (s == GH_EV_IDLE)
+			gh_ev_start();
+		/* another thread is mapping the spool: its rings come next */
+		for (int spins = 0; spins < 100000 &&
+		     __atomic_load_n(&gh_ev.state, __ATOMIC_ACQUIRE) ==
+			     GH_EV_STARTING; spins++)
+			sched_yield();
+	}
+	if (__builtin_expect(__atomic_load_n(&gh_ev.dead, __ATOMIC_RELAXED),
+			     0)) {
+		gh_ev_drop(1);
+		return;
+	}
+	g = gh_ev_tl_ring;
+	if (__builtin_expect(!g, 0)) {
+		g = gh_ring_get();
+		if (!g) {
+			gh_ev_drop(1);
+			return;
+		}
+	}
+	h = g->head;	/* only we write it */
+	t = __atomic_load_n(&g->tail, __ATOMIC_ACQUIRE);
+	if (__builtin_expect(h - t > g->mask, 0)) {
+		saved = errno;
+		if (!gh_ev.block || gh_ev_wait_room(g, h)) {
+			errno = saved;
+			gh_ev_drop(1);
+			return;
+		}
+		errno = saved;
+		t = __atomic_load_n(&g->tail, __ATOMIC_ACQUIRE);
+	}
+	slot = &g->rec[h & g->mask];
+	*slot = *r;
+	if (!slot->tid)
+		slot->tid = gh_gettid();
+	if (!slot->t_ns)
+		slot->t_ns = gh_now_ns();
+	__atomic_store_n(&g->head, h + 1, __ATOMIC_RELEASE);
+	/* fill level rises by one per put, so it meets wake_at exactly */
+	if (__builtin_expect(h + 1 - t == g->wake_at, 0))
+		gh_ev_wake();
+}
+
+/* Consume every ring once; recycle orphaned rings once empty. */
+static void gh_ev_drain_locked(void)
+{
+	struct gh_ring *g;
+	pid_t pid = getpid();
+	int saved = errno;
+
+	for (g = __atomic_load_n(&gh_ev.rings, __ATOMIC_ACQUIRE); g;
+	     g = g->next) {
+		uint32_t st = __atomic_load_n(&g->state, __ATOMIC_ACQUIRE);
+
+		if (st == GH_RING_FREE)
+			continue;
+		gh_ev_drain_ring(g, pid);
+		/* orphaned before we read head: head was final */
+		if (st == GH_RING_ORPHANED)
+			__atomic_store_n(&g->state, GH_RING_FREE,
+					 __ATOMIC_RELEASE);
+	}
+	__atomic_add_fetch(&gh_ev.drained, 1, __ATOMIC_RELEASE);
+	if (gh_ev.block)
+		syscall(SYS_futex, &gh_ev.drained, FUTEX_WAKE_PRIVATE, INT_MAX,
+			NULL, NULL, 0);
+	errno = saved;
+}
+
+/* ---------------------------------------------------------------- */
+/* flush, shutdown, fork                                             */
+
+/* Has this process recorded any event (so that the log exists)? */
+static int gh_ev_touched(void)
+{
+	uint32_t s = __atomic_load_n(&gh_ev.state, __ATOMIC_ACQUIRE);
+
+	return s >= GH_EV_STARTING;
+}
+
+void gh_evlog_flush(void)
+{
+	int saved = errno;
+
+	if (!gh_ev_touched())
+		return;
+	pthread_mutex_lock(&gh_ev.lock);
+	gh_ev_open_locked();
+	gh_ev_drain_locked();
+	gh_spool_report();
+	pthread_mutex_unlock(&gh_ev.lock);
+	errno = saved;
+}
+
+/*
+ * Before exec: drain every ring and keep gh_ev.lock until the image is
+ * replaced, so that the writer is never cut off mid-line; what threads
+ * record after the drain stays in the spool for the next image.  The
+ * wait is bounded (a signal handler may exec while its thread holds the
+ * lock): past it, the spool alone keeps the records.
+ */
+int gh_evlog_exec_prepare(void)
+{
+	struct timespec until;
+	int saved = errno;
+
+	/* a vfork child shares our memory: the lock is the parent's */
+	if (!gh_ev_touched() || gh_ev_exec_held || getpid() != gh_ev.self)
+		return 0;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += GH_EV_STALL_MS / 1000 + 1;
+	if (pthread_mutex_timedlock(&gh_ev.lock, &until)) {
+		errno = saved;
+		return 0;
+	}
+	gh_ev_exec_held = 1;
+	gh_ev_open_locked();
+	gh_ev_drain_locked();
+	errno = saved;
+	return 1;
+}
+
+void gh_evlog_exec_failed(void)
+{
+	int saved = errno;
+
+	if (!gh_ev_exec_held)
+		return;
+	gh_ev_exec_held = 0;
+	pthread_mutex_unlock(&gh_ev.lock);
+	errno = saved;
+}
+
+void gh_evlog_shutdown(uint64_t live, uint64_t live_bytes)
+{
+	uint32_t s = __atomic_load_n(&gh_ev.state, __ATOMIC_ACQUIRE);
+	uint64_t dropped;
+	int saved = errno, spins = 0, dead_before;
+
+	/* another thread may be inside pthread_create for the writer */
+	while (s == GH_EV_STARTING && spins++ < 10000) {
+		sched_yield();
+		s = __atomic_load_n(&gh_ev.state, __ATOMIC_ACQUIRE);
+	}
+	if (s == GH_EV_OFF)
+		return;
+	if (s == GH_EV_RUN) {
+		__atomic_store_n(&gh_ev.stop, 1, __ATOMIC_RELEASE);
+		gh_ev_wake();
+		pthread_join(gh_ev.writer, NULL);
+	}
+	/* later puts are ignored */
+	__atomic_store_n(&gh_ev.state, GH_EV_OFF, __ATOMIC_RELEASE);
+	if (s == GH_EV_IDLE) {
+		errno = saved;
+		return;		/* no event: leave no trace */
+	}
+
+	pthread_mutex_lock(&gh_ev.lock);
+	gh_ev_open_locked();
+	gh_ev_drain_locked();
+	dead_before = gh_ev.dead;
+	dropped = gh_evlog_dropped();
+	gh_ev_close_locked(live, live_bytes, dropped);
+	gh_spool_report();
+	/* every record went out or was counted: the spool has no more use */
+	gh_spool_remove();
+	pthread_mutex_unlock(&gh_ev.lock);
+	/* an abandoned sink already said so, with its count */
+	if (dropped && !dead_before)
+		gh_warn("event log: %llu events dropped (rings full); raise "
+			"GDRHOOK_LOG_BUFFER or set GDRHOOK_LOG_MODE=block",
+			(unsigned long long)dropped);
+	errno = saved;
+}
+
+/*
+ * The handlers may be registered twice (a program linked with the core
+ * archive that registers its own, beside init.c's): the second prepare
+ * finds the lock ours and does nothing; the first parent/child handler
+ * lets go, the second finds nothing held.
+ */
+void gh_evlog_atfork_prepare(void)
+{
+	int saved = errno;
+
+	if (!gh_evlog_enabled() || gh_ev_fork_held)
+		return;
+	pthread_mutex_lock(&gh_ev.lock);
+	gh_ev_fork_held = 1;
+	gh_ev.parent = getpid();
+	if (gh_ev_touched()) {
+		gh_ev_open_locked();
+		gh_ev_drain_locked();
+	}
+	errno = saved;
+}
+
+void gh_evlog_atfork_parent(void)
+{
+	if (!gh_ev_fork_held)
+		return;
+	gh_ev_fork_held = 0;
+	pthread_mutex_unlock(&gh_ev.lock);
+}
+
+void gh_evlog_atfork_child(void)
+{
+	struct gh_ring *g, *next, *keep = NULL;
+	uint32_t s;
+
+	gh_clock_atfork_child();
+	if (!gh_ev_fork_held)
+		return;
+	/*
+	 * Only this thread exists now.  Whatever the rings still hold was
+	 * recorded by the parent (and is the parent's to write): discard it.
+	 * Rings in the parent's spool are shared with the parent: unmap
+	 * them; the child maps its own spool at its first event.  Private
+	 * rings of the other threads are free for reuse.
+	 */
+	for (g = __atomic_load_n(&gh_ev.rings, __ATOMIC_ACQUIRE); g;
+	     g = next) {
+		next = g->next;
+		if (g->in_spool) {
+			if (g == gh_ev_tl_ring)
+				gh_ev_tl_ring = NULL;
+			munmap(g, g->map_len);
+			continue;
+		}
+		g->tail = g->head;
+		g->state = g == gh_ev_tl_ring ? GH_RING_OWNED : GH_RING_FREE;
+		g->next = keep;
+		keep = g;
+	}
+	__atomic_store_n(&gh_ev.rings, keep, __ATOMIC_RELEASE);
+	if (gh_ev.key_ok)
+		pthread_setspecific(gh_ev.key, gh_ev_tl_ring);
+	gh_spool_atfork_child();
+	gh_ev_sink_atfork_child();
+	gh_ev.self = getpid();
+	gh_ev.start_t = gh_now_ns();
+	gh_ev.start_wall = gh_wall_ns();
+	__atomic_store_n(&gh_ev.stop, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&gh_ev.written, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&gh_ev.dropped, 0, __ATOMIC_RELAXED);
+	s = __atomic_load_n(&gh_ev.state, __ATOMIC_RELAXED);
+	if (s != GH_EV_OFF)
+		__atomic_store_n(&gh_ev.state, GH_EV_IDLE, __ATOMIC_RELEASE);
+	gh_ev_fork_held = 0;
+	pthread_mutex_unlock(&gh_ev.lock);
+}

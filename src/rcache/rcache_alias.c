@@ -113,16 +113,16 @@ void gh_rc_put_ref(struct rc_entry *e)
 		return;
 	if (w & W_DEAD) {
 		/* Revoked (or retired and killed): we were the last holder. */
-		pthread_mutex_lock(&gh_rc.lock);
+		gh_mutex_lock(&gh_rc.lock);
 		gh_rc_ent_reclaim(e);
-		pthread_mutex_unlock(&gh_rc.lock);
+		gh_mutex_unlock(&gh_rc.lock);
 		return;
 	}
 	type = LD(&e->type);
 	if (type == E_CACHED && !LD(&gh_rc.stopped))
 		return;		/* lazy: stays registered until free/eviction */
 	was = gh_guard_enter();
-	pthread_mutex_lock(&gh_rc.lock);
+	gh_mutex_lock(&gh_rc.lock);
 	if (gh_rc_ent_kill_idle(e, w >> W_VER_SHIFT)) {
 		struct rc_ga *r = ga_of(e);
 
@@ -131,7 +131,7 @@ void gh_rc_put_ref(struct rc_entry *e)
 		if (type != E_EXACT || LD(&gh_rc.stopped))
 			gh_rc_ga_free_if_unused(r);
 	}
-	pthread_mutex_unlock(&gh_rc.lock);
+	gh_mutex_unlock(&gh_rc.lock);
 	gh_guard_leave(was);
 }
 
@@ -200,9 +200,9 @@ int gh_rcache_still_granted(const struct ibv_mr *mr)
 {
 	int ok;
 
-	pthread_mutex_lock(&gh_rc.lock);
+	gh_mutex_lock(&gh_rc.lock);
 	ok = !gh_rcache_revoked(mr);
-	pthread_mutex_unlock(&gh_rc.lock);
+	gh_mutex_unlock(&gh_rc.lock);
 	return ok;
 }
 
@@ -222,10 +222,10 @@ struct ibv_mr *gh_rcache_wrapped(const struct ibv_mr *mr)
 	if (!a || !a->ent)
 		return NULL;
 	e = &gh_rc.ent[a->ent - 1];
-	pthread_mutex_lock(&gh_rc.lock);
+	gh_mutex_lock(&gh_rc.lock);
 	if (LD(&e->type) == E_WRAP && !(LD(&e->word) & W_DEAD))
 		real = e->mr;
-	pthread_mutex_unlock(&gh_rc.lock);
+	gh_mutex_unlock(&gh_rc.lock);
 	return real;
 }
 

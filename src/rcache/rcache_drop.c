@@ -33,7 +33,7 @@ void gh_rcache_invalidate(const struct gh_range *g)
 				__ATOMIC_ACQ_REL) && !gh_rcspan_pending(g->gen))
 		return;
 	was = gh_guard_enter();
-	pthread_mutex_lock(&gh_rc.lock);
+	gh_mutex_lock(&gh_rc.lock);
 	r = gh_rc_ga_find(g->gen);
 	if (r)
 		gh_rc_ga_kill_all(r, 1);
@@ -43,7 +43,7 @@ void gh_rcache_invalidate(const struct gh_range *g)
 		if (r)
 			gh_rc_ga_kill_all(r, 1);
 	}
-	pthread_mutex_unlock(&gh_rc.lock);
+	gh_mutex_unlock(&gh_rc.lock);
 	gh_guard_leave(was);
 }
 
@@ -55,14 +55,14 @@ int gh_rcache_revoke(uint64_t gen, uint64_t cookie)
 	if (!LD_ACQ(&gh_rc.ready))
 		return 0;
 	was = gh_guard_enter();
-	pthread_mutex_lock(&gh_rc.lock);
+	gh_mutex_lock(&gh_rc.lock);
 	r = gh_rc_ga_find(gen);
 	if (r && r->pinned && r->pin.cookie == cookie) {
 		gh_rc_ga_drop(r);
 		CTR(pins_revoked, 1);
 		done = 1;
 	}
-	pthread_mutex_unlock(&gh_rc.lock);
+	gh_mutex_unlock(&gh_rc.lock);
 	gh_guard_leave(was);
 	return done;
 }
@@ -74,14 +74,14 @@ static int rc_pd_has_windows(uint64_t pd)
 
 	if (!LD_ACQ(&gh_rc.ready))
 		return 0;
-	pthread_mutex_lock(&gh_rc.lock);
+	gh_mutex_lock(&gh_rc.lock);
 	for (uint32_t i = 0; i < gh_rc.n_used && !n; i++) {
 		struct rc_entry *e = &gh_rc.ent[gh_rc.used[i]];
 
 		n = LD(&e->type) == E_WIN && e->pd == pd &&
 		    !(LD(&e->word) & W_DEAD);
 	}
-	pthread_mutex_unlock(&gh_rc.lock);
+	gh_mutex_unlock(&gh_rc.lock);
 	return n;
 }
 
@@ -92,7 +92,7 @@ static void drop_matching(uint64_t pd, uint64_t ctx, int held_too)
 	if (!LD_ACQ(&gh_rc.ready))
 		return;
 	was = gh_guard_enter();
-	pthread_mutex_lock(&gh_rc.lock);
+	gh_mutex_lock(&gh_rc.lock);
 	/*
 	 * Backwards over the dense list: what a reclaim moves into an
 	 * earlier place was visited already (seen twice: harmless).
@@ -132,7 +132,7 @@ static void drop_matching(uint64_t pd, uint64_t ctx, int held_too)
 		gh_rc_ent_finish(e, refs, 0);
 		gh_rc_ga_free_if_unused(r);
 	}
-	pthread_mutex_unlock(&gh_rc.lock);
+	gh_mutex_unlock(&gh_rc.lock);
 	gh_guard_leave(was);
 }
 
@@ -165,9 +165,9 @@ void gh_rcache_purge(int stop)
 	drop_matching(0, 0, 0);
 	/* and the pins exact exposure keeps after their last MR */
 	was = gh_guard_enter();
-	pthread_mutex_lock(&gh_rc.lock);
+	gh_mutex_lock(&gh_rc.lock);
 	while (gh_rc_evict_idle_pin(NULL))
 		;
-	pthread_mutex_unlock(&gh_rc.lock);
+	gh_mutex_unlock(&gh_rc.lock);
 	gh_guard_leave(was);
 }

@@ -19,6 +19,8 @@ static int evict_one(const struct rc_ga *skip, int ignore_clock)
 {
 	uint32_t hi = gh_rc.n_used;
 
+	RC_LOCKED();
+
 	for (uint64_t n = 0; hi && n < 2ULL * hi + 1; n++) {
 		struct rc_entry *e;
 		struct rc_ga *r;
@@ -59,6 +61,8 @@ int gh_rc_evict_idle_pin(const struct rc_ga *skip)
 {
 	uint32_t hi = gh_rc.ga_hi;
 
+	RC_LOCKED();
+
 	for (uint32_t n = 0; n < hi; n++) {
 		struct rc_ga *r;
 
@@ -76,6 +80,8 @@ int gh_rc_evict_idle_pin(const struct rc_ga *skip)
 
 static int evict_any(const struct rc_ga *skip, int ignore_clock)
 {
+	RC_LOCKED();
+
 	return gh_rc_evict_idle_pin(skip) || evict_one(skip, ignore_clock);
 }
 
@@ -92,6 +98,8 @@ int gh_rc_make_room(const struct rc_ga *r)
 {
 	uint64_t need = r->pinned ? 0 : pin_bytes_of(r);
 
+	RC_LOCKED();
+
 	while (gh_rc.n_entries + 1 > gh_rc.max_count)
 		if (!evict_one(r, 0))
 			return -ENOSPC;
@@ -104,6 +112,8 @@ int gh_rc_make_room(const struct rc_ga *r)
 static int evict_all_idle(const struct rc_ga *skip)
 {
 	int n = 0;
+
+	RC_LOCKED();
 
 	while (evict_any(skip, 1))
 		n++;
@@ -120,8 +130,10 @@ static int retryable(int err)
 int gh_rc_do_pin(struct rc_ga *r)
 {
 	uint64_t t0 = gh_evlog_clock();
-	int err = gh_rc.ops->pin(&r->pin);
+	int err;
 
+	RC_LOCKED();
+	err = gh_rc.ops->pin(&r->pin);
 	if (retryable(err) && evict_all_idle(r)) {
 		CTR(retries, 1);
 		t0 = gh_evlog_clock();
@@ -140,8 +152,10 @@ int gh_rc_do_pin(struct rc_ga *r)
 int gh_rc_do_reg(struct rc_ga *r, struct ibv_pd *pd, uint64_t addr,
 		 uint64_t len, unsigned int access, struct ibv_mr **mr_p)
 {
-	int err = gh_rc.ops->reg(&r->pin, pd, addr, len, access, mr_p);
+	int err;
 
+	RC_LOCKED();
+	err = gh_rc.ops->reg(&r->pin, pd, addr, len, access, mr_p);
 	if (retryable(err) && evict_all_idle(r)) {
 		CTR(retries, 1);
 		err = gh_rc.ops->reg(&r->pin, pd, addr, len, access, mr_p);

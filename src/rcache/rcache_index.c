@@ -19,7 +19,7 @@
 #include "rcache_evrec.h"
 #include "rcache_spankeys.h"
 
-struct rc_state gh_rc = { .lock = PTHREAD_MUTEX_INITIALIZER };
+struct rc_state gh_rc = { .lock = GH_MUTEX_INIT };
 
 static void *map_zero(size_t bytes)
 {
@@ -40,19 +40,19 @@ static void *map_zero(size_t bytes)
 
 static void atfork_prepare(void)
 {
-	pthread_mutex_lock(&gh_rc.lock);
+	gh_mutex_lock(&gh_rc.lock);
 }
 
 static void atfork_release(void)
 {
-	pthread_mutex_unlock(&gh_rc.lock);
+	gh_mutex_unlock(&gh_rc.lock);
 }
 
 static void atfork_child(void)
 {
 	ST(&gh_rc.forked, 1);
 	ST(&gh_rc.stopped, 1);
-	pthread_mutex_unlock(&gh_rc.lock);
+	gh_mutex_unlock(&gh_rc.lock);
 }
 
 int gh_rcache_init(const struct gh_pin_ops *ops, uint64_t max_size,
@@ -159,6 +159,8 @@ void gh_rc_hash_unlink(struct rc_entry *e)
 	uint32_t *pp = &gh_rc.ent[hash_of(e)].bhead;
 	uint32_t me = ent_idx(e), i;
 
+	RC_LOCKED();
+
 	while ((i = LD(pp)) != 0) {
 		if (i == me) {
 			ST_REL(pp, LD(&e->hnext));
@@ -173,6 +175,8 @@ struct rc_entry *gh_rc_hash_find_cur(uint64_t base, uint64_t gen,
 				     uint64_t pd, unsigned int access)
 {
 	uint32_t i = LD(&gh_rc.ent[hash_ent(base, pd, access, 0, 0)].bhead);
+
+	RC_LOCKED();
 
 	while (i) {
 		struct rc_entry *e = &gh_rc.ent[i - 1];
@@ -193,6 +197,8 @@ static void ga_unlink_ent(struct rc_entry *e)
 	struct rc_ga *r = ga_of(e);
 	uint32_t *pp, me = ent_idx(e);
 
+	RC_LOCKED();
+
 	if (!r)
 		return;
 	for (pp = &r->ents; *pp; pp = &gh_rc.ent[*pp - 1].rnext) {
@@ -207,6 +213,8 @@ static void ga_unlink_ent(struct rc_entry *e)
 
 static void free_push(struct rc_entry *e)
 {
+	RC_LOCKED();
+
 	if (e->onfree)
 		return;		/* still listed from before its home reuse */
 	e->onfree = 1;
@@ -223,6 +231,8 @@ static void free_push(struct rc_entry *e)
  * the dense list of the used ones instead. */
 static struct rc_entry *ent_used(struct rc_entry *e)
 {
+	RC_LOCKED();
+
 	e->upos = gh_rc.n_used;
 	gh_rc.used[gh_rc.n_used++] = ent_idx(e) - 1;
 	return e;
@@ -232,6 +242,8 @@ static void ent_unused(struct rc_entry *e)
 {
 	uint32_t last = gh_rc.used[--gh_rc.n_used];
 
+	RC_LOCKED();
+
 	gh_rc.used[e->upos] = last;
 	gh_rc.ent[last].upos = e->upos;
 }
@@ -239,6 +251,8 @@ static void ent_unused(struct rc_entry *e)
 static struct rc_entry *ent_take(uint32_t home)
 {
 	struct rc_entry *e;
+
+	RC_LOCKED();
 
 	if (home && LD(&gh_rc.ent[home - 1].type) == E_FREE)
 		return ent_used(&gh_rc.ent[home - 1]);
@@ -260,6 +274,8 @@ static struct rc_entry *ent_take(uint32_t home)
 
 void gh_rc_ent_reclaim(struct rc_entry *e)
 {
+	RC_LOCKED();
+
 	ga_unlink_ent(e);
 	ent_unused(e);
 	ST(&e->type, E_FREE);
@@ -273,6 +289,8 @@ struct rc_entry *gh_rc_ent_new(struct rc_ga *r, uint32_t type,
 {
 	struct rc_entry *e;
 	uint64_t ver;
+
+	RC_LOCKED();
 
 	uint32_t home = r ? hash_ent(r->pin.base, (uint64_t)(uintptr_t)pd,
 				     access, addr, len) : 0;
@@ -314,6 +332,8 @@ void gh_rc_hash_insert(struct rc_entry *e)
 {
 	uint32_t *head = &gh_rc.ent[hash_of(e)].bhead;
 
+	RC_LOCKED();
+
 	ST(&e->hnext, LD(head));
 	ST_REL(head, ent_idx(e));
 }
@@ -321,6 +341,8 @@ void gh_rc_hash_insert(struct rc_entry *e)
 /* The adopt table slot of mr, or -1. */
 int gh_rc_adopt_find(const struct ibv_mr *mr)
 {
+	RC_LOCKED();
+
 	for (uint32_t i = 0; i < RC_ADOPT_CAP; i++)
 		if (gh_rc.adopt_mr[i] == mr)
 			return (int)i;
@@ -336,6 +358,8 @@ int gh_rc_adopt_find(const struct ibv_mr *mr)
 static int adopt_revoke(struct ibv_mr *mr)
 {
 	int i = gh_rc_adopt_find(mr), err;
+
+	RC_LOCKED();
 
 	err = gh_vreal_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION |
 				IBV_REREG_MR_CHANGE_ACCESS, NULL, gh_rc.dummy,
@@ -362,6 +386,8 @@ static void ring_finish(struct rc_entry *e, int revoke)
 {
 	uint32_t me = ent_idx(e), i = e->sib;
 
+	RC_LOCKED();
+
 	e->sib = 0;
 	while (i && i != me) {
 		struct rc_entry *x = &gh_rc.ent[i - 1];
@@ -383,6 +409,8 @@ void gh_rc_put_ref_locked(struct rc_entry *e)
 {
 	uint64_t w = __atomic_sub_fetch(&e->word, 1, __ATOMIC_ACQ_REL);
 
+	RC_LOCKED();
+
 	if (w & W_REFS)
 		return;
 	if (w & W_DEAD) {
@@ -403,6 +431,8 @@ void gh_rc_put_ref_locked(struct rc_entry *e)
 /* An E_WIN entry goes: its window invalidated, its parent let go. */
 static void win_finish(struct rc_entry *e, struct rc_ga *r, uint64_t t0)
 {
+	RC_LOCKED();
+
 	if (e->win) {
 		if (LD(&gh_rc.forked)) {
 			gh_mw_forget(e->win);	/* the parent process's */
@@ -430,6 +460,8 @@ void gh_rc_ent_finish(struct rc_entry *e, int64_t refs, int revoke)
 	struct rc_ga *r = ga_of(e);
 	uint64_t t0 = gh_evlog_clock();
 	int err = 0;
+
+	RC_LOCKED();
 
 	if (type == E_CACHED)
 		gh_rc_hash_unlink(e);
@@ -470,6 +502,8 @@ void gh_rc_ga_free_if_unused(struct rc_ga *r)
 {
 	uint32_t *pp, me;
 
+	RC_LOCKED();
+
 	if (!r || r->ents || r->busy || !r->used)
 		return;
 	if (r->pinned && LD(&gh_rc.forked)) {
@@ -505,6 +539,8 @@ struct rc_ga *gh_rc_ga_find(uint64_t gen)
 {
 	uint32_t i = gh_rc.ga_head[hash_ga(gen)];
 
+	RC_LOCKED();
+
 	while (i) {
 		struct rc_ga *r = &gh_rc.ga[i - 1];
 
@@ -525,6 +561,8 @@ int gh_rc_ga_get(const struct gh_range *g, struct rc_ga **r_p)
 	uint32_t b = hash_ga(g->gen), i;
 	struct gh_range cur;
 	struct rc_ga *r = gh_rc_ga_find(g->gen);
+
+	RC_LOCKED();
 
 	if (r) {
 		*r_p = r;
@@ -569,6 +607,8 @@ int gh_rc_ga_get(const struct gh_range *g, struct rc_ga **r_p)
 /* Deregister everything made on r (revoking held ones), then drop r. */
 void gh_rc_ga_kill_all(struct rc_ga *r, int before_free)
 {
+	RC_LOCKED();
+
 	/* windows first: a parent with a bound window cannot go */
 	for (uint32_t i = r->ents; i;) {
 		struct rc_entry *e = &gh_rc.ent[i - 1];
@@ -600,5 +640,7 @@ void gh_rc_ga_kill_all(struct rc_ga *r, int before_free)
 /* r's pin was revoked. */
 void gh_rc_ga_drop(struct rc_ga *r)
 {
+	RC_LOCKED();
+
 	gh_rc_ga_kill_all(r, 0);
 }

@@ -107,6 +107,8 @@ static int miss_locked(const struct gh_range *g, struct ibv_pd *pd,
 	struct rc_ga *r;
 	int err;
 
+	RC_LOCKED();
+
 	err = gh_rc_ga_get(g, &r);
 	if (err)
 		return err;
@@ -193,6 +195,8 @@ static int reg_window(const struct gh_range *g, struct ibv_pd *pd,
 	uint32_t rkey;
 	int err;
 
+	RC_LOCKED();
+
 	*hit_p = 1;
 	par = lookup_ref(g->base, g->gen, pdk, pacc, 0, 0);
 	if (!par) {
@@ -256,24 +260,24 @@ int gh_rcache_reg(const struct gh_range *g, struct ibv_pd *pd, uint64_t addr,
 	}
 
 	win = ex && gh_mw_supported(pd, NULL);
-	pthread_mutex_lock(&gh_rc.lock);
+	gh_mutex_lock(&gh_rc.lock);
 	if (!ex) {
 		e = lookup_ref(g->base, g->gen, pdk, access, ka, kl);
 		if (e) {
-			pthread_mutex_unlock(&gh_rc.lock);
+			gh_mutex_unlock(&gh_rc.lock);
 			goto found;
 		}
 	}
 	if (win) {
 		err = reg_window(g, pd, addr, len, access, &e, &hit);
 		if (!err) {
-			pthread_mutex_unlock(&gh_rc.lock);
+			gh_mutex_unlock(&gh_rc.lock);
 			if (!hit)
 				CTR(misses, 1);
 			goto found;
 		}
 		if (err == -ESTALE) {
-			pthread_mutex_unlock(&gh_rc.lock);
+			gh_mutex_unlock(&gh_rc.lock);
 			return err;
 		}
 		/* no window: a NIC registration of exactly the range */
@@ -281,7 +285,7 @@ int gh_rcache_reg(const struct gh_range *g, struct ibv_pd *pd, uint64_t addr,
 	hit = 0;
 	CTR(misses, 1);
 	err = miss_locked(g, pd, addr, len, access, ex, &e);
-	pthread_mutex_unlock(&gh_rc.lock);
+	gh_mutex_unlock(&gh_rc.lock);
 	if (err)
 		return err;
 found:

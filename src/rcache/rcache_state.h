@@ -166,7 +166,9 @@ struct rc_alias {
 /*
  * The cache's state, one for the process.  Each field says who may touch
  * it:
- *   lock    read and written only with gh_rc.lock (the cache lock) held;
+ *   lock    read and written only with gh_rc.lock (the cache lock) held:
+ *           every function that touches such a field without taking the
+ *           lock itself says so and asserts it (RC_LOCKED, debug builds);
  *   atomic  read without the lock (LD/LD_ACQ); written where it says;
  *   init    set by gh_rcache_init before ready is published, then only
  *           read.
@@ -187,7 +189,7 @@ struct rc_state {
 	int exact;		/* init: GH_RC_EXPOSE_EXACT */
 	const struct gh_pin_ops *ops;		/* init */
 	uint64_t max_size, max_count;		/* init */
-	pthread_mutex_t lock;	/* the cache lock */
+	struct gh_mutex lock;	/* the cache lock */
 
 	struct rc_entry *ent;	/* init; each field of an entry says its rule */
 	uint32_t ent_hi;	/* lock: bump allocator; above it, only homes */
@@ -219,6 +221,9 @@ struct rc_state {
 };
 
 extern struct rc_state gh_rc;
+
+/* The caller holds the cache lock (checked with GH_DEBUG, else nothing). */
+#define RC_LOCKED()	GH_ASSERT_LOCKED(&gh_rc.lock)
 
 #define LD(p)		__atomic_load_n((p), __ATOMIC_RELAXED)
 #define LD_ACQ(p)	__atomic_load_n((p), __ATOMIC_ACQUIRE)

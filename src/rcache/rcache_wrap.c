@@ -42,10 +42,12 @@ int gh_rcache_touches(uint64_t addr, uint64_t len, struct gh_range *first_p)
 	return 0;
 }
 
-/* Unlink a ring under construction; real stays the program's. */
+/* Unlink a ring under construction (lock held); real stays the program's. */
 static void wrap_undo(struct rc_entry *first)
 {
 	uint32_t me = ent_idx(first), i = first->sib;
+
+	RC_LOCKED();
 
 	first->sib = 0;
 	while (i && i != me) {
@@ -82,6 +84,8 @@ static int wrap_locked(struct ibv_mr *real, const struct gh_range *snap,
 {
 	struct rc_entry *first = NULL, *last = NULL, *e;
 	int err = 0;
+
+	RC_LOCKED();
 
 	for (unsigned int k = 0; k < n && !err; k++) {
 		struct rc_ga *r;
@@ -143,7 +147,7 @@ int gh_rcache_wrap(struct ibv_mr *real, const struct gh_range *snap,
 	 * snap either ran before (its generation is gone: -ESTALE) or
 	 * waits, and then deregisters a ring that is complete.
 	 */
-	pthread_mutex_lock(&gh_rc.lock);
+	gh_mutex_lock(&gh_rc.lock);
 	err = wrap_locked(real, snap, n, addr, len, plain, &first);
 	if (!err) {
 		am = gh_rc_alias_make(first, real->pd,
@@ -154,7 +158,7 @@ int gh_rcache_wrap(struct ibv_mr *real, const struct gh_range *snap,
 			err = -ENOSPC;
 		}
 	}
-	pthread_mutex_unlock(&gh_rc.lock);
+	gh_mutex_unlock(&gh_rc.lock);
 	if (err)
 		return err;
 	CTR(wrapped, 1);
@@ -170,7 +174,7 @@ int gh_rcache_adopt(struct ibv_mr *mr, const struct gh_range *snap,
 
 	if (!LD_ACQ(&gh_rc.ready) || !mr || LD(&gh_rc.forked))
 		return -ENOTSUP;
-	pthread_mutex_lock(&gh_rc.lock);
+	gh_mutex_lock(&gh_rc.lock);
 	err = wrap_locked(mr, snap, n, (uint64_t)(uintptr_t)mr->addr,
 			  mr->length, 0, &first);
 	if (!err && (slot = gh_rc_adopt_find(NULL)) < 0) {
@@ -185,7 +189,7 @@ int gh_rcache_adopt(struct ibv_mr *mr, const struct gh_range *snap,
 				      gh_rc.dummy, 4096, 0))
 			gh_warn("ibv_rereg_mr: mr %p reaches untracked GPU memory",
 				(void *)mr);
-		pthread_mutex_unlock(&gh_rc.lock);
+		gh_mutex_unlock(&gh_rc.lock);
 		return err;
 	}
 	{
@@ -205,7 +209,7 @@ int gh_rcache_adopt(struct ibv_mr *mr, const struct gh_range *snap,
 	gh_rc.adopt_moved[slot] = 0;
 	__atomic_add_fetch(&gh_rc.n_adopted, 1, __ATOMIC_RELAXED);
 	CTR(wrapped, 1);
-	pthread_mutex_unlock(&gh_rc.lock);
+	gh_mutex_unlock(&gh_rc.lock);
 	return 0;
 }
 
@@ -215,7 +219,7 @@ int gh_rcache_unadopt(struct ibv_mr *mr)
 
 	if (!LD_ACQ(&gh_rc.ready) || !LD(&gh_rc.n_adopted))
 		return 0;
-	pthread_mutex_lock(&gh_rc.lock);
+	gh_mutex_lock(&gh_rc.lock);
 	i = gh_rc_adopt_find(mr);
 	if (i >= 0) {
 		uint32_t ei = gh_rc.adopt_ent[i];
@@ -235,7 +239,7 @@ int gh_rcache_unadopt(struct ibv_mr *mr)
 			gh_rc_ga_free_if_unused(r);
 		}
 	}
-	pthread_mutex_unlock(&gh_rc.lock);
+	gh_mutex_unlock(&gh_rc.lock);
 	return rc_;
 }
 
@@ -245,10 +249,10 @@ int gh_rcache_moved(struct ibv_mr *mr)
 
 	if (!LD_ACQ(&gh_rc.ready) || !LD(&gh_rc.n_adopted))
 		return 0;
-	pthread_mutex_lock(&gh_rc.lock);
+	gh_mutex_lock(&gh_rc.lock);
 	i = gh_rc_adopt_find(mr);
 	if (i >= 0)
 		moved = gh_rc.adopt_moved[i];
-	pthread_mutex_unlock(&gh_rc.lock);
+	gh_mutex_unlock(&gh_rc.lock);
 	return moved;
 }

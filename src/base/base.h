@@ -2,9 +2,10 @@
 /*
  * The base layer (src/base), the one header other layers include from it:
  * formatting, the diagnostic log, the clock, the GDRHOOK_* configuration,
- * the counters and the per-thread guard.  It calls nothing above it; what
- * it needs from above (the guard's drain) is handed down at init.  Files
- * inside src/base include the header of what they use, not this one.
+ * the counters, the per-thread guard and the mutex whose lock rules debug
+ * builds assert.  It calls nothing above it; what it needs from above
+ * (the guard's drain) is handed down at init.  Files inside src/base
+ * include the header of what they use, not this one.
  */
 #ifndef GH_BASE_H
 #define GH_BASE_H
@@ -17,5 +18,6 @@
 #include "config.h"
 #include "counters.h"
 #include "guard.h"
+#include "lock.h"
 
 #endif

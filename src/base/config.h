@@ -46,7 +46,7 @@ struct gh_config {
 	const char *libcuda;
 	int strict;
 	int backend;			/* GDRHOOK_BACKEND (src/pin/pin_choose.c) */
-	uint64_t cache_max_size;	/* GDRHOOK_CACHE_MAX_SIZE (src/rcache/rcache_core.c) */
+	uint64_t cache_max_size;	/* GDRHOOK_CACHE_MAX_SIZE (src/rcache/rcache_evict.c) */
 	uint64_t cache_max_count;	/* GDRHOOK_CACHE_MAX_COUNT */
 	int remote_exposure;		/* GDRHOOK_REMOTE_EXPOSURE (rcache) */
 	int windows;			/* GDRHOOK_WINDOWS (src/pin/mwin.c) */

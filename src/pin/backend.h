@@ -22,9 +22,15 @@
  *            revocations; plain ibv_reg_mr registers (src/pin/pin_gdrpin.c)
  *   none     no caching: every registration passes through untouched
  *
- * All functions return 0 or -errno and are called with the cache lock
- * held and the per-thread hook guard up (nested verbs/CUDA calls pass
- * straight through).
+ * All functions return 0 or -errno and are called with the per-thread
+ * hook guard up (nested verbs/CUDA calls pass straight through).  The
+ * cache calls them with its lock held (src/rcache).  The one exception is
+ * the first registration's probe (src/rcache/rcache_start.c): it calls
+ * pin(), reg(), dereg() and unpin() of gh_pin_dmabuf on a probe buffer
+ * holding the start lock, not the cache lock (the cache may not exist
+ * yet), and may do so for a NIC met after the cache started on dmabuf,
+ * while other threads call the same backend under the cache lock.  So
+ * state a backend shares between calls is its own to guard.
  */
 #ifndef GH_PIN_BACKEND_H
 #define GH_PIN_BACKEND_H

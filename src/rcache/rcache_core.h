@@ -3,7 +3,13 @@
  * Registration cache: one NIC registration per (allocation generation,
  * protection domain, access superset), handed to the program as private
  * per-call MR objects ("aliases").  See the comment at the top of
- * rcache.c for the rules; pin.h for the backends underneath.
+ * rcache_state.h for the rules; pin.h for the backends underneath.
+ * This is the interface of the cache core, whose files each serve a part
+ * of it: rcache_index.c (set up, the index, registration lifetimes),
+ * rcache_reg.c (registration), rcache_alias.c (the program's MRs, the
+ * counters), rcache_wrap.c (registrations made elsewhere), rcache_drop.c
+ * (frees, revocations, PD and device close, purge), rcache_evrec.c (the
+ * event records).
  */
 #ifndef GH_RCACHE_CORE_H
 #define GH_RCACHE_CORE_H
@@ -22,7 +28,7 @@ struct ibv_mr;
 /* ... and bits that must match exactly (RELAXED_ORDERING). */
 #define GH_RC_ACCESS_EXACT	(1u << 20)
 
-/* Remote exposure (GDRHOOK_REMOTE_EXPOSURE, see rcache.c): */
+/* Remote exposure (GDRHOOK_REMOTE_EXPOSURE, see rcache_state.h): */
 #define GH_RC_EXPOSE_EXACT	0x1	/* else allocation */
 
 /*

@@ -45,6 +45,7 @@
 
 #include "pin/pin.h"
 #include "rcache_spankeys.h"
+#include "rcache_state.h"
 
 #define SP_CAP		4096	/* spans at once; more are passed through */
 #define SP_MAX		GH_SPAN_MAX
@@ -123,13 +124,15 @@ static void slot_free(struct span *s)
 	s->key = 0;
 }
 
-/* ------------------------------------------------ for rcache.c (its lock) */
+/* ---------------------------- for the cache core, with the cache lock held */
 
 int gh_rcspan_claim(uint64_t key)
 {
 	struct span *s;
 	struct gh_range cur;
 	int err = 0;
+
+	RC_LOCKED();
 
 	pthread_mutex_lock(&sp.lock);
 	s = slot_of(key);
@@ -161,6 +164,8 @@ void gh_rcspan_release(uint64_t key)
 {
 	struct span *s;
 
+	RC_LOCKED();
+
 	pthread_mutex_lock(&sp.lock);
 	s = slot_of(key);
 	if (s) {
@@ -185,6 +190,8 @@ int gh_rcspan_pending(uint64_t gen)
 uint64_t gh_rcspan_next(uint64_t gen, uint32_t *cursor)
 {
 	uint64_t key = 0;
+
+	RC_LOCKED();
 
 	pthread_mutex_lock(&sp.lock);
 	for (; !key && *cursor < sp.hi; (*cursor)++) {

@@ -29,7 +29,8 @@ uint64_t gh_rcspan_get(const struct gh_span_walk *w, uint64_t *lo_p,
 		       uint64_t *hi_p);
 void gh_rcspan_drop_unclaimed(uint64_t key);
 
-/* For rcache.c, with its lock held. */
+/* For the cache core: claim, release and next with the cache lock held
+ * (asserted in debug builds). */
 static inline int gh_rcspan_is_key(uint64_t key)
 {
 	return (key >> 62) == 1;

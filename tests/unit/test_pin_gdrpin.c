@@ -2,7 +2,7 @@
 /*
  * The gdrpin pin backend (src/pin/pin_gdrpin.c) where there is no /dev/gdrpin
  * (CPU machines): it fails cleanly, with the reason, and the backend choice
- * falls back to none.  And the cache side of revocation (src/rcache/rcache_core.c:
+ * falls back to none.  And the cache side of revocation (src/rcache/rcache_drop.c:
  * ops->valid on every hit, gh_rcache_revoke) against a mock backend whose
  * pins can be revoked.  The real thing runs in the QEMU lab:
  * tests/lab/regcache/run.

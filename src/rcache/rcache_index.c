@@ -1,0 +1,646 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The cache core's index and the lifetimes of its registrations: the
+ * tables (made at gh_rcache_init), the entry word (kill), the hash chains,
+ * the entry and allocation-state allocators, and how each kind of entry
+ * ends (ent_finish: deregistered, or left to its last holder revoked).
+ * The rules are at the top of rcache_state.h.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <infiniband/verbs.h>
+
+#include "pin/pin.h"
+#include "rcache_core.h"
+#include "rcache_state.h"
+#include "rcache_index.h"
+#include "rcache_evrec.h"
+#include "rcache_spankeys.h"
+
+struct rc_state gh_rc = { .lock = GH_MUTEX_INIT };
+
+static void *map_zero(size_t bytes)
+{
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+	if (p == MAP_FAILED)
+		return NULL;
+	/*
+	 * A random hit touches a bucket, an entry and an alias in arrays of
+	 * megabytes: with 4 KiB pages each is a TLB miss too, and a page
+	 * walk costs most in a virtual machine.  Advice only.
+	 */
+	if (bytes >= (2u << 20))
+		madvise(p, bytes, MADV_HUGEPAGE);
+	return p;
+}
+
+static void atfork_prepare(void)
+{
+	gh_mutex_lock(&gh_rc.lock);
+}
+
+static void atfork_release(void)
+{
+	gh_mutex_unlock(&gh_rc.lock);
+}
+
+static void atfork_child(void)
+{
+	ST(&gh_rc.forked, 1);
+	ST(&gh_rc.stopped, 1);
+	gh_mutex_unlock(&gh_rc.lock);
+}
+
+int gh_rcache_init(const struct gh_pin_ops *ops, uint64_t max_size,
+		   uint64_t max_count, unsigned int flags)
+{
+	static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+	int rc_ = 0;
+
+	if (LD_ACQ(&gh_rc.ready))
+		return 0;
+	pthread_mutex_lock(&init_lock);
+	if (gh_rc.ready)
+		goto out;
+	gh_rc.ent = map_zero(sizeof(*gh_rc.ent) * RC_ENT_CAP);
+	gh_rc.used = map_zero(sizeof(uint32_t) * RC_ENT_CAP);
+	gh_rc.ga = map_zero(sizeof(*gh_rc.ga) * RC_GA_CAP);
+	gh_rc.alias = map_zero(sizeof(*gh_rc.alias) * RC_ALIAS_CAP);
+	gh_rc.ga_head = map_zero(sizeof(uint32_t) << RC_RBITS);
+	gh_rc.ga_cnt = map_zero(sizeof(uint32_t) << RC_RBITS);
+	if (!gh_rc.ent || !gh_rc.used || !gh_rc.ga || !gh_rc.alias ||
+	    !gh_rc.ga_head || !gh_rc.ga_cnt) {
+		rc_ = -ENOMEM;
+		goto out;
+	}
+	gh_rc.dummy = map_zero(4096);
+	if (!gh_rc.dummy) {
+		rc_ = -ENOMEM;
+		goto out;
+	}
+	gh_rc.ops = ops;
+	gh_rc.exact = !!(flags & GH_RC_EXPOSE_EXACT);
+	gh_rc.max_size = max_size;
+	gh_rc.max_count = max_count && max_count < RC_ENT_CAP ? max_count :
+		       RC_ENT_CAP;
+	pthread_atfork(atfork_prepare, atfork_release, atfork_child);
+	gh_pin_on_revoked(gh_rcache_revoke);
+	ST_REL(&gh_rc.ready, 1);
+out:
+	pthread_mutex_unlock(&init_lock);
+	return rc_;
+}
+
+int gh_rcache_ready(void)
+{
+	return LD_ACQ(&gh_rc.ready);
+}
+
+const struct gh_pin_ops *gh_rcache_ops(void)
+{
+	return LD_ACQ(&gh_rc.ready) ? gh_rc.ops : NULL;
+}
+
+void *gh_rcache_dummy_page(void)
+{
+	return gh_rc.dummy;
+}
+
+int gh_rcache_exact(void)
+{
+	return LD_ACQ(&gh_rc.ready) && gh_rc.exact;
+}
+
+int gh_rcache_access_ok(unsigned int access)
+{
+	return !(access & ~(GH_RC_ACCESS_PERM | GH_RC_ACCESS_EXACT));
+}
+
+/* ------------------------------------------------------- entry word ops */
+
+/* Kill: set dead, bump the version.  Returns the references left, or -1
+ * when it was dead already. */
+int64_t gh_rc_ent_kill(struct rc_entry *e)
+{
+	uint64_t w = LD_ACQ(&e->word), nw;
+
+	do {
+		if (w & W_DEAD)
+			return -1;
+		nw = (((w >> W_VER_SHIFT) + 1) << W_VER_SHIFT) | W_DEAD |
+		     (w & W_REFS);
+	} while (!__atomic_compare_exchange_n(&e->word, &w, nw, 0,
+					      __ATOMIC_ACQ_REL,
+					      __ATOMIC_ACQUIRE));
+	return (int64_t)(w & W_REFS);
+}
+
+/* Kill only if idle and (ver != 0) still at version ver. */
+int gh_rc_ent_kill_idle(struct rc_entry *e, uint64_t ver)
+{
+	uint64_t w = LD_ACQ(&e->word), nw;
+
+	if ((w & (W_DEAD | W_REFS)) ||
+	    (ver && (w >> W_VER_SHIFT) != ver))
+		return 0;
+	nw = (((w >> W_VER_SHIFT) + 1) << W_VER_SHIFT) | W_DEAD;
+	return __atomic_compare_exchange_n(&e->word, &w, nw, 0,
+					   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
+/* ------------------------------------------------------- lock held below */
+
+void gh_rc_hash_unlink(struct rc_entry *e)
+{
+	uint32_t *pp = &gh_rc.ent[hash_of(e)].bhead;
+	uint32_t me = ent_idx(e), i;
+
+	RC_LOCKED();
+
+	while ((i = LD(pp)) != 0) {
+		if (i == me) {
+			ST_REL(pp, LD(&e->hnext));
+			return;
+		}
+		pp = &gh_rc.ent[i - 1].hnext;
+	}
+}
+
+/* The current cached entry for (gen, pd, exact bits), dead or alive. */
+struct rc_entry *gh_rc_hash_find_cur(uint64_t base, uint64_t gen,
+				     uint64_t pd, unsigned int access)
+{
+	uint32_t i = LD(&gh_rc.ent[hash_ent(base, pd, access, 0, 0)].bhead);
+
+	RC_LOCKED();
+
+	while (i) {
+		struct rc_entry *e = &gh_rc.ent[i - 1];
+
+		if (e->gen == gen && e->pd == pd &&
+		    LD(&e->type) == E_CACHED &&
+		    (e->access & GH_RC_ACCESS_EXACT) ==
+		    (access & GH_RC_ACCESS_EXACT) &&
+		    !(LD(&e->word) & W_DEAD))
+			return e;
+		i = LD(&e->hnext);
+	}
+	return NULL;
+}
+
+static void ga_unlink_ent(struct rc_entry *e)
+{
+	struct rc_ga *r = ga_of(e);
+	uint32_t *pp, me = ent_idx(e);
+
+	RC_LOCKED();
+
+	if (!r)
+		return;
+	for (pp = &r->ents; *pp; pp = &gh_rc.ent[*pp - 1].rnext) {
+		if (*pp == me) {
+			*pp = e->rnext;
+			break;
+		}
+	}
+	e->ga = 0;
+	e->rnext = 0;
+}
+
+static void free_push(struct rc_entry *e)
+{
+	RC_LOCKED();
+
+	if (e->onfree)
+		return;		/* still listed from before its home reuse */
+	e->onfree = 1;
+	e->fnext = gh_rc.ent_free;
+	gh_rc.ent_free = ent_idx(e);
+}
+
+/*
+ * A free entry, in slot home (index + 1; 0: anywhere) when that one is
+ * free.  A slot taken as a home may still be on the free list: the pop
+ * skips what is not free (lazy removal).
+ */
+/* Homes scatter entries over the array: scans (eviction, drops) walk
+ * the dense list of the used ones instead. */
+static struct rc_entry *ent_used(struct rc_entry *e)
+{
+	RC_LOCKED();
+
+	e->upos = gh_rc.n_used;
+	gh_rc.used[gh_rc.n_used++] = ent_idx(e) - 1;
+	return e;
+}
+
+static void ent_unused(struct rc_entry *e)
+{
+	uint32_t last = gh_rc.used[--gh_rc.n_used];
+
+	RC_LOCKED();
+
+	gh_rc.used[e->upos] = last;
+	gh_rc.ent[last].upos = e->upos;
+}
+
+static struct rc_entry *ent_take(uint32_t home)
+{
+	struct rc_entry *e;
+
+	RC_LOCKED();
+
+	if (home && LD(&gh_rc.ent[home - 1].type) == E_FREE)
+		return ent_used(&gh_rc.ent[home - 1]);
+	while (gh_rc.ent_free) {
+		e = &gh_rc.ent[gh_rc.ent_free - 1];
+		gh_rc.ent_free = e->fnext;
+		e->onfree = 0;
+		if (LD(&e->type) == E_FREE)
+			return ent_used(e);
+	}
+	/* never used yet: the bump skips the homes taken above it */
+	while (gh_rc.ent_hi < RC_ENT_CAP) {
+		e = &gh_rc.ent[gh_rc.ent_hi++];
+		if (LD(&e->type) == E_FREE)
+			return ent_used(e);
+	}
+	return NULL;
+}
+
+void gh_rc_ent_reclaim(struct rc_entry *e)
+{
+	RC_LOCKED();
+
+	ga_unlink_ent(e);
+	ent_unused(e);
+	ST(&e->type, E_FREE);
+	e->mr = NULL;
+	free_push(e);
+}
+
+struct rc_entry *gh_rc_ent_new(struct rc_ga *r, uint32_t type,
+			       struct ibv_pd *pd, unsigned int access,
+			       struct ibv_mr *mr, uint64_t addr, uint64_t len)
+{
+	struct rc_entry *e;
+	uint64_t ver;
+
+	RC_LOCKED();
+
+	uint32_t home = r ? hash_ent(r->pin.base, (uint64_t)(uintptr_t)pd,
+				     access, addr, len) : 0;
+
+	e = ent_take(type == E_CACHED || type == E_EXACT ? home + 1 : 0);
+	if (!e)
+		return NULL;
+	e->home = home;
+	ver = (LD(&e->word) >> W_VER_SHIFT) + 1;
+	ST(&e->gen, r ? r->gen : 0);
+	ST(&e->pd, (uint64_t)(uintptr_t)pd);
+	ST(&e->access, access);
+	ST(&e->type, type);
+	ST(&e->cookie, r ? r->pin.cookie : 0);
+	ST(&e->addr, addr);
+	ST(&e->len, len);
+	e->sib = 0;
+	e->adopted = 0;
+	e->parent = 0;
+	e->win = NULL;
+	e->mr = mr;
+	e->ctx = pd ? (uint64_t)(uintptr_t)pd->context : 0;
+	e->handle = mr->handle;
+	e->lkey = mr->lkey;
+	e->rkey = mr->rkey;
+	e->ga = 0;
+	e->rnext = 0;
+	if (r) {
+		e->ga = (uint32_t)(r - gh_rc.ga) + 1;
+		e->rnext = r->ents;
+		r->ents = ent_idx(e);
+	}
+	/* Publish: one reference, for the caller's alias. */
+	ST_REL(&e->word, (ver << W_VER_SHIFT) | W_CLOCK | 1);
+	return e;
+}
+
+void gh_rc_hash_insert(struct rc_entry *e)
+{
+	uint32_t *head = &gh_rc.ent[hash_of(e)].bhead;
+
+	RC_LOCKED();
+
+	ST(&e->hnext, LD(head));
+	ST_REL(head, ent_idx(e));
+}
+
+/* The adopt table slot of mr, or -1. */
+int gh_rc_adopt_find(const struct ibv_mr *mr)
+{
+	RC_LOCKED();
+
+	for (uint32_t i = 0; i < RC_ADOPT_CAP; i++)
+		if (gh_rc.adopt_mr[i] == mr)
+			return (int)i;
+	return -1;
+}
+
+/*
+ * Take the NIC's access away from an adopted MR without freeing the
+ * program's object: re-register it onto a private page, local read only.
+ * If the provider cannot, deregister it and remember the pointer as
+ * revoked (the program's ibv_dereg_mr then succeeds without a call).
+ */
+static int adopt_revoke(struct ibv_mr *mr)
+{
+	int i = gh_rc_adopt_find(mr), err;
+
+	RC_LOCKED();
+
+	err = gh_vreal_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION |
+				IBV_REREG_MR_CHANGE_ACCESS, NULL, gh_rc.dummy,
+				4096, 0);
+	if (!err) {
+		/* kept: its next rereg must restate what it lost */
+		if (i >= 0) {
+			gh_rc.adopt_ent[i] = 0;
+			gh_rc.adopt_moved[i] = 1;
+		}
+		return 0;
+	}
+	err = gh_vreal_dereg_mr(mr);
+	if (i >= 0)
+		gh_rc.adopt_ent[i] = 0;
+	return err;
+}
+
+/*
+ * e (E_WRAP) was finished: its real MR is gone, so every other entry of
+ * its ring goes too (one per allocation the registration touched).
+ */
+static void ring_finish(struct rc_entry *e, int revoke)
+{
+	uint32_t me = ent_idx(e), i = e->sib;
+
+	RC_LOCKED();
+
+	e->sib = 0;
+	while (i && i != me) {
+		struct rc_entry *x = &gh_rc.ent[i - 1];
+		struct rc_ga *xr = ga_of(x);
+		int64_t refs;
+
+		i = x->sib;
+		x->sib = 0;
+		x->mr = NULL;		/* deregistered with e */
+		refs = gh_rc_ent_kill(x);
+		if (refs >= 0)
+			gh_rc_ent_finish(x, refs, revoke);
+		gh_rc_ga_free_if_unused(xr);
+	}
+}
+
+/* Drop a reference with the lock held (a window let its parent go). */
+void gh_rc_put_ref_locked(struct rc_entry *e)
+{
+	uint64_t w = __atomic_sub_fetch(&e->word, 1, __ATOMIC_ACQ_REL);
+
+	RC_LOCKED();
+
+	if (w & W_REFS)
+		return;
+	if (w & W_DEAD) {
+		/* revoked: we were the last holder */
+		gh_rc_ent_reclaim(e);
+		return;
+	}
+	if (LD(&e->type) == E_CACHED && !LD(&gh_rc.stopped))
+		return;		/* lazy, as gh_rc_put_ref */
+	if (gh_rc_ent_kill_idle(e, w >> W_VER_SHIFT)) {
+		struct rc_ga *r = ga_of(e);
+
+		gh_rc_ent_finish(e, 0, 0);
+		gh_rc_ga_free_if_unused(r);
+	}
+}
+
+/* An E_WIN entry goes: its window invalidated, its parent let go. */
+static void win_finish(struct rc_entry *e, struct rc_ga *r, uint64_t t0)
+{
+	RC_LOCKED();
+
+	if (e->win) {
+		if (LD(&gh_rc.forked)) {
+			gh_mw_forget(e->win);	/* the parent process's */
+		} else {
+			gh_mw_invalidate(e->win);
+			gh_rc_ev_reg(GH_EV_DEREG, e, r, 0, t0);
+		}
+		e->win = NULL;
+	}
+	if (e->parent) {
+		struct rc_entry *par = &gh_rc.ent[e->parent - 1];
+
+		e->parent = 0;
+		gh_rc_put_ref_locked(par);
+	}
+}
+
+/*
+ * e was just killed by us (refs references left).  Deregister for real;
+ * reclaim it, or leave it detached for its last holder (revoked).
+ */
+void gh_rc_ent_finish(struct rc_entry *e, int64_t refs, int revoke)
+{
+	uint32_t type = LD(&e->type);
+	struct rc_ga *r = ga_of(e);
+	uint64_t t0 = gh_evlog_clock();
+	int err = 0;
+
+	RC_LOCKED();
+
+	if (type == E_CACHED)
+		gh_rc_hash_unlink(e);
+	if (type == E_CACHED || type == E_RETIRED || type == E_EXACT)
+		__atomic_sub_fetch(&gh_rc.n_entries, 1, __ATOMIC_RELAXED);
+	if (type == E_WIN)
+		win_finish(e, r, t0);
+	if (e->mr && LD(&gh_rc.forked)) {
+		e->mr = NULL;	/* the parent's too: forgotten, never deregistered */
+	} else if (e->mr) {
+		err = e->adopted ? adopt_revoke(e->mr) :
+		      gh_rc.ops->dereg(e->mr);
+		gh_rc_ev_reg(GH_EV_DEREG, e, r, err, t0);
+		CTR(deregs, 1);
+		if (err)
+			gh_warn("deregistration of mr %p failed: %s",
+				(void *)e->mr, gh_errtext(-err));
+		e->mr = NULL;
+	}
+	if (e->sib)
+		ring_finish(e, revoke);
+	if (revoke)
+		CTR(stale_averted, 1);
+	if (refs > 0) {
+		CTR(revoked, 1);
+		if (gh_evlog_enabled()) {
+			struct rc_logarg a = { .r = r, .gen = e->gen };
+
+			gh_rc_log(GH_EV_REVOKE, t0, &a);
+		}
+		ga_unlink_ent(e);	/* the last holder reclaims it */
+	} else {
+		gh_rc_ent_reclaim(e);
+	}
+}
+
+void gh_rc_ga_free_if_unused(struct rc_ga *r)
+{
+	uint32_t *pp, me;
+
+	RC_LOCKED();
+
+	if (!r || r->ents || r->busy || !r->used)
+		return;
+	if (r->pinned && LD(&gh_rc.forked)) {
+		r->pinned = 0;	/* the parent's pin: forgotten */
+	} else if (r->pinned) {
+		uint64_t t0 = gh_evlog_clock(), bytes = r->pin.pin_size;
+
+		/* (the backend may clear pin_size) */
+		gh_rc.ops->unpin(&r->pin);
+		gh_rc_ev_pin(GH_EV_UNPIN, r, 0, t0);
+		__atomic_sub_fetch(&gh_rc.pinned_bytes, bytes,
+				   __ATOMIC_RELAXED);
+		CTR(unpins, 1);
+		r->pinned = 0;
+	}
+	me = (uint32_t)(r - gh_rc.ga) + 1;
+	for (pp = &gh_rc.ga_head[hash_ga(r->gen)]; *pp;
+	     pp = &gh_rc.ga[*pp - 1].hnext) {
+		if (*pp == me) {
+			*pp = r->hnext;
+			break;
+		}
+	}
+	__atomic_sub_fetch(&gh_rc.ga_cnt[hash_ga(r->gen)], 1, __ATOMIC_ACQ_REL);
+	if (gh_rcspan_is_key(r->gen))
+		gh_rcspan_release(r->gen);
+	r->used = 0;
+	r->fnext = gh_rc.ga_free;
+	gh_rc.ga_free = me;
+}
+
+struct rc_ga *gh_rc_ga_find(uint64_t gen)
+{
+	uint32_t i = gh_rc.ga_head[hash_ga(gen)];
+
+	RC_LOCKED();
+
+	while (i) {
+		struct rc_ga *r = &gh_rc.ga[i - 1];
+
+		if (r->gen == gen)
+			return r;
+		i = r->hnext;
+	}
+	return NULL;
+}
+
+/*
+ * The state (struct rc_ga) of live allocation g, made if needed.  A new one is
+ * announced in ga_cnt before the registry is re-checked (see the top of
+ * rcache_state.h).
+ */
+int gh_rc_ga_get(const struct gh_range *g, struct rc_ga **r_p)
+{
+	uint32_t b = hash_ga(g->gen), i;
+	struct gh_range cur;
+	struct rc_ga *r = gh_rc_ga_find(g->gen);
+
+	RC_LOCKED();
+
+	if (r) {
+		*r_p = r;
+		return 0;
+	}
+	/* Announce, then re-check (see the top of rcache_state.h). */
+	__atomic_add_fetch(&gh_rc.ga_cnt[b], 1, __ATOMIC_ACQ_REL);
+	if (gh_rcspan_is_key(g->gen) ? gh_rcspan_claim(g->gen) :
+	    gh_registry_lookup(g->base, 1, &cur) || cur.gen != g->gen ||
+	    cur.base != g->base) {
+		__atomic_sub_fetch(&gh_rc.ga_cnt[b], 1, __ATOMIC_ACQ_REL);
+		return -ESTALE;
+	}
+	if (gh_rc.ga_free) {
+		i = gh_rc.ga_free;
+		gh_rc.ga_free = gh_rc.ga[i - 1].fnext;
+	} else if (gh_rc.ga_hi < RC_GA_CAP) {
+		i = ++gh_rc.ga_hi;
+	} else {
+		__atomic_sub_fetch(&gh_rc.ga_cnt[b], 1, __ATOMIC_ACQ_REL);
+		if (gh_rcspan_is_key(g->gen))
+			gh_rcspan_release(g->gen);
+		return -ENOSPC;
+	}
+	r = &gh_rc.ga[i - 1];
+	memset(r, 0, sizeof(*r));
+	r->used = 1;
+	r->gen = g->gen;
+	r->pin.base = g->base;
+	r->pin.size = g->size;
+	r->pin.gen = g->gen;
+	r->pin.ctx = g->ctx;
+	r->pin.dev = g->dev;
+	r->pin.kind = g->kind;
+	r->pin.fd = -1;
+	r->hnext = gh_rc.ga_head[b];
+	gh_rc.ga_head[b] = i;
+	*r_p = r;
+	return 0;
+}
+
+/* Deregister everything made on r (revoking held ones), then drop r. */
+void gh_rc_ga_kill_all(struct rc_ga *r, int before_free)
+{
+	RC_LOCKED();
+
+	/* windows first: a parent with a bound window cannot go */
+	for (uint32_t i = r->ents; i;) {
+		struct rc_entry *e = &gh_rc.ent[i - 1];
+		int64_t refs;
+
+		i = e->rnext;
+		if (LD(&e->type) != E_WIN)
+			continue;
+		refs = gh_rc_ent_kill(e);
+		if (refs < 0) {
+			ga_unlink_ent(e);
+			continue;
+		}
+		gh_rc_ent_finish(e, refs, before_free);
+	}
+	while (r->ents) {
+		struct rc_entry *e = &gh_rc.ent[r->ents - 1];
+		int64_t refs = gh_rc_ent_kill(e);
+
+		if (refs < 0) {
+			ga_unlink_ent(e);	/* dead: holder reclaims */
+			continue;
+		}
+		gh_rc_ent_finish(e, refs, before_free);
+	}
+	gh_rc_ga_free_if_unused(r);
+}
+
+/* r's pin was revoked. */
+void gh_rc_ga_drop(struct rc_ga *r)
+{
+	RC_LOCKED();
+
+	gh_rc_ga_kill_all(r, 0);
+}

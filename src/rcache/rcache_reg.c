@@ -1,0 +1,302 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The registration path (gh_rcache_reg): the lock-free hit, the miss
+ * under the cache lock (pin, NIC registration, access upgrade) and exact
+ * exposure over a memory window.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <infiniband/verbs.h>
+
+#include "pin/pin.h"
+#include "rcache_core.h"
+#include "rcache_state.h"
+#include "rcache_index.h"
+#include "rcache_evrec.h"
+#include "rcache_evict.h"
+#include "rcache_alias.h"
+
+static int kind_cacheable(const struct gh_range *r)
+{
+	if (r->flags & GH_RANGE_VOLATILE)
+		return 0;
+	return r->kind == GDRHOOK_KIND_DEVICE || r->kind == GDRHOOK_KIND_VMM ||
+	       r->kind == GDRHOOK_KIND_IPC;
+}
+
+/*
+ * Lock-free: find a live entry for (gen, pd) serving want; take a ref.
+ * len 0: an allocation-wide entry whose access covers want; else the
+ * E_EXACT entry of exactly [addr, addr + len) and exactly want.
+ */
+static struct rc_entry *lookup_ref(uint64_t base, uint64_t gen, uint64_t pd,
+				   unsigned int want, uint64_t addr,
+				   uint64_t len)
+{
+	struct rc_entry *home = &gh_rc.ent[hash_ent(base, pd, want, addr, len)];
+	uint32_t i;
+
+	__builtin_prefetch(home);	/* in parallel with its bhead line */
+	i = LD_ACQ(&home->bhead);
+
+	for (int steps = 0; i && steps < RC_STEPS; steps++) {
+		struct rc_entry *e = &gh_rc.ent[i - 1];
+		uint64_t w = LD_ACQ(&e->word);
+
+		if (!(w & W_DEAD) && LD(&e->gen) == gen && LD(&e->pd) == pd &&
+		    LD(&e->addr) == addr && LD(&e->len) == len &&
+		    (len ? LD(&e->access) == want :
+		     covers(LD(&e->access), want))) {
+			uint32_t t = LD(&e->type);
+			uint64_t ver = w >> W_VER_SHIFT;
+
+			if ((t != E_CACHED && t != E_RETIRED && t != E_EXACT) ||
+			    (gh_rc.ops->valid &&
+			     !gh_rc.ops->valid(LD(&e->cookie))))
+				goto next;
+			/*
+			 * Another holder's reference moving the word is no
+			 * reason to look further: retry while the version
+			 * (the key just checked) stands.  Giving up here made
+			 * contended hits misses, and the miss path then took
+			 * the entry for an access upgrade.
+			 */
+			while (!(w & W_DEAD) && (w & W_REFS) < W_REFS &&
+			       (w >> W_VER_SHIFT) == ver) {
+				if (__atomic_compare_exchange_n(
+					    &e->word, &w, (w + 1) | W_CLOCK, 0,
+					    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+					return e;
+			}
+		}
+next:
+		i = LD_ACQ(&e->hnext);
+	}
+	return NULL;
+}
+
+void gh_rcache_prefetch(const struct ibv_pd *pd, uint64_t addr, uint64_t len,
+			unsigned int access)
+{
+	int ex;
+	const struct rc_entry *home;
+
+	if (!LD_ACQ(&gh_rc.ready))
+		return;
+	ex = gh_rc.exact && (access & GH_RC_ACCESS_REMOTE);
+	home = &gh_rc.ent[hash_ent(addr, (uint64_t)(uintptr_t)pd, access,
+				ex ? addr : 0, ex ? len : 0)];
+	__builtin_prefetch(home);
+	__builtin_prefetch((const char *)home + 64);	/* its bucket head */
+}
+
+/*
+ * A miss (lock held): the allocation's state, its pin if needed, and a
+ * NIC registration: of all of it (ex 0: cached, shared, an access upgrade
+ * of the current one retires it) or of exactly [addr, addr + len) (ex:
+ * E_EXACT, one per MR).  0 and *e_p holding one reference.
+ */
+static int miss_locked(const struct gh_range *g, struct ibv_pd *pd,
+		       uint64_t addr, uint64_t len, unsigned int access,
+		       int ex, struct rc_entry **e_p)
+{
+	uint64_t pdk = (uint64_t)(uintptr_t)pd;
+	uint64_t ka = ex ? addr : 0, kl = ex ? len : 0;
+	struct rc_entry *e = NULL, *old;
+	struct ibv_mr *mr = NULL;
+	struct rc_ga *r;
+	int err;
+
+	RC_LOCKED();
+
+	err = gh_rc_ga_get(g, &r);
+	if (err)
+		return err;
+	if (r->pinned && gh_rc.ops->valid && !gh_rc.ops->valid(r->pin.cookie)) {
+		/* Revoked behind our back (lookup_ref skipped it): drop, redo. */
+		gh_rc_ga_drop(r);
+		CTR(pins_revoked, 1);
+		err = gh_rc_ga_get(g, &r);
+		if (err)
+			return err;
+	}
+	r->busy = 1;
+	old = ex ? NULL : gh_rc_hash_find_cur(g->base, g->gen, pdk, access);
+	if (old)
+		access |= old->access & RC_ACCESS_RIGHTS;
+	err = gh_rc_make_room(r);
+	if (err) {
+		CTR(full, 1);
+		goto out;
+	}
+	if (!r->pinned) {
+		err = gh_rc_do_pin(r);
+		if (err)
+			goto out;
+	}
+	{
+		uint64_t t0 = gh_evlog_clock();
+		struct rc_entry tmp = { .gen = g->gen, .pd = pdk,
+					.access = access, .addr = ka,
+					.len = kl };
+
+		err = gh_rc_do_reg(r, pd, ex ? addr : g->base,
+				   ex ? len : g->size, access, &mr);
+		tmp.mr = mr;
+		gh_rc_ev_reg(GH_EV_REG, &tmp, r, err, t0);
+	}
+	if (err)
+		goto out;
+	CTR(regs, 1);
+	e = gh_rc_ent_new(r, ex ? E_EXACT : E_CACHED, pd, access, mr, ka, kl);
+	if (!e) {
+		gh_rc.ops->dereg(mr);
+		CTR(deregs, 1);
+		err = -ENOSPC;
+		goto out;
+	}
+	__atomic_add_fetch(&gh_rc.n_entries, 1, __ATOMIC_RELAXED);
+	if (old) {
+		/* Access upgrade: the old one goes once nobody holds it. */
+		gh_rc_hash_unlink(old);
+		ST(&old->type, E_RETIRED);
+		CTR(upgrades, 1);
+		if (gh_rc_ent_kill_idle(old, 0))
+			gh_rc_ent_finish(old, 0, 0);
+	}
+	if (!ex)
+		gh_rc_hash_insert(e);
+	*e_p = e;
+out:
+	r->busy = 0;
+	gh_rc_ga_free_if_unused(r);
+	return err;
+}
+
+/*
+ * Exact exposure over a window (lock held): the allocation's parent
+ * registration in pd (LOCAL_WRITE | MW_BIND, no remote rights; cached,
+ * made if needed, with the miss path's rules), then a window bound to
+ * exactly [addr, addr + len) with the remote access asked.  0 and *e_p
+ * (an E_WIN entry holding one reference for the alias), *hit_p: no NIC
+ * registration was made.  -EOPNOTSUPP (no windows here) or any other
+ * error: the caller registers exactly instead.
+ */
+static int reg_window(const struct gh_range *g, struct ibv_pd *pd,
+		      uint64_t addr, uint64_t len, unsigned int asked,
+		      struct rc_entry **e_p, int *hit_p)
+{
+	unsigned int pacc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND |
+			    (asked & GH_RC_ACCESS_EXACT);
+	uint64_t pdk = (uint64_t)(uintptr_t)pd, t0;
+	struct rc_entry *par, *e;
+	struct gh_mw *w;
+	struct rc_ga *r;
+	uint32_t rkey;
+	int err;
+
+	RC_LOCKED();
+
+	*hit_p = 1;
+	par = lookup_ref(g->base, g->gen, pdk, pacc, 0, 0);
+	if (!par) {
+		*hit_p = 0;
+		err = miss_locked(g, pd, g->base, g->size, pacc, 0, &par);
+		if (err)
+			return err;
+	}
+	r = ga_of(par);
+	t0 = gh_evlog_clock();
+	err = gh_mw_bind(pd, par->mr, addr, len, asked & GH_RC_ACCESS_REMOTE,
+			 &w, &rkey);
+	if (err) {
+		gh_rc_put_ref_locked(par);
+		return err;
+	}
+	e = gh_rc_ent_new(r, E_WIN, pd, asked, par->mr, addr, len);
+	if (!e) {
+		gh_mw_invalidate(w);
+		gh_rc_put_ref_locked(par);
+		return -ENOSPC;
+	}
+	e->mr = NULL;		/* the parent's: deregistered with it */
+	e->rkey = rkey;
+	e->win = w;
+	e->parent = ent_idx(par);
+	gh_rc_ev_reg(GH_EV_REG, e, r, 0, t0);
+	*e_p = e;
+	return 0;
+}
+
+int gh_rcache_reg(const struct gh_range *g, struct ibv_pd *pd, uint64_t addr,
+		  uint64_t len, unsigned int access, struct ibv_mr **mr_p,
+		  int *hit_p)
+{
+	uint64_t pdk = (uint64_t)(uintptr_t)pd;
+	struct rc_entry *e;
+	struct ibv_mr *am;
+	unsigned int asked = access;
+	uint64_t ka, kl;	/* E_EXACT key, or 0, 0 */
+	int err, hit = 1, ex, win;
+
+	if (!LD_ACQ(&gh_rc.ready) || LD(&gh_rc.stopped) || !pd)
+		return -ENOTSUP;
+	if (!gh_rcache_access_ok(access) || !kind_cacheable(g))
+		return -ENOTSUP;
+	if (!len || addr < g->base || addr - g->base + len > g->size)
+		return -EINVAL;
+	ex = gh_rc.exact && (access & GH_RC_ACCESS_REMOTE);
+	ka = ex ? addr : 0;
+	kl = ex ? len : 0;
+	/*
+	 * Exact: every MR its own NIC registration, as natively, so its
+	 * rkey dies with its own ibv_dereg_mr even while an identical
+	 * request lives (the pin stays shared and cached).
+	 */
+	if (!ex) {
+		e = lookup_ref(g->base, g->gen, pdk, access, ka, kl);
+		if (e)
+			goto found;
+	}
+
+	win = ex && gh_mw_supported(pd, NULL);
+	gh_mutex_lock(&gh_rc.lock);
+	if (!ex) {
+		e = lookup_ref(g->base, g->gen, pdk, access, ka, kl);
+		if (e) {
+			gh_mutex_unlock(&gh_rc.lock);
+			goto found;
+		}
+	}
+	if (win) {
+		err = reg_window(g, pd, addr, len, access, &e, &hit);
+		if (!err) {
+			gh_mutex_unlock(&gh_rc.lock);
+			if (!hit)
+				CTR(misses, 1);
+			goto found;
+		}
+		if (err == -ESTALE) {
+			gh_mutex_unlock(&gh_rc.lock);
+			return err;
+		}
+		/* no window: a NIC registration of exactly the range */
+	}
+	hit = 0;
+	CTR(misses, 1);
+	err = miss_locked(g, pd, addr, len, access, ex, &e);
+	gh_mutex_unlock(&gh_rc.lock);
+	if (err)
+		return err;
+found:
+	am = gh_rc_alias_make(e, pd, addr, len, asked);
+	if (!am) {
+		gh_rc_put_ref(e);
+		return -ENOSPC;
+	}
+	if (hit)
+		SHARD(hits, 1);
+	*mr_p = am;
+	*hit_p = hit;
+	return 0;
+}

@@ -1,0 +1,258 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Registrations made elsewhere: wrapping the program's own registration
+ * of tracked memory (gh_rcache_wrap: an alias over it, revoked by the
+ * free of anything it touches) and adopting a libibverbs MR the program's
+ * ibv_rereg_mr moved onto tracked memory (gh_rcache_adopt).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <infiniband/verbs.h>
+
+#include "pin/pin.h"
+#include "rcache_core.h"
+#include "rcache_state.h"
+#include "rcache_index.h"
+#include "rcache_alias.h"
+
+static int kind_gpu(const struct gh_range *g)
+{
+	return g->kind != GDRHOOK_KIND_HOST &&
+	       g->kind != GDRHOOK_KIND_HOST_REGISTERED;
+}
+
+static int first_gpu(const struct gh_range *g, void *arg)
+{
+	if (!kind_gpu(g))
+		return 0;
+	*(struct gh_range *)arg = *g;
+	return 1;
+}
+
+int gh_rcache_touches(uint64_t addr, uint64_t len, struct gh_range *first_p)
+{
+	struct gh_range g;
+
+	memset(&g, 0, sizeof(g));
+	gh_registry_overlaps(addr, len ? len : 1, first_gpu, &g);
+	if (!g.size)
+		return -ENOENT;
+	*first_p = g;
+	return 0;
+}
+
+/* Unlink a ring under construction (lock held); real stays the program's. */
+static void wrap_undo(struct rc_entry *first)
+{
+	uint32_t me = ent_idx(first), i = first->sib;
+
+	RC_LOCKED();
+
+	first->sib = 0;
+	while (i && i != me) {
+		struct rc_entry *x = &gh_rc.ent[i - 1];
+		struct rc_ga *xr = ga_of(x);
+
+		i = x->sib;
+		x->sib = 0;
+		gh_rc_ent_kill(x);
+		x->mr = NULL;
+		gh_rc_ent_reclaim(x);
+		gh_rc_ga_free_if_unused(xr);
+	}
+	{
+		struct rc_ga *fr = ga_of(first);
+
+		gh_rc_ent_kill(first);
+		first->mr = NULL;
+		gh_rc_ent_reclaim(first);
+		gh_rc_ga_free_if_unused(fr);
+	}
+}
+
+/*
+ * With the lock: tie real, a registration of [addr, addr + len), to each
+ * GPU allocation of snap (what the range touched before the NIC call)
+ * that is still that generation now; any that is not (freed since)
+ * makes it -ESTALE.  plain: a ring of no allocation when snap has none.
+ * The first entry of the ring holds one reference; 0 and *first_p.
+ */
+static int wrap_locked(struct ibv_mr *real, const struct gh_range *snap,
+		       unsigned int n, uint64_t addr, uint64_t len, int plain,
+		       struct rc_entry **first_p)
+{
+	struct rc_entry *first = NULL, *last = NULL, *e;
+	int err = 0;
+
+	RC_LOCKED();
+
+	for (unsigned int k = 0; k < n && !err; k++) {
+		struct rc_ga *r;
+
+		if (!kind_gpu(&snap[k]))
+			continue;
+		err = gh_rc_ga_get(&snap[k], &r);
+		if (err)
+			break;
+		e = gh_rc_ent_new(r, E_WRAP, real->pd, 0, real, 0, 0);
+		if (!e) {
+			gh_rc_ga_free_if_unused(r);
+			err = -ENOSPC;
+			break;
+		}
+		/* the registered range, for the log */
+		ST(&e->addr, addr);
+		ST(&e->len, len);
+		if (!first) {
+			first = last = e;
+			continue;
+		}
+		/* only the first holds the alias's reference */
+		ST_REL(&e->word, LD(&e->word) & ~W_REFS);
+		e->sib = ent_idx(first);
+		last->sib = ent_idx(e);
+		last = e;
+	}
+	if (err) {
+		if (first)
+			wrap_undo(first);
+		return err;
+	}
+	if (!first) {
+		if (!plain)
+			return -ENOENT;
+		first = gh_rc_ent_new(NULL, E_WRAP, real->pd, 0, real, 0, 0);
+		if (!first)
+			return -ENOSPC;
+	}
+	*first_p = first;
+	return 0;
+}
+
+int gh_rcache_wrap(struct ibv_mr *real, const struct gh_range *snap,
+		   unsigned int n, uint64_t addr, uint64_t len,
+		   unsigned int access, int plain, struct ibv_mr **alias_p)
+{
+	struct rc_entry *first;
+	struct ibv_mr *am = NULL;
+	int err;
+
+	if (!LD_ACQ(&gh_rc.ready) || !real)
+		return -ENOTSUP;
+	if (LD(&gh_rc.forked))
+		return -ENOTSUP;
+	/*
+	 * All under the lock the free path takes: a free of anything in
+	 * snap either ran before (its generation is gone: -ESTALE) or
+	 * waits, and then deregisters a ring that is complete.
+	 */
+	gh_mutex_lock(&gh_rc.lock);
+	err = wrap_locked(real, snap, n, addr, len, plain, &first);
+	if (!err) {
+		am = gh_rc_alias_make(first, real->pd,
+				      (uint64_t)(uintptr_t)real->addr,
+				      real->length, access);
+		if (!am) {
+			wrap_undo(first);
+			err = -ENOSPC;
+		}
+	}
+	gh_mutex_unlock(&gh_rc.lock);
+	if (err)
+		return err;
+	CTR(wrapped, 1);
+	*alias_p = am;
+	return 0;
+}
+
+int gh_rcache_adopt(struct ibv_mr *mr, const struct gh_range *snap,
+		    unsigned int n)
+{
+	struct rc_entry *first = NULL;
+	int slot = -1, err;
+
+	if (!LD_ACQ(&gh_rc.ready) || !mr || LD(&gh_rc.forked))
+		return -ENOTSUP;
+	gh_mutex_lock(&gh_rc.lock);
+	err = wrap_locked(mr, snap, n, (uint64_t)(uintptr_t)mr->addr,
+			  mr->length, 0, &first);
+	if (!err && (slot = gh_rc_adopt_find(NULL)) < 0) {
+		wrap_undo(first);
+		err = -ENOSPC;
+	}
+	if (err) {
+		/* never leave it reaching GPU memory untracked */
+		if (err != -ENOENT &&
+		    gh_vreal_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION |
+				      IBV_REREG_MR_CHANGE_ACCESS, NULL,
+				      gh_rc.dummy, 4096, 0))
+			gh_warn("ibv_rereg_mr: mr %p reaches untracked GPU memory",
+				(void *)mr);
+		gh_mutex_unlock(&gh_rc.lock);
+		return err;
+	}
+	{
+		uint32_t me = ent_idx(first), i = me;
+
+		do {
+			struct rc_entry *x = &gh_rc.ent[i - 1];
+
+			x->adopted = 1;
+			i = x->sib;
+		} while (i && i != me);
+	}
+	/* no alias holds it: only a free (or the program) ends it */
+	ST_REL(&first->word, LD(&first->word) & ~W_REFS);
+	gh_rc.adopt_mr[slot] = mr;
+	gh_rc.adopt_ent[slot] = ent_idx(first);
+	gh_rc.adopt_moved[slot] = 0;
+	__atomic_add_fetch(&gh_rc.n_adopted, 1, __ATOMIC_RELAXED);
+	CTR(wrapped, 1);
+	gh_mutex_unlock(&gh_rc.lock);
+	return 0;
+}
+
+int gh_rcache_unadopt(struct ibv_mr *mr)
+{
+	int i, rc_ = 0;
+
+	if (!LD_ACQ(&gh_rc.ready) || !LD(&gh_rc.n_adopted))
+		return 0;
+	gh_mutex_lock(&gh_rc.lock);
+	i = gh_rc_adopt_find(mr);
+	if (i >= 0) {
+		uint32_t ei = gh_rc.adopt_ent[i];
+
+		rc_ = ei ? 1 : gh_rc.adopt_moved[i] ? 0 : -1;
+		gh_rc.adopt_mr[i] = NULL;
+		gh_rc.adopt_moved[i] = 0;
+		__atomic_sub_fetch(&gh_rc.n_adopted, 1, __ATOMIC_RELAXED);
+		if (ei) {
+			struct rc_entry *e = &gh_rc.ent[ei - 1];
+			struct rc_ga *r = ga_of(e);
+			int64_t refs = gh_rc_ent_kill(e);
+
+			e->mr = NULL;	/* still the program's */
+			if (refs >= 0)
+				gh_rc_ent_finish(e, refs, 0);
+			gh_rc_ga_free_if_unused(r);
+		}
+	}
+	gh_mutex_unlock(&gh_rc.lock);
+	return rc_;
+}
+
+int gh_rcache_moved(struct ibv_mr *mr)
+{
+	int i, moved = 0;
+
+	if (!LD_ACQ(&gh_rc.ready) || !LD(&gh_rc.n_adopted))
+		return 0;
+	gh_mutex_lock(&gh_rc.lock);
+	i = gh_rc_adopt_find(mr);
+	if (i >= 0)
+		moved = gh_rc.adopt_moved[i];
+	gh_mutex_unlock(&gh_rc.lock);
+	return moved;
+}

@@ -11,8 +11,10 @@
  * bind moving the rkey's tag on), so an rkey comes back no sooner than
  * natively.
  *
- * Called with the cache's lock held (the engine lock nests inside it);
- * the real libibverbs only (vreal.h).  All return 0 or -errno.
+ * gh_mw_bind and gh_mw_invalidate are called with the cache's lock held
+ * (mwin.c's own lock nests inside it); gh_mw_supported, gh_mw_drop_pd and
+ * gh_mw_drop_context without it: mwin.c guards its state with its own
+ * lock.  The real libibverbs only (vreal.h).  All return 0 or -errno.
  */
 #ifndef GH_MWIN_H
 #define GH_MWIN_H

@@ -24,6 +24,7 @@
  *               working set of buffers).
  *   miss        a registration in an allocation never registered before
  *               (the pin and NIC calls are no-ops): 1 thread.
+ *               (GH_BENCH_MISS_ONLY=1: only the miss and invalidate rows.)
  *   invalidate  the free of an allocation with one cached registration:
  *               gh_registry_remove + gh_rcache_invalidate; UCX:
  *               ucs_rcache_region_invalidate: 1 thread.
@@ -433,7 +434,8 @@ int main(int argc, char **argv)
 	printf("bench_rcache: %d live allocations of 64 KiB, no-op NIC, %ld cores; ns per operation (batches of %d), p50 / p99, and Mops/s over all threads\n",
 	       live, sysconf(_SC_NPROCESSORS_ONLN), BATCH);
 	printf("UCX ucs_rcache: %s\n", why ? why : "libucs.so.0 (dlopen), same addresses");
-	for (int hot = 0; hot < 2; hot++) {
+	/* GH_BENCH_MISS_ONLY=1: the miss and invalidate rows only (profiling) */
+	for (int hot = getenv("GH_BENCH_MISS_ONLY") ? 2 : 0; hot < 2; hot++) {
 	span = hot ? 64 : live;
 	printf("%-8s | %-28s | %-28s\n", hot ? "hot" : "random",
 	       "gdrhook hit p50/p99 Mops/s", "UCX hit p50/p99 Mops/s");

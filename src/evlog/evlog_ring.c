@@ -157,13 +157,44 @@ static void gh_ev_wake(void)
 	errno = saved;
 }
 
-/* Take a free ring or map a new one.  Slow path: once per thread. */
-static struct gh_ring *gh_ring_get(void)
+/*
+ * Reserve and map a ring of recs records, in the spool when it can (else
+ * anonymous memory, or NULL with spool_only), and put it on the list in
+ * state st.  Reserving the spool's storage (posix_fallocate of the whole
+ * ring) is the slow part: up to tens of ms for the default 12 MiB.
+ */
+static struct gh_ring *gh_ring_new(uint32_t recs, uint32_t st, int spool_only)
 {
 	struct gh_ring *g, *head;
-	uint32_t recs = gh_ev.ring_recs;
 	size_t len = gh_ring_bytes(recs);
-	int saved = errno, in_spool = 0;
+	int in_spool;
+
+	g = gh_spool_map_ring(len);
+	in_spool = g != MAP_FAILED;
+	if (g == MAP_FAILED && !spool_only)
+		g = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (g == MAP_FAILED)
+		return NULL;
+	g->mask = recs - 1;
+	g->wake_at = recs / 4 ? recs / 4 : 1;
+	g->map_len = len;
+	g->in_spool = (uint32_t)in_spool;
+	/* recoverers look at state: it is set last */
+	__atomic_store_n(&g->state, st, __ATOMIC_RELEASE);
+	head = __atomic_load_n(&gh_ev.rings, __ATOMIC_RELAXED);
+	do {
+		g->next = head;
+	} while (!__atomic_compare_exchange_n(&gh_ev.rings, &head, g, 1,
+					      __ATOMIC_RELEASE,
+					      __ATOMIC_RELAXED));
+	return g;
+}
+
+/* A free ring of recs records, now owned by the caller, or NULL. */
+static struct gh_ring *gh_ring_take_free(uint32_t recs)
+{
+	struct gh_ring *g;
 
 	for (g = __atomic_load_n(&gh_ev.rings, __ATOMIC_ACQUIRE); g;
 	     g = g->next) {
@@ -178,31 +209,55 @@ static struct gh_ring *gh_ring_get(void)
 						GH_RING_OWNED, 0,
 						__ATOMIC_ACQUIRE,
 						__ATOMIC_RELAXED))
-			goto got;
+			return g;
 	}
+	return NULL;
+}
 
-	g = gh_spool_map_ring(len);
-	in_spool = g != MAP_FAILED;
-	if (g == MAP_FAILED)
-		g = mmap(NULL, len, PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (g == MAP_FAILED) {
-		errno = saved;
-		return NULL;
+/*
+ * The writer keeps one free ring in the spool ready, so that a thread's
+ * first record takes it instead of reserving its own storage inside the
+ * program's call.  A thread that takes it wakes the writer, which makes
+ * the next.  Not after a spool ring could not be reserved (no room).
+ */
+static int gh_ev_spare_off;
+
+static void gh_ev_keep_spare(void)
+{
+	struct gh_ring *g;
+	uint32_t recs = gh_ev.ring_recs;
+
+	if (gh_ev_spare_off || gh_ev.is_stderr ||
+	    __atomic_load_n(&gh_ev.state, __ATOMIC_ACQUIRE) != GH_EV_RUN ||
+	    __atomic_load_n(&gh_ev.stop, __ATOMIC_ACQUIRE))
+		return;
+	for (g = __atomic_load_n(&gh_ev.rings, __ATOMIC_ACQUIRE); g;
+	     g = g->next)
+		if (g->mask + 1 == recs &&
+		    __atomic_load_n(&g->state, __ATOMIC_ACQUIRE) ==
+			    GH_RING_FREE)
+			return;
+	if (!gh_ring_new(recs, GH_RING_FREE, 1))
+		gh_ev_spare_off = 1;
+}
+
+/* Take a free ring or map a new one.  Slow path: once per thread. */
+static struct gh_ring *gh_ring_get(void)
+{
+	struct gh_ring *g;
+	uint32_t recs = gh_ev.ring_recs;
+	int saved = errno;
+
+	g = gh_ring_take_free(recs);
+	if (g) {
+		gh_ev_wake();	/* the writer makes the next spare */
+	} else {
+		g = gh_ring_new(recs, GH_RING_OWNED, 0);
+		if (!g) {
+			errno = saved;
+			return NULL;
+		}
 	}
-	g->mask = recs - 1;
-	g->wake_at = recs / 4 ? recs / 4 : 1;
-	g->map_len = len;
-	g->in_spool = (uint32_t)in_spool;
-	/* recoverers look at state: it is set last */
-	__atomic_store_n(&g->state, GH_RING_OWNED, __ATOMIC_RELEASE);
-	head = __atomic_load_n(&gh_ev.rings, __ATOMIC_RELAXED);
-	do {
-		g->next = head;
-	} while (!__atomic_compare_exchange_n(&gh_ev.rings, &head, g, 1,
-					      __ATOMIC_RELEASE,
-					      __ATOMIC_RELAXED));
-got:
 	/*
 	 * The key's destructor hands the ring back at thread exit.  glibc
 	 * keeps the first 32 keys' values inline in the thread descriptor
@@ -246,6 +301,7 @@ static void *gh_ev_writer_main(void *arg)
 		pthread_mutex_unlock(&gh_ev.lock);
 		if (stop)
 			break;
+		gh_ev_keep_spare();
 		syscall(SYS_futex, &gh_ev.futex, FUTEX_WAIT_PRIVATE, seq, &ts,
 			NULL, 0);
 	}

@@ -4,8 +4,12 @@
  * function.  The contract every wrapper follows:
  *
  *   real = gh_real_get(sym)          the real entry point (resolved lazily)
- *   gh_enter()                       0: pass straight through (disabled,
- *                                    nested in our own code, before init)
+ *   gh_enter()                       GH_PASS: call straight through
+ *                                    (disabled, nested, an inner runtime
+ *                                    call); GH_GUARDED: call through, then
+ *                                    queue the effect (gh_guarded_*: our
+ *                                    own code is running on this thread);
+ *                                    GH_HOOK: all that follows
  *   gh_*_pre()                       frees: unregister BEFORE the real call
  *   gh_real_begin(); real(); gh_real_end()
  *   gh_*_post()                      allocations: register AFTER success

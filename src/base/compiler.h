@@ -12,4 +12,10 @@
 #define GH_LIKELY(x) __builtin_expect(!!(x), 1)
 #define GH_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
+/* Words that lock-free readers load while a writer stores them. */
+#define LD(p)		__atomic_load_n((p), __ATOMIC_RELAXED)
+#define LD_ACQ(p)	__atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define ST(p, v)	__atomic_store_n((p), (v), __ATOMIC_RELAXED)
+#define ST_REL(p, v)	__atomic_store_n((p), (v), __ATOMIC_RELEASE)
+
 #endif

@@ -225,10 +225,6 @@ extern struct rc_state gh_rc;
 /* The caller holds the cache lock (checked with GH_DEBUG, else nothing). */
 #define RC_LOCKED()	GH_ASSERT_LOCKED(&gh_rc.lock)
 
-#define LD(p)		__atomic_load_n((p), __ATOMIC_RELAXED)
-#define LD_ACQ(p)	__atomic_load_n((p), __ATOMIC_ACQUIRE)
-#define ST(p, v)	__atomic_store_n((p), (v), __ATOMIC_RELAXED)
-#define ST_REL(p, v)	__atomic_store_n((p), (v), __ATOMIC_RELEASE)
 #define CTR(f, n)	__atomic_add_fetch(&gh_rc.ctr.f, (n), __ATOMIC_RELAXED)
 
 /* MW_BIND is a right too: a window's parent must carry it. */

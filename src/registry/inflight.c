@@ -55,10 +55,6 @@ static __thread uint32_t if_depth
 static __thread uint64_t if_free_lo, if_free_hi
 	__attribute__((tls_model("initial-exec")));
 
-#define LD(p)		__atomic_load_n((p), __ATOMIC_RELAXED)
-#define LD_ACQ(p)	__atomic_load_n((p), __ATOMIC_ACQUIRE)
-#define ST(p, v)	__atomic_store_n((p), (v), __ATOMIC_RELAXED)
-#define ST_REL(p, v)	__atomic_store_n((p), (v), __ATOMIC_RELEASE)
 #ifdef __SANITIZE_THREAD__
 /* TSan does not model fences: a seq_cst RMW orders the same way */
 static uint32_t if_fence;

@@ -164,8 +164,16 @@ all: examples bench
 	scripts/install.mk scripts/packaging/rules.mk
 -include $(wildcard $(BUILD)/obj/*/*.d $(BUILD)/obj/*/*/*.d)
 
-check: $(LIB)
+check: $(LIB) $(LAYER_AS)
 	scripts/check-exports.sh $(LIB) $(BUILD)/gen/symbols.txt
+	@# Each layer linked whole with those below it and nothing above:
+	@# an upward call is an undefined symbol (-z defs) and fails the link.
+	@acc=""; for l in $(LAYERS); do \
+	  acc="$$acc $(BUILD)/layers/libgh-$$l.a"; \
+	  $(CC) -shared -o $(BUILD)/layers/check-$$l.so $(SANFLAGS) -Wl,-z,defs \
+	    -Wl,--whole-archive $$acc -Wl,--no-whole-archive $(LDLIBS) || \
+	    { echo "check: layer $$l needs a layer above it (undefined above)"; exit 1; }; \
+	done; echo "check: every layer links with the layers below it alone"
 	$(PYTHON) scripts/check-layers.py src/layers $(BUILD)/obj
 	@readme_tbl=$$($(PYTHON) scripts/gen-doc.py --check README.md 2>&1) || { echo "$$readme_tbl"; exit 1; }
 	$(PYTHON) scripts/gen-events.py --check --schema hooks/events.schema.json --doc README.md scripts/man/libgdrhook.7

@@ -169,7 +169,8 @@ static struct gh_ring *gh_ring_new(uint32_t recs, uint32_t st, int spool_only)
 	size_t len = gh_ring_bytes(recs);
 	int in_spool;
 
-	g = gh_spool_map_ring(len);
+	/* a spare is made by the writer: its page faults are taken there */
+	g = gh_spool_map_ring(len, st == GH_RING_FREE);
 	in_spool = g != MAP_FAILED;
 	if (g == MAP_FAILED && !spool_only)
 		g = mmap(NULL, len, PROT_READ | PROT_WRITE,
@@ -217,7 +218,8 @@ static struct gh_ring *gh_ring_take_free(uint32_t recs)
 /*
  * The writer keeps one free ring in the spool ready, so that a thread's
  * first record takes it instead of reserving its own storage inside the
- * program's call.  A thread that takes it wakes the writer, which makes
+ * program's call, and finds its pages mapped (no fault per 4 KiB of
+ * records on the hook path).  A thread that takes it wakes the writer, which makes
  * the next.  Not after a spool ring could not be reserved (no room).
  */
 static int gh_ev_spare_off;

@@ -279,7 +279,7 @@ static int gh_spool_fd(int *mine)
 	return nfd;
 }
 
-struct gh_ring *gh_spool_map_ring(size_t len)
+struct gh_ring *gh_spool_map_ring(size_t len, int populate)
 {
 	struct gh_spool_hdr *sp = __atomic_load_n(&gh_sp.hdr,
 						  __ATOMIC_ACQUIRE);
@@ -303,8 +303,8 @@ struct gh_ring *gh_spool_map_ring(size_t len)
 	if (err)
 		gh_spool_note(err);
 	else
-		g = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-			 off);
+		g = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			 MAP_SHARED | (populate ? MAP_POPULATE : 0), fd, off);
 	if (mine)
 		close(fd);
 	if (g != MAP_FAILED)

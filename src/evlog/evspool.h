@@ -72,9 +72,11 @@ int gh_spool_active(void);
  * reserved first (a full /dev/shm must never raise SIGBUS on a hook's
  * store); MAP_FAILED when there is no spool, it is full or there is no
  * room: the caller then uses anonymous memory.  Any thread, lock-free,
- * no message (gh_spool_report() says it later).
+ * no message (gh_spool_report() says it later).  populate: fault every
+ * page in now (MAP_POPULATE), so that the stores of the thread that
+ * takes the ring later do not fault once per page.
  */
-struct gh_ring *gh_spool_map_ring(size_t len);
+struct gh_ring *gh_spool_map_ring(size_t len, int populate);
 
 /* Count n events dropped in the spool's header, for a recoverer. */
 void gh_spool_count_drop(uint64_t n);

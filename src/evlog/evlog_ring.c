@@ -47,6 +47,10 @@
 #include "evlog_recover.h"
 #include "evlog_ring.h"
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23	/* Linux 5.14 */
+#endif
+
 struct gh_ev_log gh_ev = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.sink = { .fd = -1 },
@@ -181,6 +185,7 @@ static struct gh_ring *gh_ring_new(uint32_t recs, uint32_t st, int spool_only)
 	g->wake_at = recs / 4 ? recs / 4 : 1;
 	g->map_len = len;
 	g->in_spool = (uint32_t)in_spool;
+	g->populated = st == GH_RING_FREE;
 	/* recoverers look at state: it is set last */
 	__atomic_store_n(&g->state, st, __ATOMIC_RELEASE);
 	head = __atomic_load_n(&gh_ev.rings, __ATOMIC_RELAXED);
@@ -228,6 +233,20 @@ static void gh_ev_keep_spare(void)
 {
 	struct gh_ring *g;
 	uint32_t recs = gh_ev.ring_recs;
+
+	/*
+	 * A ring a thread made itself (no spare was ready) faults once per
+	 * page as its records fill it: fault the rest in here, once (no-op
+	 * before Linux 5.14).  It writes nothing: safe beside the producer.
+	 */
+	for (g = __atomic_load_n(&gh_ev.rings, __ATOMIC_ACQUIRE); g;
+	     g = g->next) {
+		if (g->in_spool && !__atomic_load_n(&g->populated,
+						    __ATOMIC_RELAXED)) {
+			__atomic_store_n(&g->populated, 1, __ATOMIC_RELAXED);
+			madvise(g, g->map_len, MADV_POPULATE_WRITE);
+		}
+	}
 
 	if (gh_ev_spare_off || gh_ev.is_stderr ||
 	    __atomic_load_n(&gh_ev.state, __ATOMIC_ACQUIRE) != GH_EV_RUN ||

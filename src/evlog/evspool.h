@@ -25,6 +25,7 @@ struct gh_ring {
 	uint32_t mask;			/* capacity - 1 */
 	uint32_t wake_at;		/* fill level that wakes the writer */
 	uint32_t in_spool;		/* 1: part of the spool file */
+	uint32_t populated;		/* its pages faulted in (writer) */
 	size_t map_len;
 	uint64_t head __attribute__((aligned(64)));	/* producer */
 	uint64_t tail __attribute__((aligned(64)));	/* consumer */

@@ -29,7 +29,7 @@ void gh_rcache_invalidate(const struct gh_range *g)
 	 * miss path's increment reads our write and its registry re-check
 	 * then sees the removal.
 	 */
-	if (!__atomic_fetch_add(&gh_rc.ga_cnt[hash_ga(g->gen)], 0,
+	if (!__atomic_fetch_add(&gh_rc.ga_b[hash_ga(g->gen)].cnt, 0,
 				__ATOMIC_ACQ_REL) && !gh_rcspan_pending(g->gen))
 		return;
 	was = gh_guard_enter();

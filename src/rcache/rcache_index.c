@@ -70,10 +70,9 @@ int gh_rcache_init(const struct gh_pin_ops *ops, uint64_t max_size,
 	gh_rc.used = map_zero(sizeof(uint32_t) * RC_ENT_CAP);
 	gh_rc.ga = map_zero(sizeof(*gh_rc.ga) * RC_GA_CAP);
 	gh_rc.alias = map_zero(sizeof(*gh_rc.alias) * RC_ALIAS_CAP);
-	gh_rc.ga_head = map_zero(sizeof(uint32_t) << RC_RBITS);
-	gh_rc.ga_cnt = map_zero(sizeof(uint32_t) << RC_RBITS);
+	gh_rc.ga_b = map_zero(sizeof(*gh_rc.ga_b) << RC_RBITS);
 	if (!gh_rc.ent || !gh_rc.used || !gh_rc.ga || !gh_rc.alias ||
-	    !gh_rc.ga_head || !gh_rc.ga_cnt) {
+	    !gh_rc.ga_b) {
 		rc_ = -ENOMEM;
 		goto out;
 	}
@@ -520,14 +519,14 @@ void gh_rc_ga_free_if_unused(struct rc_ga *r)
 		r->pinned = 0;
 	}
 	me = (uint32_t)(r - gh_rc.ga) + 1;
-	for (pp = &gh_rc.ga_head[hash_ga(r->gen)]; *pp;
+	for (pp = &gh_rc.ga_b[hash_ga(r->gen)].head; *pp;
 	     pp = &gh_rc.ga[*pp - 1].hnext) {
 		if (*pp == me) {
 			*pp = r->hnext;
 			break;
 		}
 	}
-	__atomic_sub_fetch(&gh_rc.ga_cnt[hash_ga(r->gen)], 1, __ATOMIC_ACQ_REL);
+	__atomic_sub_fetch(&gh_rc.ga_b[hash_ga(r->gen)].cnt, 1, __ATOMIC_ACQ_REL);
 	if (gh_rcspan_is_key(r->gen))
 		gh_rcspan_release(r->gen);
 	r->used = 0;
@@ -537,7 +536,7 @@ void gh_rc_ga_free_if_unused(struct rc_ga *r)
 
 struct rc_ga *gh_rc_ga_find(uint64_t gen)
 {
-	uint32_t i = gh_rc.ga_head[hash_ga(gen)];
+	uint32_t i = gh_rc.ga_b[hash_ga(gen)].head;
 
 	RC_LOCKED();
 
@@ -553,7 +552,7 @@ struct rc_ga *gh_rc_ga_find(uint64_t gen)
 
 /*
  * The state (struct rc_ga) of live allocation g, made if needed.  A new one is
- * announced in ga_cnt before the registry is re-checked (see the top of
+ * announced in its bucket's count before the registry is re-checked (see the top of
  * rcache_state.h).
  */
 int gh_rc_ga_get(const struct gh_range *g, struct rc_ga **r_p)
@@ -569,11 +568,11 @@ int gh_rc_ga_get(const struct gh_range *g, struct rc_ga **r_p)
 		return 0;
 	}
 	/* Announce, then re-check (see the top of rcache_state.h). */
-	__atomic_add_fetch(&gh_rc.ga_cnt[b], 1, __ATOMIC_ACQ_REL);
+	__atomic_add_fetch(&gh_rc.ga_b[b].cnt, 1, __ATOMIC_ACQ_REL);
 	if (gh_rcspan_is_key(g->gen) ? gh_rcspan_claim(g->gen) :
 	    gh_registry_lookup(g->base, 1, &cur) || cur.gen != g->gen ||
 	    cur.base != g->base) {
-		__atomic_sub_fetch(&gh_rc.ga_cnt[b], 1, __ATOMIC_ACQ_REL);
+		__atomic_sub_fetch(&gh_rc.ga_b[b].cnt, 1, __ATOMIC_ACQ_REL);
 		return -ESTALE;
 	}
 	if (gh_rc.ga_free) {
@@ -582,7 +581,7 @@ int gh_rc_ga_get(const struct gh_range *g, struct rc_ga **r_p)
 	} else if (gh_rc.ga_hi < RC_GA_CAP) {
 		i = ++gh_rc.ga_hi;
 	} else {
-		__atomic_sub_fetch(&gh_rc.ga_cnt[b], 1, __ATOMIC_ACQ_REL);
+		__atomic_sub_fetch(&gh_rc.ga_b[b].cnt, 1, __ATOMIC_ACQ_REL);
 		if (gh_rcspan_is_key(g->gen))
 			gh_rcspan_release(g->gen);
 		return -ENOSPC;
@@ -598,8 +597,8 @@ int gh_rc_ga_get(const struct gh_range *g, struct rc_ga **r_p)
 	r->pin.dev = g->dev;
 	r->pin.kind = g->kind;
 	r->pin.fd = -1;
-	r->hnext = gh_rc.ga_head[b];
-	gh_rc.ga_head[b] = i;
+	r->hnext = gh_rc.ga_b[b].head;
+	gh_rc.ga_b[b].head = i;
 	*r_p = r;
 	return 0;
 }

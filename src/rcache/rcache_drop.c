@@ -37,8 +37,13 @@ void gh_rcache_invalidate(const struct gh_range *g)
 	r = gh_rc_ga_find(g->gen);
 	if (r)
 		gh_rc_ga_kill_all(r, 1);
-	/* Spans that include this mapping (src/rcache/rcache_span.c). */
-	for (uint32_t c = 0; (key = gh_rcspan_next(g->gen, &c)) != 0;) {
+	/*
+	 * Spans that include this mapping (src/rcache/rcache_span.c): a
+	 * claimed one counts on the generation, and claims take the cache
+	 * lock (held), so a count of 0 means none: no table scan.
+	 */
+	for (uint32_t c = 0; gh_rcspan_pending(g->gen) &&
+	     (key = gh_rcspan_next(g->gen, &c)) != 0;) {
 		r = gh_rc_ga_find(key);
 		if (r)
 			gh_rc_ga_kill_all(r, 1);

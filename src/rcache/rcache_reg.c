@@ -265,6 +265,11 @@ int gh_rcache_reg(const struct gh_range *g, struct ibv_pd *pd, uint64_t addr,
 			goto found;
 	}
 
+	/*
+	 * Not a hit: the miss looks up g's allocation state first, in a
+	 * bucket no hit reads; its line loads while the lock is taken.
+	 */
+	__builtin_prefetch(&gh_rc.ga_b[hash_ga(g->gen)]);
 	win = ex && gh_mw_supported(pd, NULL);
 	gh_mutex_lock(&gh_rc.lock);
 	if (!ex) {

@@ -465,7 +465,7 @@ void gh_rc_ent_finish(struct rc_entry *e, int64_t refs, int revoke)
 	if (type == E_CACHED)
 		gh_rc_hash_unlink(e);
 	if (type == E_CACHED || type == E_RETIRED || type == E_EXACT)
-		__atomic_sub_fetch(&gh_rc.n_entries, 1, __ATOMIC_RELAXED);
+		ADD_LOCKED(&gh_rc.n_entries, -1);
 	if (type == E_WIN)
 		win_finish(e, r, t0);
 	if (e->mr && LD(&gh_rc.forked)) {
@@ -474,7 +474,7 @@ void gh_rc_ent_finish(struct rc_entry *e, int64_t refs, int revoke)
 		err = e->adopted ? adopt_revoke(e->mr) :
 		      gh_rc.ops->dereg(e->mr);
 		gh_rc_ev_reg(GH_EV_DEREG, e, r, err, t0);
-		CTR(deregs, 1);
+		CTR_LOCKED(deregs, 1);
 		if (err)
 			gh_warn("deregistration of mr %p failed: %s",
 				(void *)e->mr, gh_errtext(-err));
@@ -513,9 +513,8 @@ void gh_rc_ga_free_if_unused(struct rc_ga *r)
 		/* (the backend may clear pin_size) */
 		gh_rc.ops->unpin(&r->pin);
 		gh_rc_ev_pin(GH_EV_UNPIN, r, 0, t0);
-		__atomic_sub_fetch(&gh_rc.pinned_bytes, bytes,
-				   __ATOMIC_RELAXED);
-		CTR(unpins, 1);
+		ADD_LOCKED(&gh_rc.pinned_bytes, -bytes);
+		CTR_LOCKED(unpins, 1);
 		r->pinned = 0;
 	}
 	me = (uint32_t)(r - gh_rc.ga) + 1;

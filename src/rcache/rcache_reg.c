@@ -153,15 +153,15 @@ static int miss_locked(const struct gh_range *g, struct ibv_pd *pd,
 	}
 	if (err)
 		goto out;
-	CTR(regs, 1);
+	CTR_LOCKED(regs, 1);
 	e = gh_rc_ent_new(r, ex ? E_EXACT : E_CACHED, pd, access, mr, ka, kl);
 	if (!e) {
 		gh_rc.ops->dereg(mr);
-		CTR(deregs, 1);
+		CTR_LOCKED(deregs, 1);
 		err = -ENOSPC;
 		goto out;
 	}
-	__atomic_add_fetch(&gh_rc.n_entries, 1, __ATOMIC_RELAXED);
+	ADD_LOCKED(&gh_rc.n_entries, 1);
 	if (old) {
 		/* Access upgrade: the old one goes once nobody holds it. */
 		gh_rc_hash_unlink(old);
@@ -282,9 +282,9 @@ int gh_rcache_reg(const struct gh_range *g, struct ibv_pd *pd, uint64_t addr,
 	if (win) {
 		err = reg_window(g, pd, addr, len, access, &e, &hit);
 		if (!err) {
-			gh_mutex_unlock(&gh_rc.lock);
 			if (!hit)
-				CTR(misses, 1);
+				CTR_LOCKED(misses, 1);
+			gh_mutex_unlock(&gh_rc.lock);
 			goto found;
 		}
 		if (err == -ESTALE) {
@@ -294,7 +294,7 @@ int gh_rcache_reg(const struct gh_range *g, struct ibv_pd *pd, uint64_t addr,
 		/* no window: a NIC registration of exactly the range */
 	}
 	hit = 0;
-	CTR(misses, 1);
+	CTR_LOCKED(misses, 1);
 	err = miss_locked(g, pd, addr, len, access, ex, &e);
 	gh_mutex_unlock(&gh_rc.lock);
 	if (err)

@@ -216,7 +216,8 @@ struct rc_state {
 	uint32_t alias_hi;	/* atomic: bump allocator */
 	uint64_t alias_top;	/* atomic: free stack, tag << 32 | index + 1 */
 
-	uint64_t n_entries, pinned_bytes;	/* lock; read relaxed */
+	uint64_t n_entries, pinned_bytes;	/* lock (ADD_LOCKED); read
+						 * relaxed */
 
 	/* adopted program MRs (gh_rcache_adopt), by pointer (lock) */
 	struct ibv_mr *adopt_mr[RC_ADOPT_CAP];
@@ -224,7 +225,9 @@ struct rc_state {
 	uint8_t adopt_moved[RC_ADOPT_CAP];	/* revoked onto the dummy page */
 	uint32_t n_adopted;	/* written under the lock, read atomic */
 	void *dummy;		/* init: the page revoked adopted MRs move to */
-	struct gh_rc_counters ctr;	/* atomic adds (CTR), anywhere */
+	/* atomic adds (CTR), anywhere; pins, unpins, regs, deregs and
+	 * misses: under the lock only (CTR_LOCKED) */
+	struct gh_rc_counters ctr;
 };
 
 extern struct rc_state gh_rc;
@@ -233,6 +236,15 @@ extern struct rc_state gh_rc;
 #define RC_LOCKED()	GH_ASSERT_LOCKED(&gh_rc.lock)
 
 #define CTR(f, n)	__atomic_add_fetch(&gh_rc.ctr.f, (n), __ATOMIC_RELAXED)
+/*
+ * A counter (or n_entries, pinned_bytes) every writer of which holds the
+ * cache lock: a plain add, read relaxed anywhere (no locked instruction
+ * on the miss and free paths).  Counters bumped both with and without
+ * the lock use CTR at every site.
+ */
+#define ADD_LOCKED(p, n) \
+	do { RC_LOCKED(); ST((p), LD(p) + (n)); } while (0)
+#define CTR_LOCKED(f, n)	ADD_LOCKED(&gh_rc.ctr.f, (n))
 
 /* MW_BIND is a right too: a window's parent must carry it. */
 #define RC_ACCESS_RIGHTS	(GH_RC_ACCESS_PERM | IBV_ACCESS_MW_BIND)

@@ -29,7 +29,7 @@ void gh_rcache_invalidate(const struct gh_range *g)
 	 * miss path's increment reads our write and its registry re-check
 	 * then sees the removal.
 	 */
-	if (!__atomic_fetch_add(&gh_rc.ga_cnt[hash_ga(g->gen)], 0,
+	if (!__atomic_fetch_add(&gh_rc.ga_b[hash_ga(g->gen)].cnt, 0,
 				__ATOMIC_ACQ_REL) && !gh_rcspan_pending(g->gen))
 		return;
 	was = gh_guard_enter();
@@ -37,8 +37,13 @@ void gh_rcache_invalidate(const struct gh_range *g)
 	r = gh_rc_ga_find(g->gen);
 	if (r)
 		gh_rc_ga_kill_all(r, 1);
-	/* Spans that include this mapping (src/rcache/rcache_span.c). */
-	for (uint32_t c = 0; (key = gh_rcspan_next(g->gen, &c)) != 0;) {
+	/*
+	 * Spans that include this mapping (src/rcache/rcache_span.c): a
+	 * claimed one counts on the generation, and claims take the cache
+	 * lock (held), so a count of 0 means none: no table scan.
+	 */
+	for (uint32_t c = 0; gh_rcspan_pending(g->gen) &&
+	     (key = gh_rcspan_next(g->gen, &c)) != 0;) {
 		r = gh_rc_ga_find(key);
 		if (r)
 			gh_rc_ga_kill_all(r, 1);

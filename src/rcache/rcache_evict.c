@@ -143,9 +143,8 @@ int gh_rc_do_pin(struct rc_ga *r)
 	if (err)
 		return err;
 	r->pinned = 1;
-	__atomic_add_fetch(&gh_rc.pinned_bytes, r->pin.pin_size,
-			   __ATOMIC_RELAXED);
-	CTR(pins, 1);
+	ADD_LOCKED(&gh_rc.pinned_bytes, r->pin.pin_size);
+	CTR_LOCKED(pins, 1);
 	return 0;
 }
 

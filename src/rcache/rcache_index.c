@@ -70,10 +70,9 @@ int gh_rcache_init(const struct gh_pin_ops *ops, uint64_t max_size,
 	gh_rc.used = map_zero(sizeof(uint32_t) * RC_ENT_CAP);
 	gh_rc.ga = map_zero(sizeof(*gh_rc.ga) * RC_GA_CAP);
 	gh_rc.alias = map_zero(sizeof(*gh_rc.alias) * RC_ALIAS_CAP);
-	gh_rc.ga_head = map_zero(sizeof(uint32_t) << RC_RBITS);
-	gh_rc.ga_cnt = map_zero(sizeof(uint32_t) << RC_RBITS);
+	gh_rc.ga_b = map_zero(sizeof(*gh_rc.ga_b) << RC_RBITS);
 	if (!gh_rc.ent || !gh_rc.used || !gh_rc.ga || !gh_rc.alias ||
-	    !gh_rc.ga_head || !gh_rc.ga_cnt) {
+	    !gh_rc.ga_b) {
 		rc_ = -ENOMEM;
 		goto out;
 	}
@@ -466,7 +465,7 @@ void gh_rc_ent_finish(struct rc_entry *e, int64_t refs, int revoke)
 	if (type == E_CACHED)
 		gh_rc_hash_unlink(e);
 	if (type == E_CACHED || type == E_RETIRED || type == E_EXACT)
-		__atomic_sub_fetch(&gh_rc.n_entries, 1, __ATOMIC_RELAXED);
+		ADD_LOCKED(&gh_rc.n_entries, -1);
 	if (type == E_WIN)
 		win_finish(e, r, t0);
 	if (e->mr && LD(&gh_rc.forked)) {
@@ -475,7 +474,7 @@ void gh_rc_ent_finish(struct rc_entry *e, int64_t refs, int revoke)
 		err = e->adopted ? adopt_revoke(e->mr) :
 		      gh_rc.ops->dereg(e->mr);
 		gh_rc_ev_reg(GH_EV_DEREG, e, r, err, t0);
-		CTR(deregs, 1);
+		CTR_LOCKED(deregs, 1);
 		if (err)
 			gh_warn("deregistration of mr %p failed: %s",
 				(void *)e->mr, gh_errtext(-err));
@@ -514,20 +513,19 @@ void gh_rc_ga_free_if_unused(struct rc_ga *r)
 		/* (the backend may clear pin_size) */
 		gh_rc.ops->unpin(&r->pin);
 		gh_rc_ev_pin(GH_EV_UNPIN, r, 0, t0);
-		__atomic_sub_fetch(&gh_rc.pinned_bytes, bytes,
-				   __ATOMIC_RELAXED);
-		CTR(unpins, 1);
+		ADD_LOCKED(&gh_rc.pinned_bytes, -bytes);
+		CTR_LOCKED(unpins, 1);
 		r->pinned = 0;
 	}
 	me = (uint32_t)(r - gh_rc.ga) + 1;
-	for (pp = &gh_rc.ga_head[hash_ga(r->gen)]; *pp;
+	for (pp = &gh_rc.ga_b[hash_ga(r->gen)].head; *pp;
 	     pp = &gh_rc.ga[*pp - 1].hnext) {
 		if (*pp == me) {
 			*pp = r->hnext;
 			break;
 		}
 	}
-	__atomic_sub_fetch(&gh_rc.ga_cnt[hash_ga(r->gen)], 1, __ATOMIC_ACQ_REL);
+	__atomic_sub_fetch(&gh_rc.ga_b[hash_ga(r->gen)].cnt, 1, __ATOMIC_ACQ_REL);
 	if (gh_rcspan_is_key(r->gen))
 		gh_rcspan_release(r->gen);
 	r->used = 0;
@@ -537,7 +535,7 @@ void gh_rc_ga_free_if_unused(struct rc_ga *r)
 
 struct rc_ga *gh_rc_ga_find(uint64_t gen)
 {
-	uint32_t i = gh_rc.ga_head[hash_ga(gen)];
+	uint32_t i = gh_rc.ga_b[hash_ga(gen)].head;
 
 	RC_LOCKED();
 
@@ -553,7 +551,7 @@ struct rc_ga *gh_rc_ga_find(uint64_t gen)
 
 /*
  * The state (struct rc_ga) of live allocation g, made if needed.  A new one is
- * announced in ga_cnt before the registry is re-checked (see the top of
+ * announced in its bucket's count before the registry is re-checked (see the top of
  * rcache_state.h).
  */
 int gh_rc_ga_get(const struct gh_range *g, struct rc_ga **r_p)
@@ -569,11 +567,11 @@ int gh_rc_ga_get(const struct gh_range *g, struct rc_ga **r_p)
 		return 0;
 	}
 	/* Announce, then re-check (see the top of rcache_state.h). */
-	__atomic_add_fetch(&gh_rc.ga_cnt[b], 1, __ATOMIC_ACQ_REL);
+	__atomic_add_fetch(&gh_rc.ga_b[b].cnt, 1, __ATOMIC_ACQ_REL);
 	if (gh_rcspan_is_key(g->gen) ? gh_rcspan_claim(g->gen) :
 	    gh_registry_lookup(g->base, 1, &cur) || cur.gen != g->gen ||
 	    cur.base != g->base) {
-		__atomic_sub_fetch(&gh_rc.ga_cnt[b], 1, __ATOMIC_ACQ_REL);
+		__atomic_sub_fetch(&gh_rc.ga_b[b].cnt, 1, __ATOMIC_ACQ_REL);
 		return -ESTALE;
 	}
 	if (gh_rc.ga_free) {
@@ -582,7 +580,7 @@ int gh_rc_ga_get(const struct gh_range *g, struct rc_ga **r_p)
 	} else if (gh_rc.ga_hi < RC_GA_CAP) {
 		i = ++gh_rc.ga_hi;
 	} else {
-		__atomic_sub_fetch(&gh_rc.ga_cnt[b], 1, __ATOMIC_ACQ_REL);
+		__atomic_sub_fetch(&gh_rc.ga_b[b].cnt, 1, __ATOMIC_ACQ_REL);
 		if (gh_rcspan_is_key(g->gen))
 			gh_rcspan_release(g->gen);
 		return -ENOSPC;
@@ -598,8 +596,8 @@ int gh_rc_ga_get(const struct gh_range *g, struct rc_ga **r_p)
 	r->pin.dev = g->dev;
 	r->pin.kind = g->kind;
 	r->pin.fd = -1;
-	r->hnext = gh_rc.ga_head[b];
-	gh_rc.ga_head[b] = i;
+	r->hnext = gh_rc.ga_b[b].head;
+	gh_rc.ga_b[b].head = i;
 	*r_p = r;
 	return 0;
 }

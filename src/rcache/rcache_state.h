@@ -50,12 +50,12 @@
  * the driver may reuse), and the pin is dropped.  A later ibv_dereg_mr of
  * a revoked alias is a no-op that succeeds.  A registration racing with
  * the free of its allocation cannot leave a stale entry behind: the miss
- * path announces the generation (an atomic increment of ga_cnt) and then
- * re-checks the registry under the lock; the free path removes from the
- * registry and then reads ga_cnt with an atomic read-modify-write: the
- * two RMWs are ordered, so either the free sees the announcement (and
- * takes the lock, after the miss), or the miss path's RMW reads the
- * free's and its registry re-check sees the removal.
+ * path announces the generation (an atomic increment of its bucket's
+ * count in ga_b) and then re-checks the registry under the lock; the free
+ * path removes from the registry and then reads that count with an
+ * atomic read-modify-write: the two RMWs are ordered, so either the free
+ * sees the announcement (and takes the lock, after the miss), or the miss
+ * path's RMW reads the free's and its registry re-check sees the removal.
  *
  * Concurrency.  Hits are lock-free: hash bucket -> entry (the bucket
  * heads live in the entry array, and an entry is made in the slot of
@@ -86,7 +86,7 @@
 #define RC_GA_CAP	(1u << 18)
 #define RC_ALIAS_CAP	(1u << 20)
 #define RC_HBITS	18	/* buckets: one per entry slot */
-#define RC_RBITS	14
+#define RC_RBITS	18	/* allocation-state buckets: one per state */
 #define RC_STEPS	32	/* lock-free chain walk bound: then slow path */
 #define RC_ADOPT_CAP	4096
 
@@ -200,16 +200,24 @@ struct rc_state {
 
 	struct rc_ga *ga;	/* init; the states themselves: lock */
 	uint32_t ga_hi, ga_free, ga_hand;	/* lock */
-	uint32_t *ga_head;	/* lock: allocation-state hash heads */
-	uint32_t *ga_cnt;	/* allocation states per bucket: changed under
-				 * the lock, read by the free path with an RMW
+	/*
+	 * The allocation-state hash, one bucket per state (a miss walks the
+	 * chain of a state not there yet: with fewer buckets that was one
+	 * cache miss per state of the chain), head and count in one line.
+	 */
+	struct rc_gab {
+		uint32_t head;	/* lock: chain head, state index + 1 */
+		uint32_t cnt;	/* states in the bucket: changed under the
+				 * lock, read by the free path with an RMW
 				 * before it takes it (see the top) */
+	} *ga_b;
 
 	struct rc_alias *alias;	/* init: the pool (rcache_alias.c) */
 	uint32_t alias_hi;	/* atomic: bump allocator */
 	uint64_t alias_top;	/* atomic: free stack, tag << 32 | index + 1 */
 
-	uint64_t n_entries, pinned_bytes;	/* lock; read relaxed */
+	uint64_t n_entries, pinned_bytes;	/* lock (ADD_LOCKED); read
+						 * relaxed */
 
 	/* adopted program MRs (gh_rcache_adopt), by pointer (lock) */
 	struct ibv_mr *adopt_mr[RC_ADOPT_CAP];
@@ -217,7 +225,9 @@ struct rc_state {
 	uint8_t adopt_moved[RC_ADOPT_CAP];	/* revoked onto the dummy page */
 	uint32_t n_adopted;	/* written under the lock, read atomic */
 	void *dummy;		/* init: the page revoked adopted MRs move to */
-	struct gh_rc_counters ctr;	/* atomic adds (CTR), anywhere */
+	/* atomic adds (CTR), anywhere; pins, unpins, regs, deregs and
+	 * misses: under the lock only (CTR_LOCKED) */
+	struct gh_rc_counters ctr;
 };
 
 extern struct rc_state gh_rc;
@@ -226,6 +236,15 @@ extern struct rc_state gh_rc;
 #define RC_LOCKED()	GH_ASSERT_LOCKED(&gh_rc.lock)
 
 #define CTR(f, n)	__atomic_add_fetch(&gh_rc.ctr.f, (n), __ATOMIC_RELAXED)
+/*
+ * A counter (or n_entries, pinned_bytes) every writer of which holds the
+ * cache lock: a plain add, read relaxed anywhere (no locked instruction
+ * on the miss and free paths).  Counters bumped both with and without
+ * the lock use CTR at every site.
+ */
+#define ADD_LOCKED(p, n) \
+	do { RC_LOCKED(); ST((p), LD(p) + (n)); } while (0)
+#define CTR_LOCKED(f, n)	ADD_LOCKED(&gh_rc.ctr.f, (n))
 
 /* MW_BIND is a right too: a window's parent must carry it. */
 #define RC_ACCESS_RIGHTS	(GH_RC_ACCESS_PERM | IBV_ACCESS_MW_BIND)

@@ -22,8 +22,9 @@
  *               "random": any of the LIVE allocations (cache misses in
  *               the CPU's caches dominate), "hot": one of 64 (a library's
  *               working set of buffers).
- *   miss        a registration in an allocation never registered before
- *               (the pin and NIC calls are no-ops): 1 thread.
+ *   miss        a registration in an allocation never registered before,
+ *               the wrapper's path as for a hit (the pin and NIC calls
+ *               are no-ops): 1 thread.
  *               (GH_BENCH_MISS_ONLY=1: only the miss and invalidate rows.)
  *   invalidate  the free of an allocation with one cached registration:
  *               gh_registry_remove + gh_rcache_invalidate; UCX:
@@ -483,8 +484,11 @@ int main(int argc, char **argv)
 
 			gh_registry_insert(&r, &r.gen);
 			t0 = now_ns();
+			/* the verbs wrapper's path, as the hit rows */
+			gh_rcache_prefetch(&pd, r.base, 4096,
+					   IBV_ACCESS_LOCAL_WRITE);
 			if (gh_registry_lookup(r.base, 4096, &g) ||
-			    gh_rcache_reg(&g, &pd, r.base, 4096,
+			    gh_rcspan_reg(&g, 0, &pd, r.base, 4096,
 					  IBV_ACCESS_LOCAL_WRITE, &m, &hit) ||
 			    hit || gh_rcache_dereg(m)) {
 				fprintf(stderr, "bench_rcache: miss failed\n");

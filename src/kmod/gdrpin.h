@@ -4,7 +4,8 @@
  *
  * Objects
  *   struct gdrpin_ctx   one per open file; kref'd (the file and every pin
- *                       hold a reference), bound to the opener's tgid + mm.
+ *                       hold a reference; the last put calls ctx->release),
+ *                       bound to the opener's tgid + mm.
  *                       Its pins are released when the opener's mm goes
  *                       (mmu_notifier release) or the file is released,
  *                       whichever comes first: a forked child holding the
@@ -85,12 +86,15 @@ struct inode;
 
 #define GDRPIN_MAX_SLOTS	(1U << GDRPIN_HANDLE_SLOT_BITS)
 
-/* Module parameters (gdrpin_main.c). */
-extern unsigned long gdrpin_max_pinned_bytes;
-extern unsigned long gdrpin_max_user_pinned_bytes;
-extern unsigned int gdrpin_max_user_contexts;
-extern unsigned long gdrpin_max_pin_len;
-extern unsigned int gdrpin_status_pages;
+/*
+ * Module parameters, each defined beside its user so that no file reads
+ * one from a layer above it.
+ */
+extern unsigned long gdrpin_max_pinned_bytes;		/* gdrpin_stats.c */
+extern unsigned long gdrpin_max_user_pinned_bytes;	/* gdrpin_user.c */
+extern unsigned int gdrpin_max_user_contexts;		/* gdrpin_user.c */
+extern unsigned long gdrpin_max_pin_len;		/* gdrpin_pin.c */
+extern unsigned int gdrpin_status_pages;		/* gdrpin_status.c */
 
 /* --- provider (gdrpin_p2p.c) ------------------------------------------- */
 
@@ -116,6 +120,11 @@ u64 gdrpin_provider_caps(void);
 
 struct gdrpin_ctx {
 	struct kref ref;
+	/*
+	 * Frees the context (gdrpin_ctx.c); set at open, so that pins (below
+	 * the context) drop their reference without calling up into it.
+	 */
+	void (*release)(struct kref *ref);
 	struct list_head node;		/* gdrpin_ctx_list */
 	struct pid *tgid;		/* opener */
 	struct mm_struct *mm;		/* opener's mm (mmgrab'd, compared) */
@@ -149,12 +158,20 @@ struct gdrpin_ctx {
 extern struct mutex gdrpin_ctx_list_lock;
 extern struct list_head gdrpin_ctx_list;
 
-extern atomic_t gdrpin_live_ctx;
+extern atomic_t gdrpin_live_ctx;	/* gdrpin_stats.c */
+
+static inline void gdrpin_ctx_get(struct gdrpin_ctx *ctx)
+{
+	kref_get(&ctx->ref);
+}
+
+static inline void gdrpin_ctx_put(struct gdrpin_ctx *ctx)
+{
+	kref_put(&ctx->ref, ctx->release);
+}
 
 int gdrpin_ctx_open(struct inode *inode, struct file *file);
 int gdrpin_ctx_close(struct inode *inode, struct file *file);
-void gdrpin_ctx_get(struct gdrpin_ctx *ctx);
-void gdrpin_ctx_put(struct gdrpin_ctx *ctx);
 bool gdrpin_ctx_is_owner(struct gdrpin_ctx *ctx);
 void gdrpin_ctx_pin_release(struct gdrpin_ctx *ctx, struct gdrpin_range *pin,
 			    bool unpin);
@@ -277,7 +294,10 @@ int gdrpin_pin_probe(u64 va, u64 len);
 /* --- pins for kernel clients (gdrpin_ctx.c) ---------------------------- */
 
 struct gdrpin_ctx *gdrpin_ctx_of_current(void);
-int gdrpin_ctx_pin_kernel(struct gdrpin_ctx *ctx, u64 va, u64 len, u32 flags,
+int gdrpin_ctx_pin_kernel(struct gdrpin_ctx *ctx,
+			  int (*pin_fn)(struct gdrpin_ctx *ctx,
+					struct gdrpin_pin_args *args),
+			  u64 va, u64 len, u32 flags,
 			  struct gdrpin_range **pin_p);
 void gdrpin_ctx_unpin_kernel(struct gdrpin_ctx *ctx, struct gdrpin_range *pin);
 
@@ -285,7 +305,6 @@ void gdrpin_ctx_unpin_kernel(struct gdrpin_ctx *ctx, struct gdrpin_range *pin);
 
 void gdrpin_peer_init(void);
 void gdrpin_peer_exit(void);
-extern struct device_attribute gdrpin_dev_attr_peer_client;	/* stats/ */
 
 /* --- DMA-BUF pins (gdrpin_dmabuf.c) ------------------------------------ */
 
@@ -343,6 +362,7 @@ struct gdrpin_counters {
 	atomic64_t kapi_refs;
 	atomic64_t peer_regs;		/* live peer-memory registrations */
 	atomic64_t peer_invalidations;	/* invalidations sent to ib_core */
+	atomic64_t peer_client;		/* 1 while registered with ib_core */
 };
 
 extern struct gdrpin_counters gdrpin_cnt;

@@ -19,13 +19,8 @@
 
 DEFINE_MUTEX(gdrpin_ctx_list_lock);
 LIST_HEAD(gdrpin_ctx_list);
-atomic_t gdrpin_live_ctx = ATOMIC_INIT(0);
 
-void gdrpin_ctx_get(struct gdrpin_ctx *ctx)
-{
-	kref_get(&ctx->ref);
-}
-
+/* ctx->release: the last reference (the file's or a pin's) is gone. */
 static void gdrpin_ctx_free(struct kref *ref)
 {
 	struct gdrpin_ctx *ctx = container_of(ref, struct gdrpin_ctx, ref);
@@ -43,11 +38,6 @@ static void gdrpin_ctx_free(struct kref *ref)
 	kfree(ctx);
 	atomic_dec(&gdrpin_live_ctx);
 	wake_up_all(&gdrpin_live_wq);
-}
-
-void gdrpin_ctx_put(struct gdrpin_ctx *ctx)
-{
-	kref_put(&ctx->ref, gdrpin_ctx_free);
 }
 
 /* The caller is the process that opened the context (tgid and mm). */
@@ -152,6 +142,7 @@ int gdrpin_ctx_open(struct inode *inode, struct file *file)
 		return ret;
 	}
 	kref_init(&ctx->ref);
+	ctx->release = gdrpin_ctx_free;
 	mutex_init(&ctx->lock);
 	xa_init_flags(&ctx->pins, XA_FLAGS_ALLOC);
 	ctx->itree = RB_ROOT_CACHED;
@@ -228,11 +219,15 @@ struct gdrpin_ctx *gdrpin_ctx_of_current(void)
 }
 
 /*
- * Pin [va, va + len) on @ctx for a kernel client, as PIN would (slot,
- * quota, statistics, status page); the pin comes with a reference of its
- * own. The caller must be the context's owner.
+ * Pin [va, va + len) on @ctx for a kernel client through @pin_fn, a pin
+ * mode's PIN (the client's choice: modes sit below the context), as PIN
+ * would (slot, quota, statistics, status page); the pin comes with a
+ * reference of its own. The caller must be the context's owner.
  */
-int gdrpin_ctx_pin_kernel(struct gdrpin_ctx *ctx, u64 va, u64 len, u32 flags,
+int gdrpin_ctx_pin_kernel(struct gdrpin_ctx *ctx,
+			  int (*pin_fn)(struct gdrpin_ctx *ctx,
+					struct gdrpin_pin_args *args),
+			  u64 va, u64 len, u32 flags,
 			  struct gdrpin_range **pin_p)
 {
 	struct gdrpin_pin_args a = { .size = sizeof(a), .va = va, .len = len,
@@ -243,7 +238,7 @@ int gdrpin_ctx_pin_kernel(struct gdrpin_ctx *ctx, u64 va, u64 len, u32 flags,
 	lockdep_assert_not_held(&ctx->lock);
 	if (!gdrpin_ctx_is_owner(ctx))
 		return -EACCES;
-	ret = gdrpin_nv_pin(ctx, &a);
+	ret = pin_fn(ctx, &a);
 	if (ret) {
 		gdrpin_count_failure(ret);
 		return ret;

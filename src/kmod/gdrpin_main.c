@@ -2,8 +2,11 @@
 /*
  * gdrpin: pin GPU memory for peer devices on behalf of a process.
  *
- * This file: module parameters, the misc device, ioctl dispatch and
- * argument validation; the per-fd context is gdrpin_ctx.c. Every file
+ * This file: the misc device, ioctl dispatch and argument validation,
+ * module init/exit. It is the top layer: it picks the pin mode of each
+ * PIN ioctl; the per-fd context (gdrpin_ctx.c) sits below it, the pin
+ * modes below that and the generic pin code at the bottom. Module
+ * parameters live beside their users. Every file
  * operation first checks that the caller is the process (tgid and mm) that
  * opened the fd: a forked child or a process that received the fd over
  * SCM_RIGHTS gets -EACCES.
@@ -18,30 +21,6 @@
 #include <linux/uaccess.h>
 
 #include "gdrpin.h"
-
-unsigned long gdrpin_max_pinned_bytes;
-module_param_named(max_pinned_bytes, gdrpin_max_pinned_bytes, ulong, 0644);
-MODULE_PARM_DESC(max_pinned_bytes,
-		 "Quota on bytes pinned by all fds; 0 = unlimited (-ENOSPC)");
-
-unsigned long gdrpin_max_user_pinned_bytes;
-module_param_named(max_user_pinned_bytes, gdrpin_max_user_pinned_bytes, ulong,
-		   0644);
-MODULE_PARM_DESC(max_user_pinned_bytes,
-		 "Quota on bytes pinned by the fds of one uid; 0 = unlimited (-ENOSPC)");
-
-unsigned int gdrpin_max_user_contexts = 256;
-module_param_named(max_user_contexts, gdrpin_max_user_contexts, uint, 0644);
-MODULE_PARM_DESC(max_user_contexts,
-		 "Open fds (each with its status area) per uid; 0 = unlimited (-EMFILE)");
-
-unsigned long gdrpin_max_pin_len = 1UL << 40;
-module_param_named(max_pin_len, gdrpin_max_pin_len, ulong, 0644);
-MODULE_PARM_DESC(max_pin_len, "Largest single pin in bytes (-EINVAL above)");
-
-unsigned int gdrpin_status_pages = 16;
-module_param_named(status_pages, gdrpin_status_pages, uint, 0444);
-MODULE_PARM_DESC(status_pages, "Pages of status area per fd (slots)");
 
 /* --- ioctls ------------------------------------------------------------- */
 

@@ -29,7 +29,6 @@
 #include <linux/pci.h>
 #include <linux/scatterlist.h>
 #include <linux/slab.h>
-#include <linux/sysfs.h>
 #include <linux/workqueue.h>
 
 #include "gdrpin.h"
@@ -174,9 +173,9 @@ static int gdrpin_peer_get_pages(unsigned long addr, size_t size, int write,
 	if (addr != peer->va || size != peer->len || peer->pin)
 		return -EINVAL;
 	peer->core_context = core_context;
-	/* legacy: revocable, so ib_core hears when the memory goes */
-	ret = gdrpin_ctx_pin_kernel(peer->ctx, peer->pin_va, peer->pin_len,
-				    GDRPIN_PIN_LEGACY, &pin);
+	/* nv-p2p, legacy: revocable, so ib_core hears when the memory goes */
+	ret = gdrpin_ctx_pin_kernel(peer->ctx, gdrpin_nv_pin, peer->pin_va,
+				    peer->pin_len, GDRPIN_PIN_LEGACY, &pin);
 	if (ret)
 		return ret;
 	ret = gdrpin_range_notifier_register(pin, &peer->nb);
@@ -302,16 +301,6 @@ static const struct peer_memory_client gdrpin_peer_client = {
 
 /* --- registration with ib_core ------------------------------------------ */
 
-/* stats/peer_client: 1 while registered with ib_core. */
-static ssize_t peer_client_show(struct device *dev,
-				struct device_attribute *attr, char *buf)
-{
-	return sysfs_emit(buf, "%d\n", !!READ_ONCE(gdrpin_peer_handle));
-}
-
-/* Listed in the stats group of gdrpin_stats.c, beside the counters. */
-struct device_attribute gdrpin_dev_attr_peer_client = __ATTR_RO(peer_client);
-
 static void gdrpin_peer_unbind(void)
 {
 	if (gdrpin_ib_register)
@@ -345,6 +334,7 @@ void gdrpin_peer_init(void)
 		goto none;
 	}
 	WRITE_ONCE(gdrpin_peer_handle, handle);
+	atomic64_set(&gdrpin_cnt.peer_client, 1);
 	pr_info("gdrpin: registered with ib_core as peer-memory client\n");
 	return;
 none:
@@ -358,6 +348,7 @@ void gdrpin_peer_exit(void)
 	/* ib_core releases (or waits for) every registration of ours */
 	gdrpin_ib_unregister(gdrpin_peer_handle);
 	WRITE_ONCE(gdrpin_peer_handle, NULL);
+	atomic64_set(&gdrpin_cnt.peer_client, 0);
 	destroy_workqueue(gdrpin_peer_wq);	/* runs pending hand-backs */
 	gdrpin_peer_wq = NULL;
 	gdrpin_peer_unbind();

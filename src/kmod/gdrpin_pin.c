@@ -8,6 +8,7 @@
  */
 #include <linux/interval_tree_generic.h>
 #include <linux/ktime.h>
+#include <linux/moduleparam.h>
 #include <linux/overflow.h>
 #include <linux/pci.h>
 #include <linux/slab.h>
@@ -15,6 +16,10 @@
 #include "gdrpin.h"
 
 DECLARE_WAIT_QUEUE_HEAD(gdrpin_live_wq);
+
+unsigned long gdrpin_max_pin_len = 1UL << 40;
+module_param_named(max_pin_len, gdrpin_max_pin_len, ulong, 0644);
+MODULE_PARM_DESC(max_pin_len, "Largest single pin in bytes (-EINVAL above)");
 
 /*
  * Listed pins of a context by VA, for in-kernel lookups by address

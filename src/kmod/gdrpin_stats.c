@@ -12,11 +12,18 @@
  */
 #include <linux/device.h>
 #include <linux/errno.h>
+#include <linux/moduleparam.h>
 #include <linux/sysfs.h>
 
 #include "gdrpin.h"
 
 struct gdrpin_counters gdrpin_cnt;
+atomic_t gdrpin_live_ctx = ATOMIC_INIT(0);	/* open contexts (gdrpin_ctx.c) */
+
+unsigned long gdrpin_max_pinned_bytes;
+module_param_named(max_pinned_bytes, gdrpin_max_pinned_bytes, ulong, 0644);
+MODULE_PARM_DESC(max_pinned_bytes,
+		 "Quota on bytes pinned by all fds; 0 = unlimited (-ENOSPC)");
 
 /* Charge a pin's bytes to the global quota and the opener's uid. */
 bool gdrpin_quota_reserve(struct gdrpin_ctx *ctx, u64 bytes)
@@ -102,6 +109,7 @@ GDRPIN_STAT_ATTR(live_pins);
 GDRPIN_STAT_ATTR(kapi_refs);
 GDRPIN_STAT_ATTR(peer_regs);
 GDRPIN_STAT_ATTR(peer_invalidations);
+GDRPIN_STAT_ATTR(peer_client);
 
 static ssize_t live_ctx_show(struct device *dev, struct device_attribute *attr,
 			     char *buf)
@@ -128,7 +136,7 @@ static struct attribute *gdrpin_stats_attrs[] = {
 	&dev_attr_live_ctx.attr,
 	&dev_attr_peer_regs.attr,
 	&dev_attr_peer_invalidations.attr,
-	&gdrpin_dev_attr_peer_client.attr,	/* gdrpin_peer.c */
+	&dev_attr_peer_client.attr,
 	NULL,
 };
 

@@ -7,10 +7,15 @@
  */
 #include <linux/eventfd.h>
 #include <linux/mm.h>
+#include <linux/moduleparam.h>
 #include <linux/vmalloc.h>
 
 #include "gdrpin.h"
 #include "gdrpin_compat.h"
+
+unsigned int gdrpin_status_pages = 16;
+module_param_named(status_pages, gdrpin_status_pages, uint, 0444);
+MODULE_PARM_DESC(status_pages, "Pages of status area per fd (slots)");
 
 /*
  * The status area is pages of our own, charged to the opener's memory

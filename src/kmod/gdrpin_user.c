@@ -12,6 +12,7 @@
  */
 #include <linux/cred.h>
 #include <linux/hashtable.h>
+#include <linux/moduleparam.h>
 #include <linux/slab.h>
 #include <linux/uidgid.h>
 
@@ -26,6 +27,17 @@ struct gdrpin_user {
 
 static DEFINE_MUTEX(gdrpin_user_lock);
 static DEFINE_HASHTABLE(gdrpin_user_hash, 6);
+
+unsigned long gdrpin_max_user_pinned_bytes;
+module_param_named(max_user_pinned_bytes, gdrpin_max_user_pinned_bytes, ulong,
+		   0644);
+MODULE_PARM_DESC(max_user_pinned_bytes,
+		 "Quota on bytes pinned by the fds of one uid; 0 = unlimited (-ENOSPC)");
+
+unsigned int gdrpin_max_user_contexts = 256;
+module_param_named(max_user_contexts, gdrpin_max_user_contexts, uint, 0644);
+MODULE_PARM_DESC(max_user_contexts,
+		 "Open fds (each with its status area) per uid; 0 = unlimited (-EMFILE)");
 
 struct gdrpin_user *gdrpin_user_open(void)
 {

@@ -275,7 +275,8 @@ struct gh_rtab_dir {
  * woken (two threads churning 4 KiB allocations on a 2-core VM: 10% more
  * pairs/s than a plain mutex).
  */
-#define GH_REG_SHARDS		64u
+#define GH_REG_SHARDS		32u	/* all + the mem lock: TSan tracks 64 */
+#define GH_REG_SHARDS_ALL	((1ull << GH_REG_SHARDS) - 1)
 
 struct gh_rtab_shard {
 	pthread_mutex_t lock;
@@ -318,7 +319,7 @@ static uint64_t gh_rtab_shard_mask(uint64_t base, uint64_t end)
 	uint64_t m = 0;
 
 	if (r1 - r0 >= GH_REG_SHARDS - 1)
-		return ~0ull;
+		return GH_REG_SHARDS_ALL;
 	for (uint64_t r = r0; r <= r1; r++)
 		m |= 1ull << (r & (GH_REG_SHARDS - 1));
 	return m;
@@ -1877,9 +1878,9 @@ size_t gh_registry_remove_if(gh_range_match_fn match, void *match_arg,
 	struct gh_rtab_rm_if a = { match, match_arg, on_remove, cb_arg };
 	size_t n;
 
-	gh_rtab_lock_mask(~0ull);
+	gh_rtab_lock_mask(GH_REG_SHARDS_ALL);
 	n = gh_rtab_scan(gh_rtab_rm_if_one, &a);
-	gh_rtab_unlock_mask(~0ull);
+	gh_rtab_unlock_mask(GH_REG_SHARDS_ALL);
 	return n;
 }
 
@@ -1905,7 +1906,7 @@ size_t gh_registry_remove_overlap(uint64_t start, uint64_t len,
 	size_t n = 0;
 
 	/* Every shard: what overlaps may reach into any region. */
-	gh_rtab_lock_mask(~0ull);
+	gh_rtab_lock_mask(GH_REG_SHARDS_ALL);
 	while (start < end && (e = gh_rtab_first_overlap(start, end))) {
 		uint64_t e_end = gh_rtab_ent_end(e);
 
@@ -1917,7 +1918,7 @@ size_t gh_registry_remove_overlap(uint64_t start, uint64_t len,
 		if (e_end > start)
 			start = e_end;	/* the next overlap starts at or after */
 	}
-	gh_rtab_unlock_mask(~0ull);
+	gh_rtab_unlock_mask(GH_REG_SHARDS_ALL);
 	return n;
 }
 
@@ -1968,9 +1969,9 @@ void gh_registry_foreach(gh_range_fn fn, void *arg)
 {
 	struct gh_rtab_each a = { fn, arg };
 
-	gh_rtab_lock_mask(~0ull);
+	gh_rtab_lock_mask(GH_REG_SHARDS_ALL);
 	gh_rtab_scan(gh_rtab_each_one, &a);
-	gh_rtab_unlock_mask(~0ull);
+	gh_rtab_unlock_mask(GH_REG_SHARDS_ALL);
 }
 
 uint64_t gh_registry_count(void)
@@ -1990,21 +1991,21 @@ uint64_t gh_registry_peak_bytes(void)
 
 void gh_registry_atfork_prepare(void)
 {
-	gh_rtab_lock_mask(~0ull);
+	gh_rtab_lock_mask(GH_REG_SHARDS_ALL);
 	pthread_mutex_lock(&gh_rtab_mem_lock);
 }
 
 void gh_registry_atfork_parent(void)
 {
 	pthread_mutex_unlock(&gh_rtab_mem_lock);
-	gh_rtab_unlock_mask(~0ull);
+	gh_rtab_unlock_mask(GH_REG_SHARDS_ALL);
 }
 
 void gh_registry_atfork_child(void)
 {
 	/* Only the forking thread exists, and it holds the locks. */
 	pthread_mutex_unlock(&gh_rtab_mem_lock);
-	gh_rtab_unlock_mask(~0ull);
+	gh_rtab_unlock_mask(GH_REG_SHARDS_ALL);
 }
 
 static bool gh_rtab_reset_one(struct gh_rtab_ent *e, void *arg)
@@ -2015,7 +2016,7 @@ static bool gh_rtab_reset_one(struct gh_rtab_ent *e, void *arg)
 
 void gh_registry_reset(void)
 {
-	gh_rtab_lock_mask(~0ull);
+	gh_rtab_lock_mask(GH_REG_SHARDS_ALL);
 	gh_rtab_scan(gh_rtab_reset_one, NULL);
-	gh_rtab_unlock_mask(~0ull);
+	gh_rtab_unlock_mask(GH_REG_SHARDS_ALL);
 }

@@ -267,8 +267,8 @@ struct gh_rtab_dir {
  * every shard.  What regions share is kept apart: the dirs and mid tables
  * are created under gh_rtab_mem_lock (taken inside shard locks, never
  * around one), as is the arena and the entry chunks; a mid table's used
- * count and the counters below are atomic; the generation is an atomic
- * counter.
+ * count, the live bytes, their peak and the generation are atomic; the
+ * live count is kept per shard.
  *
  * The locks are adaptive: writers hold them for well under a microsecond,
  * so a waiter spins briefly instead of sleeping in the kernel and being
@@ -280,6 +280,7 @@ struct gh_rtab_dir {
 
 struct gh_rtab_shard {
 	pthread_mutex_t lock;
+	uint64_t count;		/* live entries based in its regions */
 	struct gh_rtab_ent *ent_free;
 	struct gh_rtab_node *node_free[GH_REG_NODE_MAX_CLS + 1];
 	uint32_t node_nfree[GH_REG_NODE_MAX_CLS + 1];
@@ -301,9 +302,8 @@ static uint32_t gh_rtab_ent_bump;	/* carved entries in the last chunk */
 static char *gh_rtab_arena;		/* bump allocator for tables, nodes */
 static size_t gh_rtab_arena_left;
 
-static uint64_t gh_rtab_gen_next = 1;	/* atomic */
-/* Atomic, each on its own line: every insert and remove changes them. */
-static uint64_t gh_rtab_count __attribute__((aligned(64)));
+/* Atomic, each on its own line: every insert changes them. */
+static uint64_t gh_rtab_gen_next __attribute__((aligned(64))) = 1;
 static uint64_t gh_rtab_bytes __attribute__((aligned(64)));
 static uint64_t gh_rtab_peak;	/* most bytes at once, for the counters */
 
@@ -1702,6 +1702,7 @@ static int gh_rtab_prepare_gran(uint64_t base, uint64_t end)
 /* Unpublish @e, kill it and free it. */
 static void gh_rtab_unlink(struct gh_rtab_ent *e)
 {
+	struct gh_rtab_shard *sh = gh_rtab_shard_of(e->base);
 	uint64_t size = e->size;
 
 	gh_rtab_publish(e, false);
@@ -1710,8 +1711,8 @@ static void gh_rtab_unlink(struct gh_rtab_ent *e)
 	GH_FENCE_REL();
 	GH_ST(&e->size, 0);
 	GH_ST_REL(&e->seq, e->seq + 1);
-	gh_rtab_ent_release(gh_rtab_shard_of(e->base), e);
-	__atomic_sub_fetch(&gh_rtab_count, 1, __ATOMIC_RELAXED);
+	gh_rtab_ent_release(sh, e);
+	GH_ST(&sh->count, sh->count - 1);
 	__atomic_sub_fetch(&gh_rtab_bytes, size, __ATOMIC_RELAXED);
 }
 
@@ -1739,6 +1740,7 @@ int gh_registry_init(void)
 static int gh_rtab_insert_locked(const struct gh_range *r, uint64_t *gen_p)
 {
 	uint64_t base = r->base, end = r->base + r->size, gen, bytes, peak;
+	struct gh_rtab_shard *sh;
 	struct gh_rtab_ent *e;
 	int rc;
 
@@ -1752,7 +1754,8 @@ static int gh_rtab_insert_locked(const struct gh_range *r, uint64_t *gen_p)
 	}
 	if (rc)
 		return rc;
-	e = gh_rtab_ent_alloc(gh_rtab_shard_of(base));
+	sh = gh_rtab_shard_of(base);
+	e = gh_rtab_ent_alloc(sh);
 	if (!e)
 		return -ENOMEM;
 	gen = __atomic_fetch_add(&gh_rtab_gen_next, 1, __ATOMIC_RELAXED);
@@ -1770,7 +1773,7 @@ static int gh_rtab_insert_locked(const struct gh_range *r, uint64_t *gen_p)
 	GH_ST_REL(&e->seq, e->seq + 1);
 
 	gh_rtab_publish(e, true);
-	__atomic_add_fetch(&gh_rtab_count, 1, __ATOMIC_RELAXED);
+	GH_ST(&sh->count, sh->count + 1);
 	bytes = __atomic_add_fetch(&gh_rtab_bytes, r->size, __ATOMIC_RELAXED);
 	/* Each sum is the total at one instant: the peak is their maximum. */
 	peak = GH_LD(&gh_rtab_peak);
@@ -1976,7 +1979,11 @@ void gh_registry_foreach(gh_range_fn fn, void *arg)
 
 uint64_t gh_registry_count(void)
 {
-	return GH_LD(&gh_rtab_count);
+	uint64_t n = 0;
+
+	for (uint32_t i = 0; i < GH_REG_SHARDS; i++)
+		n += GH_LD(&gh_rtab_shard[i].count);
+	return n;
 }
 
 uint64_t gh_registry_bytes(void)

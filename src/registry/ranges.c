@@ -302,10 +302,15 @@ static uint32_t gh_rtab_ent_bump;	/* carved entries in the last chunk */
 static char *gh_rtab_arena;		/* bump allocator for tables, nodes */
 static size_t gh_rtab_arena_left;
 
-/* Atomic, each on its own line: every insert changes them. */
-static uint64_t gh_rtab_gen_next __attribute__((aligned(64))) = 1;
-static uint64_t gh_rtab_bytes __attribute__((aligned(64)));
-static uint64_t gh_rtab_peak;	/* most bytes at once, for the counters */
+/*
+ * Atomic, in one line: an insert changes both, so that under contention
+ * it fetches one line, not two.
+ */
+static struct {
+	uint64_t gen_next;
+	uint64_t bytes;
+	uint64_t peak;	/* most bytes at once, for the counters */
+} gh_rtab_tot __attribute__((aligned(64))) = { .gen_next = 1 };
 
 static inline struct gh_rtab_shard *gh_rtab_shard_of(uint64_t a)
 {
@@ -1713,7 +1718,7 @@ static void gh_rtab_unlink(struct gh_rtab_ent *e)
 	GH_ST_REL(&e->seq, e->seq + 1);
 	gh_rtab_ent_release(sh, e);
 	GH_ST(&sh->count, sh->count - 1);
-	__atomic_sub_fetch(&gh_rtab_bytes, size, __ATOMIC_RELAXED);
+	__atomic_sub_fetch(&gh_rtab_tot.bytes, size, __ATOMIC_RELAXED);
 }
 
 static void gh_rtab_ent_get(const struct gh_rtab_ent *e, struct gh_range *r)
@@ -1758,7 +1763,7 @@ static int gh_rtab_insert_locked(const struct gh_range *r, uint64_t *gen_p)
 	e = gh_rtab_ent_alloc(sh);
 	if (!e)
 		return -ENOMEM;
-	gen = __atomic_fetch_add(&gh_rtab_gen_next, 1, __ATOMIC_RELAXED);
+	gen = __atomic_fetch_add(&gh_rtab_tot.gen_next, 1, __ATOMIC_RELAXED);
 
 	GH_ST(&e->seq, e->seq + 1);
 	GH_FENCE_REL();
@@ -1774,11 +1779,11 @@ static int gh_rtab_insert_locked(const struct gh_range *r, uint64_t *gen_p)
 
 	gh_rtab_publish(e, true);
 	GH_ST(&sh->count, sh->count + 1);
-	bytes = __atomic_add_fetch(&gh_rtab_bytes, r->size, __ATOMIC_RELAXED);
+	bytes = __atomic_add_fetch(&gh_rtab_tot.bytes, r->size, __ATOMIC_RELAXED);
 	/* Each sum is the total at one instant: the peak is their maximum. */
-	peak = GH_LD(&gh_rtab_peak);
+	peak = GH_LD(&gh_rtab_tot.peak);
 	while (bytes > peak &&
-	       !__atomic_compare_exchange_n(&gh_rtab_peak, &peak, bytes, true,
+	       !__atomic_compare_exchange_n(&gh_rtab_tot.peak, &peak, bytes, true,
 					    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		;
 	if (gen_p)
@@ -1988,12 +1993,12 @@ uint64_t gh_registry_count(void)
 
 uint64_t gh_registry_bytes(void)
 {
-	return GH_LD(&gh_rtab_bytes);
+	return GH_LD(&gh_rtab_tot.bytes);
 }
 
 uint64_t gh_registry_peak_bytes(void)
 {
-	return GH_LD(&gh_rtab_peak);
+	return GH_LD(&gh_rtab_tot.peak);
 }
 
 void gh_registry_atfork_prepare(void)

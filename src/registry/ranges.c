@@ -330,6 +330,12 @@ static uint64_t gh_rtab_shard_mask(uint64_t base, uint64_t end)
 	return m;
 }
 
+/* [base, end) lies in one 2 MiB region, so one shard (end > base). */
+static inline bool gh_rtab_one_region(uint64_t base, uint64_t end)
+{
+	return !((base ^ (end - 1)) >> GH_REG_REG_SHIFT);
+}
+
 /* Lock order: shards by index, then gh_rtab_mem_lock. */
 static void gh_rtab_lock_mask(uint64_t m)
 {
@@ -1798,6 +1804,15 @@ int gh_registry_insert(const struct gh_range *r, uint64_t *gen_p)
 
 	if (r->size == 0 || end < r->base || end > GH_REG_VA_END)
 		return -EINVAL;
+	if (gh_rtab_one_region(r->base, end)) {
+		/* The common case, one shard: no mask to walk. */
+		pthread_mutex_t *l = &gh_rtab_shard_of(r->base)->lock;
+
+		pthread_mutex_lock(l);
+		rc = gh_rtab_insert_locked(r, gen_p);
+		pthread_mutex_unlock(l);
+		return rc;
+	}
 	m = gh_rtab_shard_mask(r->base, end);
 	gh_rtab_lock_mask(m);
 	rc = gh_rtab_insert_locked(r, gen_p);
@@ -1807,7 +1822,8 @@ int gh_registry_insert(const struct gh_range *r, uint64_t *gen_p)
 
 int gh_registry_remove(uint64_t base, struct gh_range *out_p)
 {
-	uint64_t m = gh_rtab_shard_mask(base, base + 1), need;
+	pthread_mutex_t *l = &gh_rtab_shard_of(base)->lock;
+	uint64_t m = 0, need;
 	struct gh_rtab_ent *e;
 	struct gh_range r;
 
@@ -1816,22 +1832,31 @@ int gh_registry_remove(uint64_t base, struct gh_range *out_p)
 	 * entry that reaches into other shards' regions is looked up again
 	 * with all of its shards held, in order.
 	 */
-	for (;;) {
-		gh_rtab_lock_mask(m);
-		e = gh_rtab_find_base(base);
-		if (!e)
-			break;
-		need = gh_rtab_shard_mask(base, gh_rtab_ent_end(e));
-		if (!(need & ~m))
-			break;
-		gh_rtab_unlock_mask(m);
-		m |= need;
+	pthread_mutex_lock(l);
+	e = gh_rtab_find_base(base);
+	if (e && !gh_rtab_one_region(base, gh_rtab_ent_end(e))) {
+		m = gh_rtab_shard_mask(base, gh_rtab_ent_end(e));
+		pthread_mutex_unlock(l);
+		for (;;) {
+			gh_rtab_lock_mask(m);
+			e = gh_rtab_find_base(base);
+			if (!e)
+				break;
+			need = gh_rtab_shard_mask(base, gh_rtab_ent_end(e));
+			if (!(need & ~m))
+				break;
+			gh_rtab_unlock_mask(m);
+			m |= need;
+		}
 	}
 	if (e) {
 		gh_rtab_ent_get(e, &r);
 		gh_rtab_unlink(e);
 	}
-	gh_rtab_unlock_mask(m);
+	if (m)
+		gh_rtab_unlock_mask(m);
+	else
+		pthread_mutex_unlock(l);
 	if (!e)
 		return -ENOENT;
 	if (out_p)

@@ -88,8 +88,9 @@
  *    is not published, so the reader re-reads the slot and follows it.
  *
  * Free paths never allocate: a node shrinks into a node of its own class
- * and every class that has live nodes keeps at least one free node in
- * reserve (refilled by insert, which may fail with -ENOMEM); page leaves
+ * and every class that has live nodes in a shard keeps at least one free
+ * node in that shard's reserve (refilled by insert, which may fail with
+ * -ENOMEM); page leaves
  * are created by the insert that first shares their granule.
  */
 #include <errno.h>

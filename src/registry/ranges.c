@@ -52,7 +52,8 @@
  *
  * Concurrency
  *
- * Writers serialize on gh_rtab_lock.  Readers take no lock and write
+ * Writers of one 2 MiB region serialize on its shard's lock (see
+ * gh_rtab_shard), writers of unrelated regions do not.  Readers take no lock and write
  * nothing.  Every location a reader may load is written with __atomic
  * stores and read with __atomic loads, so the sanitizers see no race.
  * Memory is type-stable: dirs, leaves, entries and nodes are mmap'ed and
@@ -87,8 +88,9 @@
  *    is not published, so the reader re-reads the slot and follows it.
  *
  * Free paths never allocate: a node shrinks into a node of its own class
- * and every class that has live nodes keeps at least one free node in
- * reserve (refilled by insert, which may fail with -ENOMEM); page leaves
+ * and every class that has live nodes in a shard keeps at least one free
+ * node in that shard's reserve (refilled by insert, which may fail with
+ * -ENOMEM); page leaves
  * are created by the insert that first shares their granule.
  */
 #include <errno.h>
@@ -256,29 +258,97 @@ struct gh_rtab_dir {
 };
 
 /*
- * Adaptive: writers hold it for well under a microsecond, so a waiter
- * spins briefly instead of sleeping in the kernel and being woken (two
- * threads churning 4 KiB allocations on a 2-core VM: 10% more pairs/s).
+ * Writers' shards: 2 MiB region r belongs to shard r mod GH_REG_SHARDS,
+ * and everything a writer changes for a region is that shard's: its mid
+ * slot, its sub table and granules, the nodes of those granules (the
+ * shard's free lists) and the entries based in it (the shard's free
+ * list).  An insert or remove takes the shards of the regions its range
+ * touches, in shard order (all of them from GH_REG_SHARDS regions up, so
+ * a whole-window entry holds every shard); whole-table operations take
+ * every shard.  What regions share is kept apart: the dirs and mid tables
+ * are created under gh_rtab_mem_lock (taken inside shard locks, never
+ * around one), as is the arena and the entry chunks; a mid table's used
+ * count, the live bytes, their peak and the generation are atomic; the
+ * live count is kept per shard.
+ *
+ * The locks are adaptive: writers hold them for well under a microsecond,
+ * so a waiter spins briefly instead of sleeping in the kernel and being
+ * woken (two threads churning 4 KiB allocations on a 2-core VM: 10% more
+ * pairs/s than a plain mutex).
  */
-static pthread_mutex_t gh_rtab_lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
+#define GH_REG_SHARDS		32u	/* all + the mem lock: TSan tracks 64 */
+#define GH_REG_SHARDS_ALL	((1ull << GH_REG_SHARDS) - 1)
+
+struct gh_rtab_shard {
+	pthread_mutex_t lock;
+	uint64_t count;		/* live entries based in its regions */
+	struct gh_rtab_ent *ent_free;
+	struct gh_rtab_node *node_free[GH_REG_NODE_MAX_CLS + 1];
+	uint32_t node_nfree[GH_REG_NODE_MAX_CLS + 1];
+} __attribute__((aligned(64)));
+
+static struct gh_rtab_shard gh_rtab_shard[GH_REG_SHARDS] = {
+	[0 ... GH_REG_SHARDS - 1] = {
+		.lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP,
+	},
+};
+static pthread_mutex_t gh_rtab_mem_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct gh_rtab_dir gh_rtab_dir0 __attribute__((aligned(4096)));
 static struct gh_rtab_dir *gh_rtab_dirhi[GH_REG_TOPS];
 
+/* Under gh_rtab_mem_lock. */
 static struct gh_rtab_ent *gh_rtab_ent_chunk[GH_REG_MAX_ENT_CHUNKS];
 static uint32_t gh_rtab_ent_nchunks;
 static uint32_t gh_rtab_ent_bump;	/* carved entries in the last chunk */
-static struct gh_rtab_ent *gh_rtab_ent_free;
-
 static char *gh_rtab_arena;		/* bump allocator for tables, nodes */
 static size_t gh_rtab_arena_left;
 
-static struct gh_rtab_node *gh_rtab_node_free[GH_REG_NODE_MAX_CLS + 1];
-static uint32_t gh_rtab_node_nfree[GH_REG_NODE_MAX_CLS + 1];
+/*
+ * Atomic, in one line: an insert changes both, so that under contention
+ * it fetches one line, not two.
+ */
+static struct {
+	uint64_t gen_next;
+	uint64_t bytes;
+	uint64_t peak;	/* most bytes at once, for the counters */
+} gh_rtab_tot __attribute__((aligned(64))) = { .gen_next = 1 };
 
-static uint64_t gh_rtab_gen_next = 1;
-static uint64_t gh_rtab_count;
-static uint64_t gh_rtab_bytes;
-static uint64_t gh_rtab_peak;	/* most bytes at once, for the counters */
+static inline struct gh_rtab_shard *gh_rtab_shard_of(uint64_t a)
+{
+	return &gh_rtab_shard[(a >> GH_REG_REG_SHIFT) & (GH_REG_SHARDS - 1)];
+}
+
+/* The shards of the regions [base, end) touches (end > base), as bits. */
+static uint64_t gh_rtab_shard_mask(uint64_t base, uint64_t end)
+{
+	uint64_t r0 = base >> GH_REG_REG_SHIFT, r1 = (end - 1) >> GH_REG_REG_SHIFT;
+	uint64_t m = 0;
+
+	if (r1 - r0 >= GH_REG_SHARDS - 1)
+		return GH_REG_SHARDS_ALL;
+	for (uint64_t r = r0; r <= r1; r++)
+		m |= 1ull << (r & (GH_REG_SHARDS - 1));
+	return m;
+}
+
+/* [base, end) lies in one 2 MiB region, so one shard (end > base). */
+static inline bool gh_rtab_one_region(uint64_t base, uint64_t end)
+{
+	return !((base ^ (end - 1)) >> GH_REG_REG_SHIFT);
+}
+
+/* Lock order: shards by index, then gh_rtab_mem_lock. */
+static void gh_rtab_lock_mask(uint64_t m)
+{
+	for (uint64_t b = m; b; b &= b - 1)
+		pthread_mutex_lock(&gh_rtab_shard[__builtin_ctzll(b)].lock);
+}
+
+static void gh_rtab_unlock_mask(uint64_t m)
+{
+	for (uint64_t b = m; b; b &= b - 1)
+		pthread_mutex_unlock(&gh_rtab_shard[__builtin_ctzll(b)].lock);
+}
 
 /* ------------------------------------------------------------------ */
 /* Reader side                                                         */
@@ -620,8 +690,11 @@ static void *gh_rtab_map_huge(void)
 	return a;
 }
 
-/* Zeroed, type-stable memory for tables and nodes; never given back. */
-static void *gh_rtab_carve(size_t len)
+/*
+ * Zeroed, type-stable memory for tables and nodes; never given back.
+ * Under gh_rtab_mem_lock.
+ */
+static void *gh_rtab_carve_locked(size_t len)
 {
 	void *p;
 
@@ -642,9 +715,19 @@ static void *gh_rtab_carve(size_t len)
 	return p;
 }
 
+static void *gh_rtab_carve(size_t len)
+{
+	void *p;
+
+	pthread_mutex_lock(&gh_rtab_mem_lock);
+	p = gh_rtab_carve_locked(len);
+	pthread_mutex_unlock(&gh_rtab_mem_lock);
+	return p;
+}
+
 static struct gh_rtab_dir *gh_rtab_dir_peek(uint64_t top)
 {
-	return top ? gh_rtab_dirhi[top] : &gh_rtab_dir0;
+	return top ? GH_LD_ACQ(&gh_rtab_dirhi[top]) : &gh_rtab_dir0;
 }
 
 static struct gh_rtab_dir *gh_rtab_dir_get(uint64_t top)
@@ -653,16 +736,25 @@ static struct gh_rtab_dir *gh_rtab_dir_get(uint64_t top)
 
 	if (d)
 		return d;
-	d = gh_rtab_map(sizeof(*d));
-	if (d)
-		GH_ST_REL(&gh_rtab_dirhi[top], d);
+	pthread_mutex_lock(&gh_rtab_mem_lock);
+	d = gh_rtab_dirhi[top];
+	if (!d) {
+		d = gh_rtab_map(sizeof(*d));
+		if (d)
+			GH_ST_REL(&gh_rtab_dirhi[top], d);
+	}
+	pthread_mutex_unlock(&gh_rtab_mem_lock);
 	return d;
 }
 
-/* Set a mid slot, keeping its used count. */
+/*
+ * Set a mid slot (its region's shard held), keeping its used count,
+ * which the window's other regions share.
+ */
 static void gh_rtab_mid_set(struct gh_rtab_mid *m, uint32_t i, uint64_t v)
 {
-	m->used += (v != 0) - (m->slot[i] != 0);
+	__atomic_add_fetch(&m->used, (uint32_t)((v != 0) - (m->slot[i] != 0)),
+			   __ATOMIC_RELAXED);
 	GH_ST_REL(&m->slot[i], v);
 }
 
@@ -704,13 +796,20 @@ static struct gh_rtab_mid *gh_rtab_mid_get(uint64_t ws)
 
 	if (!d)
 		return NULL;
-	if (d->mid[i])
-		return d->mid[i];
-	m = gh_rtab_carve(sizeof(*m));
-	if (!m)
-		return NULL;
-	d->mid[i] = m;
-	GH_ST_REL(&d->slot[i], (uint64_t)m);
+	m = GH_LD_ACQ(&d->mid[i]);
+	if (m)
+		return m;
+	/* The window's regions may belong to other shards. */
+	pthread_mutex_lock(&gh_rtab_mem_lock);
+	m = d->mid[i];
+	if (!m) {
+		m = gh_rtab_carve_locked(sizeof(*m));
+		if (m) {
+			GH_ST_REL(&d->mid[i], m);
+			GH_ST_REL(&d->slot[i], (uint64_t)m);
+		}
+	}
+	pthread_mutex_unlock(&gh_rtab_mem_lock);
 	return m;
 }
 
@@ -733,31 +832,36 @@ static struct gh_rtab_sub *gh_rtab_sub_get(uint64_t rs)
 	return s;
 }
 
-static struct gh_rtab_ent *gh_rtab_ent_alloc(void)
+/* An entry for shard @sh (held): its free list, else a new one. */
+static struct gh_rtab_ent *gh_rtab_ent_alloc(struct gh_rtab_shard *sh)
 {
-	struct gh_rtab_ent *e = gh_rtab_ent_free, *chunk;
+	struct gh_rtab_ent *e = sh->ent_free, *chunk;
 
 	if (e) {
-		gh_rtab_ent_free = (struct gh_rtab_ent *)e->ctx;
+		sh->ent_free = (struct gh_rtab_ent *)e->ctx;
 		return e;
 	}
+	pthread_mutex_lock(&gh_rtab_mem_lock);
 	if (gh_rtab_ent_nchunks == 0 || gh_rtab_ent_bump == GH_REG_ENT_PER_CHUNK) {
-		if (gh_rtab_ent_nchunks == GH_REG_MAX_ENT_CHUNKS)
+		chunk = gh_rtab_ent_nchunks == GH_REG_MAX_ENT_CHUNKS ? NULL :
+			gh_rtab_map_huge();
+		if (!chunk) {
+			pthread_mutex_unlock(&gh_rtab_mem_lock);
 			return NULL;
-		chunk = gh_rtab_map_huge();
-		if (!chunk)
-			return NULL;
+		}
 		gh_rtab_ent_chunk[gh_rtab_ent_nchunks++] = chunk;
 		gh_rtab_ent_bump = 0;
 	}
-	return &gh_rtab_ent_chunk[gh_rtab_ent_nchunks - 1][gh_rtab_ent_bump++];
+	e = &gh_rtab_ent_chunk[gh_rtab_ent_nchunks - 1][gh_rtab_ent_bump++];
+	pthread_mutex_unlock(&gh_rtab_mem_lock);
+	return e;
 }
 
-/* Entry @e is dead: back to the free list. */
-static void gh_rtab_ent_release(struct gh_rtab_ent *e)
+/* Entry @e is dead: back to its shard's free list. */
+static void gh_rtab_ent_release(struct gh_rtab_shard *sh, struct gh_rtab_ent *e)
 {
-	GH_ST(&e->ctx, (uint64_t)gh_rtab_ent_free);
-	gh_rtab_ent_free = e;
+	GH_ST(&e->ctx, (uint64_t)sh->ent_free);
+	sh->ent_free = e;
 }
 
 static size_t gh_rtab_node_bytes(uint32_t cls)
@@ -773,36 +877,41 @@ static uint32_t gh_rtab_node_cls_for(uint32_t n)
 	return cls < GH_REG_NODE_MIN_CLS ? GH_REG_NODE_MIN_CLS : cls;
 }
 
-/* Make sure class @cls has at least @want free nodes. */
-static int gh_rtab_node_reserve(uint32_t cls, uint32_t want)
+/*
+ * Make sure class @cls of shard @sh has at least @want free nodes.  A
+ * node serves granules of one shard only: it goes back where it came from.
+ */
+static int gh_rtab_node_reserve(struct gh_rtab_shard *sh, uint32_t cls,
+				uint32_t want)
 {
-	while (gh_rtab_node_nfree[cls] < want) {
+	while (sh->node_nfree[cls] < want) {
 		struct gh_rtab_node *n = gh_rtab_carve(gh_rtab_node_bytes(cls));
 
 		if (!n)
 			return -ENOMEM;
 		n->cls = cls;
-		n->next_free = gh_rtab_node_free[cls];
-		gh_rtab_node_free[cls] = n;
-		gh_rtab_node_nfree[cls]++;
+		n->next_free = sh->node_free[cls];
+		sh->node_free[cls] = n;
+		sh->node_nfree[cls]++;
 	}
 	return 0;
 }
 
-static struct gh_rtab_node *gh_rtab_node_pop(uint32_t cls)
+static struct gh_rtab_node *gh_rtab_node_pop(struct gh_rtab_shard *sh,
+					     uint32_t cls)
 {
-	struct gh_rtab_node *n = gh_rtab_node_free[cls];
+	struct gh_rtab_node *n = sh->node_free[cls];
 
-	gh_rtab_node_free[cls] = n->next_free;
-	gh_rtab_node_nfree[cls]--;
+	sh->node_free[cls] = n->next_free;
+	sh->node_nfree[cls]--;
 	return n;
 }
 
-static void gh_rtab_node_push(struct gh_rtab_node *n)
+static void gh_rtab_node_push(struct gh_rtab_shard *sh, struct gh_rtab_node *n)
 {
-	n->next_free = gh_rtab_node_free[n->cls];
-	gh_rtab_node_free[n->cls] = n;
-	gh_rtab_node_nfree[n->cls]++;
+	n->next_free = sh->node_free[n->cls];
+	sh->node_free[n->cls] = n;
+	sh->node_nfree[n->cls]++;
 }
 
 static void gh_rtab_node_write_begin(struct gh_rtab_node *n)
@@ -1162,6 +1271,7 @@ static bool gh_rtab_slot_inplace(struct gh_rtab_sub *sub, uint32_t g,
 static void gh_rtab_slot_add(struct gh_rtab_sub *sub, uint32_t g, uint64_t gs,
 			    struct gh_rtab_ent *e)
 {
+	struct gh_rtab_shard *sh = gh_rtab_shard_of(gs);
 	uint64_t sv = sub->slot[g];
 	struct gh_rtab_node *old = NULL, *n;
 	uint32_t cnt = 0, k = 0;
@@ -1179,7 +1289,7 @@ static void gh_rtab_slot_add(struct gh_rtab_sub *sub, uint32_t g, uint64_t gs,
 	} else {
 		cnt = 1;
 	}
-	n = gh_rtab_node_pop(gh_rtab_node_cls_for(cnt + 1));
+	n = gh_rtab_node_pop(sh, gh_rtab_node_cls_for(cnt + 1));
 	gh_rtab_node_write_begin(n);
 	if (old) {
 		/* Items before e, e, the rest: no entry is read. */
@@ -1202,13 +1312,14 @@ static void gh_rtab_slot_add(struct gh_rtab_sub *sub, uint32_t g, uint64_t gs,
 	gh_rtab_sub_set_node(sub, g, n, fine,
 			     !fine && gh_rtab_slots_sync(sub->slots[g], n));
 	if (old)
-		gh_rtab_node_push(old);
+		gh_rtab_node_push(sh, old);
 }
 
 /* Remove @e from granule slot @g; never allocates (see the top). */
 static void gh_rtab_slot_del(struct gh_rtab_sub *sub, uint32_t g, uint64_t gs,
 			    struct gh_rtab_ent *e)
 {
+	struct gh_rtab_shard *sh = gh_rtab_shard_of(gs);
 	uint64_t sv = sub->slot[g];
 	struct gh_rtab_node *old, *n;
 	uint32_t cnt, i, k = 0, cls;
@@ -1228,19 +1339,19 @@ static void gh_rtab_slot_del(struct gh_rtab_sub *sub, uint32_t g, uint64_t gs,
 		if (o == e)
 			o = gh_rtab_node_ent(old, 1);
 		gh_rtab_sub_set(sub, g, (uint64_t)o);
-		gh_rtab_node_push(old);
+		gh_rtab_node_push(sh, old);
 		return;
 	}
 	if (gh_rtab_slot_inplace(sub, g, gs, old, e, false))
 		return;
 	/* Shrink when a smaller class has a spare node, else same class. */
 	cls = gh_rtab_node_cls_for(cnt - 1);
-	if (cls == old->cls || gh_rtab_node_nfree[cls] < 2)
+	if (cls == old->cls || sh->node_nfree[cls] < 2)
 		cls = old->cls;
 	i = gh_rtab_node_floor(old, e->base);
 	if (i == cnt || gh_rtab_node_ent(old, i) != e)
 		__builtin_trap();	/* registry corrupted */
-	n = gh_rtab_node_pop(cls);
+	n = gh_rtab_node_pop(sh, cls);
 	gh_rtab_node_write_begin(n);
 	gh_rtab_node_copy(n, 0, old, 0, i);
 	gh_rtab_node_copy(n, i, old, i + 1, cnt - i - 1);
@@ -1249,7 +1360,7 @@ static void gh_rtab_slot_del(struct gh_rtab_sub *sub, uint32_t g, uint64_t gs,
 	gh_rtab_node_write_end(n, k, gs, old, NULL, e, !fine);
 	gh_rtab_sub_set_node(sub, g, n, fine,
 			     !fine && gh_rtab_slots_sync(sub->slots[g], n));
-	gh_rtab_node_push(old);
+	gh_rtab_node_push(sh, old);
 }
 
 /* The first entry of sub slot @sv overlapping [a, b), or NULL. */
@@ -1306,13 +1417,14 @@ static struct gh_rtab_ent *gh_rtab_first_overlap(uint64_t a, uint64_t b)
 			      GH_REG_DIR_SHIFT) - GH_REG_WIN;
 			continue;
 		}
-		dv = d->slot[(ws >> GH_REG_WIN_SHIFT) & 0xffff];
+		/* Other shards may create the mid table or count in it. */
+		dv = GH_LD_ACQ(&d->slot[(ws >> GH_REG_WIN_SHIFT) & 0xffff]);
 		if (!dv)
 			continue;
 		if (dv & GH_REG_WHOLE)
 			return (struct gh_rtab_ent *)(dv & ~GH_REG_WHOLE);
 		m = (struct gh_rtab_mid *)dv;
-		if (!m->used)
+		if (!GH_LD(&m->used))
 			continue;
 		lo = gh_rtab_max(a, ws);
 		hi = gh_rtab_min(b, ws + GH_REG_WIN);
@@ -1363,7 +1475,7 @@ static struct gh_rtab_sub *gh_rtab_region_of(uint64_t a,
 	*whole_p = NULL;
 	if (!d)
 		return NULL;
-	v = d->slot[(a >> GH_REG_WIN_SHIFT) & 0xffff];
+	v = GH_LD_ACQ(&d->slot[(a >> GH_REG_WIN_SHIFT) & 0xffff]);
 	if (v && !(v & GH_REG_WHOLE))
 		v = ((struct gh_rtab_mid *)v)->slot[(a >> GH_REG_REG_SHIFT) &
 						    (GH_REG_MID_SLOTS - 1)];
@@ -1413,8 +1525,9 @@ static void gh_rtab_publish(struct gh_rtab_ent *e, bool add)
 
 	if (gh_rtab_one_gran(base, end)) {
 		uint64_t gs = base & ~(GH_REG_GRAN - 1);
-		struct gh_rtab_mid *m = gh_rtab_dir_peek(base >> GH_REG_DIR_SHIFT)->
-			mid[(base >> GH_REG_WIN_SHIFT) & 0xffff];
+		struct gh_rtab_mid *m = GH_LD_ACQ(&gh_rtab_dir_peek(
+			base >> GH_REG_DIR_SHIFT)->mid[(base >> GH_REG_WIN_SHIFT) &
+							0xffff]);
 		struct gh_rtab_sub *s = m->sub[(base >> GH_REG_REG_SHIFT) &
 					       (GH_REG_MID_SLOTS - 1)];
 		uint32_t si = gh_rtab_gran_index(base);
@@ -1432,7 +1545,7 @@ static void gh_rtab_publish(struct gh_rtab_ent *e, bool add)
 		uint32_t di = (ws >> GH_REG_WIN_SHIFT) & 0xffff;
 		uint64_t lo = gh_rtab_max(base, ws);
 		uint64_t hi = gh_rtab_min(end, ws + GH_REG_WIN);
-		struct gh_rtab_mid *m = d->mid[di];
+		struct gh_rtab_mid *m = GH_LD_ACQ(&d->mid[di]);
 		uint64_t rs;
 
 		if (lo == ws && hi == ws + GH_REG_WIN) {
@@ -1478,7 +1591,10 @@ static bool gh_rtab_subpage(uint64_t gs, uint64_t base, uint64_t end)
 		(end & ((1ull << GH_REG_PAGE_SHIFT) - 1)));
 }
 
-/* Reserve node capacity for granule @gs, shared by [base, end). */
+/*
+ * Reserve node capacity for granule @gs, shared by [base, end), in its
+ * shard; @need counts what this insert takes from that shard.
+ */
 static int gh_rtab_reserve_gran(struct gh_rtab_sub *s, uint64_t gs,
 				uint64_t base, uint64_t end, uint32_t need[])
 {
@@ -1514,13 +1630,13 @@ static int gh_rtab_reserve_gran(struct gh_rtab_sub *s, uint64_t gs,
 	/* Keep one spare for later removals from this class. */
 	cls = gh_rtab_node_cls_for(cnt + 1);
 	need[cls]++;
-	return gh_rtab_node_reserve(cls, need[cls] + 1);
+	return gh_rtab_node_reserve(gh_rtab_shard_of(gs), cls, need[cls] + 1);
 }
 
 /* Create every table and node that publishing [base, end) needs. */
 static int gh_rtab_prepare(uint64_t base, uint64_t end)
 {
-	uint32_t need[GH_REG_NODE_MAX_CLS + 1] = { 0 };
+	uint32_t need[2][GH_REG_NODE_MAX_CLS + 1] = { { 0 } };
 	uint64_t g0 = base & ~(GH_REG_GRAN - 1);
 	uint64_t g1 = (end - 1) & ~(GH_REG_GRAN - 1);
 	uint64_t ws = base & ~(GH_REG_WIN - 1);
@@ -1546,13 +1662,15 @@ static int gh_rtab_prepare(uint64_t base, uint64_t end)
 	}
 	if (!(base <= g0 && end - g0 >= GH_REG_GRAN)) {
 		rc = gh_rtab_reserve_gran(gh_rtab_sub_get(g0 & ~(GH_REG_REG - 1)),
-					  g0, base, end, need);
+					  g0, base, end, need[0]);
 		if (rc)
 			return rc;
 	}
 	if (g1 != g0 && !(base <= g1 && end - g1 >= GH_REG_GRAN)) {
 		rc = gh_rtab_reserve_gran(gh_rtab_sub_get(g1 & ~(GH_REG_REG - 1)),
-					  g1, base, end, need);
+					  g1, base, end,
+					  need[gh_rtab_shard_of(g0) !=
+					       gh_rtab_shard_of(g1)]);
 		if (rc)
 			return rc;
 	}
@@ -1596,6 +1714,7 @@ static int gh_rtab_prepare_gran(uint64_t base, uint64_t end)
 /* Unpublish @e, kill it and free it. */
 static void gh_rtab_unlink(struct gh_rtab_ent *e)
 {
+	struct gh_rtab_shard *sh = gh_rtab_shard_of(e->base);
 	uint64_t size = e->size;
 
 	gh_rtab_publish(e, false);
@@ -1604,9 +1723,9 @@ static void gh_rtab_unlink(struct gh_rtab_ent *e)
 	GH_FENCE_REL();
 	GH_ST(&e->size, 0);
 	GH_ST_REL(&e->seq, e->seq + 1);
-	gh_rtab_ent_release(e);
-	GH_ST(&gh_rtab_count, gh_rtab_count - 1);
-	GH_ST(&gh_rtab_bytes, gh_rtab_bytes - size);
+	gh_rtab_ent_release(sh, e);
+	GH_ST(&sh->count, sh->count - 1);
+	__atomic_sub_fetch(&gh_rtab_tot.bytes, size, __ATOMIC_RELAXED);
 }
 
 static void gh_rtab_ent_get(const struct gh_rtab_ent *e, struct gh_range *r)
@@ -1632,12 +1751,11 @@ int gh_registry_init(void)
 
 static int gh_rtab_insert_locked(const struct gh_range *r, uint64_t *gen_p)
 {
-	uint64_t base = r->base, end = r->base + r->size;
+	uint64_t base = r->base, end = r->base + r->size, gen, bytes, peak;
+	struct gh_rtab_shard *sh;
 	struct gh_rtab_ent *e;
 	int rc;
 
-	if (r->size == 0 || end < base || end > GH_REG_VA_END)
-		return -EINVAL;
 	/* Allocate everything first so that nothing fails once published. */
 	if (gh_rtab_one_gran(base, end)) {
 		rc = gh_rtab_prepare_gran(base, end);
@@ -1648,14 +1766,16 @@ static int gh_rtab_insert_locked(const struct gh_range *r, uint64_t *gen_p)
 	}
 	if (rc)
 		return rc;
-	e = gh_rtab_ent_alloc();
+	sh = gh_rtab_shard_of(base);
+	e = gh_rtab_ent_alloc(sh);
 	if (!e)
 		return -ENOMEM;
+	gen = __atomic_fetch_add(&gh_rtab_tot.gen_next, 1, __ATOMIC_RELAXED);
 
 	GH_ST(&e->seq, e->seq + 1);
 	GH_FENCE_REL();
 	GH_ST(&e->base, base);
-	GH_ST(&e->gen, gh_rtab_gen_next);
+	GH_ST(&e->gen, gen);
 	GH_ST(&e->ctx, r->ctx);
 	GH_ST(&e->pool, r->pool);
 	GH_ST(&e->meta, (uint64_t)(uint32_t)r->dev |
@@ -1665,38 +1785,79 @@ static int gh_rtab_insert_locked(const struct gh_range *r, uint64_t *gen_p)
 	GH_ST_REL(&e->seq, e->seq + 1);
 
 	gh_rtab_publish(e, true);
-	GH_ST(&gh_rtab_count, gh_rtab_count + 1);
-	GH_ST(&gh_rtab_bytes, gh_rtab_bytes + r->size);
-	if (gh_rtab_bytes > gh_rtab_peak)
-		GH_ST(&gh_rtab_peak, gh_rtab_bytes);
+	GH_ST(&sh->count, sh->count + 1);
+	bytes = __atomic_add_fetch(&gh_rtab_tot.bytes, r->size, __ATOMIC_RELAXED);
+	/* Each sum is the total at one instant: the peak is their maximum. */
+	peak = GH_LD(&gh_rtab_tot.peak);
+	while (bytes > peak &&
+	       !__atomic_compare_exchange_n(&gh_rtab_tot.peak, &peak, bytes, true,
+					    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
 	if (gen_p)
-		*gen_p = gh_rtab_gen_next;
-	gh_rtab_gen_next++;
+		*gen_p = gen;
 	return 0;
 }
 
 int gh_registry_insert(const struct gh_range *r, uint64_t *gen_p)
 {
+	uint64_t end = r->base + r->size, m;
 	int rc;
 
-	pthread_mutex_lock(&gh_rtab_lock);
+	if (r->size == 0 || end < r->base || end > GH_REG_VA_END)
+		return -EINVAL;
+	if (gh_rtab_one_region(r->base, end)) {
+		/* The common case, one shard: no mask to walk. */
+		pthread_mutex_t *l = &gh_rtab_shard_of(r->base)->lock;
+
+		pthread_mutex_lock(l);
+		rc = gh_rtab_insert_locked(r, gen_p);
+		pthread_mutex_unlock(l);
+		return rc;
+	}
+	m = gh_rtab_shard_mask(r->base, end);
+	gh_rtab_lock_mask(m);
 	rc = gh_rtab_insert_locked(r, gen_p);
-	pthread_mutex_unlock(&gh_rtab_lock);
+	gh_rtab_unlock_mask(m);
 	return rc;
 }
 
 int gh_registry_remove(uint64_t base, struct gh_range *out_p)
 {
+	pthread_mutex_t *l = &gh_rtab_shard_of(base)->lock;
+	uint64_t m = 0, need;
 	struct gh_rtab_ent *e;
 	struct gh_range r;
 
-	pthread_mutex_lock(&gh_rtab_lock);
+	/*
+	 * The base's shard finds the entry (its base is in that region); an
+	 * entry that reaches into other shards' regions is looked up again
+	 * with all of its shards held, in order.
+	 */
+	pthread_mutex_lock(l);
 	e = gh_rtab_find_base(base);
+	if (e && !gh_rtab_one_region(base, gh_rtab_ent_end(e))) {
+		m = gh_rtab_shard_mask(base, gh_rtab_ent_end(e));
+		pthread_mutex_unlock(l);
+		for (;;) {
+			gh_rtab_lock_mask(m);
+			e = gh_rtab_find_base(base);
+			if (!e)
+				break;
+			need = gh_rtab_shard_mask(base, gh_rtab_ent_end(e));
+			if (!(need & ~m))
+				break;
+			gh_rtab_unlock_mask(m);
+			m |= need;
+		}
+	}
 	if (e) {
 		gh_rtab_ent_get(e, &r);
 		gh_rtab_unlink(e);
 	}
-	pthread_mutex_unlock(&gh_rtab_lock);
+	if (m)
+		gh_rtab_unlock_mask(m);
+	else
+		pthread_mutex_unlock(l);
 	if (!e)
 		return -ENOENT;
 	if (out_p)
@@ -1751,9 +1912,9 @@ size_t gh_registry_remove_if(gh_range_match_fn match, void *match_arg,
 	struct gh_rtab_rm_if a = { match, match_arg, on_remove, cb_arg };
 	size_t n;
 
-	pthread_mutex_lock(&gh_rtab_lock);
+	gh_rtab_lock_mask(GH_REG_SHARDS_ALL);
 	n = gh_rtab_scan(gh_rtab_rm_if_one, &a);
-	pthread_mutex_unlock(&gh_rtab_lock);
+	gh_rtab_unlock_mask(GH_REG_SHARDS_ALL);
 	return n;
 }
 
@@ -1778,7 +1939,8 @@ size_t gh_registry_remove_overlap(uint64_t start, uint64_t len,
 	struct gh_range r;
 	size_t n = 0;
 
-	pthread_mutex_lock(&gh_rtab_lock);
+	/* Every shard: what overlaps may reach into any region. */
+	gh_rtab_lock_mask(GH_REG_SHARDS_ALL);
 	while (start < end && (e = gh_rtab_first_overlap(start, end))) {
 		uint64_t e_end = gh_rtab_ent_end(e);
 
@@ -1790,7 +1952,7 @@ size_t gh_registry_remove_overlap(uint64_t start, uint64_t len,
 		if (e_end > start)
 			start = e_end;	/* the next overlap starts at or after */
 	}
-	pthread_mutex_unlock(&gh_rtab_lock);
+	gh_rtab_unlock_mask(GH_REG_SHARDS_ALL);
 	return n;
 }
 
@@ -1801,8 +1963,16 @@ size_t gh_registry_overlaps(uint64_t start, uint64_t len,
 	struct gh_rtab_ent *e;
 	struct gh_range r;
 	size_t n = 0;
+	uint64_t m;
 
-	pthread_mutex_lock(&gh_rtab_lock);
+	if (start >= end)
+		return 0;
+	/*
+	 * The shards of [start, end) suffice: an entry overlapping it is in
+	 * one of their regions, so it cannot be removed while they are held.
+	 */
+	m = gh_rtab_shard_mask(start, end);
+	gh_rtab_lock_mask(m);
 	while (start < end && (e = gh_rtab_first_overlap(start, end))) {
 		gh_rtab_ent_get(e, &r);
 		n++;
@@ -1810,7 +1980,7 @@ size_t gh_registry_overlaps(uint64_t start, uint64_t len,
 			break;
 		start = gh_rtab_ent_end(e);
 	}
-	pthread_mutex_unlock(&gh_rtab_lock);
+	gh_rtab_unlock_mask(m);
 	return n;
 }
 
@@ -1833,40 +2003,47 @@ void gh_registry_foreach(gh_range_fn fn, void *arg)
 {
 	struct gh_rtab_each a = { fn, arg };
 
-	pthread_mutex_lock(&gh_rtab_lock);
+	gh_rtab_lock_mask(GH_REG_SHARDS_ALL);
 	gh_rtab_scan(gh_rtab_each_one, &a);
-	pthread_mutex_unlock(&gh_rtab_lock);
+	gh_rtab_unlock_mask(GH_REG_SHARDS_ALL);
 }
 
 uint64_t gh_registry_count(void)
 {
-	return GH_LD(&gh_rtab_count);
+	uint64_t n = 0;
+
+	for (uint32_t i = 0; i < GH_REG_SHARDS; i++)
+		n += GH_LD(&gh_rtab_shard[i].count);
+	return n;
 }
 
 uint64_t gh_registry_bytes(void)
 {
-	return GH_LD(&gh_rtab_bytes);
+	return GH_LD(&gh_rtab_tot.bytes);
 }
 
 uint64_t gh_registry_peak_bytes(void)
 {
-	return GH_LD(&gh_rtab_peak);
+	return GH_LD(&gh_rtab_tot.peak);
 }
 
 void gh_registry_atfork_prepare(void)
 {
-	pthread_mutex_lock(&gh_rtab_lock);
+	gh_rtab_lock_mask(GH_REG_SHARDS_ALL);
+	pthread_mutex_lock(&gh_rtab_mem_lock);
 }
 
 void gh_registry_atfork_parent(void)
 {
-	pthread_mutex_unlock(&gh_rtab_lock);
+	pthread_mutex_unlock(&gh_rtab_mem_lock);
+	gh_rtab_unlock_mask(GH_REG_SHARDS_ALL);
 }
 
 void gh_registry_atfork_child(void)
 {
-	/* Only the forking thread exists, and it holds the lock. */
-	pthread_mutex_unlock(&gh_rtab_lock);
+	/* Only the forking thread exists, and it holds the locks. */
+	pthread_mutex_unlock(&gh_rtab_mem_lock);
+	gh_rtab_unlock_mask(GH_REG_SHARDS_ALL);
 }
 
 static bool gh_rtab_reset_one(struct gh_rtab_ent *e, void *arg)
@@ -1877,7 +2054,7 @@ static bool gh_rtab_reset_one(struct gh_rtab_ent *e, void *arg)
 
 void gh_registry_reset(void)
 {
-	pthread_mutex_lock(&gh_rtab_lock);
+	gh_rtab_lock_mask(GH_REG_SHARDS_ALL);
 	gh_rtab_scan(gh_rtab_reset_one, NULL);
-	pthread_mutex_unlock(&gh_rtab_lock);
+	gh_rtab_unlock_mask(GH_REG_SHARDS_ALL);
 }

@@ -3,6 +3,13 @@
  * Registry benchmark: prints figures, checks nothing.
  *
  *   bench_registry [seconds-per-thread-run]    (default 0.3)
+ *   bench_registry writers [seconds-per-run]   only the writers' scaling
+ *
+ * "writers": 1..16 threads each insert and remove a 4 KiB range of its
+ * own in a loop, for a fixed time; pairs per second of all threads, with
+ * the threads' ranges in one granule 4 KiB apart (how cuMemAlloc places
+ * 4 KiB allocations), one 2 MiB region (a granule each) or a 2 MiB region
+ * each.  Threads above the CPU count oversubscribe.
  *
  * Allocations are laid out like a GPU allocator's: power-of-two sizes from
  * 4 KiB to 4 MiB (uniform over the 11 sizes), each aligned to min(size,
@@ -561,6 +568,89 @@ static double run_threads(int n, int churn, int ucx)
 }
 
 /* ------------------------------------------------------------------ */
+/* Writers' scaling                                                    */
+
+struct wtarg {
+	pthread_t th;
+	uint64_t base, pairs;
+	int *go;
+};
+
+static void *writer_main(void *arg)
+{
+	struct wtarg *t = arg;
+	struct gh_range r;
+	uint64_t n = 0;
+
+	memset(&r, 0, sizeof(r));
+	r.base = t->base;
+	r.size = 4 * KiB;
+	while (!__atomic_load_n(t->go, __ATOMIC_ACQUIRE))
+		;
+	while (__atomic_load_n(t->go, __ATOMIC_RELAXED) == 1) {
+		if (gh_registry_insert(&r, NULL) ||
+		    gh_registry_remove(r.base, NULL))
+			abort();
+		n++;
+	}
+	t->pairs = n;
+	return NULL;
+}
+
+/* M insert+remove pairs/s of @n threads, thread i at base + i * step. */
+static double run_writers(int n, uint64_t base, uint64_t step)
+{
+	struct wtarg t[16];
+	int go = 0;
+	uint64_t total = 0;
+	double t0, t1;
+
+	for (int i = 0; i < n; i++) {
+		t[i] = (struct wtarg){ .base = base + i * step, .go = &go };
+		if (pthread_create(&t[i].th, NULL, writer_main, &t[i]))
+			abort();
+	}
+	t0 = now_ns();
+	__atomic_store_n(&go, 1, __ATOMIC_RELEASE);
+	usleep((useconds_t)(run_seconds * 1e6));
+	__atomic_store_n(&go, 2, __ATOMIC_RELAXED);
+	for (int i = 0; i < n; i++) {
+		pthread_join(t[i].th, NULL);
+		total += t[i].pairs;
+	}
+	t1 = now_ns();
+	return total / ((t1 - t0) / 1e9) / 1e6;
+}
+
+static void bench_writers(void)
+{
+	static const int nthr[] = { 1, 2, 4, 8, 16 };
+	static const struct {
+		const char *what;
+		uint64_t base, step;
+	} lay[] = {
+		{ "one granule, 4 KiB apart", 0x7e0000000000ull, 4 * KiB },
+		{ "one 2 MiB region, a granule each", 0x7e0000200000ull,
+		  64 * KiB },
+		{ "a 2 MiB region each", 0x7e0040000000ull, 2 * MiB },
+	};
+
+	printf("\nWriters: 4 KiB insert+remove pairs, M pairs/s of all "
+	       "threads (%.2f s per run)\n", run_seconds);
+	printf("  %-34s", "layout \\ threads");
+	for (size_t i = 0; i < sizeof(nthr) / sizeof(nthr[0]); i++)
+		printf(" %8d", nthr[i]);
+	printf("\n");
+	for (size_t l = 0; l < sizeof(lay) / sizeof(lay[0]); l++) {
+		printf("  %-34s", lay[l].what);
+		for (size_t i = 0; i < sizeof(nthr) / sizeof(nthr[0]); i++)
+			printf(" %8.2f", run_writers(nthr[i], lay[l].base,
+						     lay[l].step));
+		printf("\n");
+	}
+}
+
+/* ------------------------------------------------------------------ */
 /* Insert/remove cost                                                  */
 
 static void bench_write(const char *what, uint64_t base, uint64_t size,
@@ -610,6 +700,13 @@ int main(int argc, char **argv)
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	int have_ucx = 0;
 
+	if (argc > 1 && !strcmp(argv[1], "writers")) {
+		if (argc > 2)
+			run_seconds = atof(argv[2]);
+		gh_registry_init();
+		bench_writers();
+		return 0;
+	}
 	if (argc > 1)
 		run_seconds = atof(argv[1]);
 #ifdef GH_BENCH_HAVE_UCX

@@ -1600,4 +1600,187 @@ TEST_TIMEOUT(concurrent_page_buffers, 120)
 	cell_run(&page_churn, "page buffers");
 }
 
+/*
+ * Writers' shards: inserts and removes in regions of different shards, of
+ * one shard (one region, one granule, and a region 64 regions away), a
+ * range across two regions' shards and one across every shard, while
+ * readers check that permanent ranges are always found and churned ones
+ * are found whole or not at all.  Generations must stay unique.
+ */
+#define SAREA 0x7b0000000000ull
+#define SREG(i) (SAREA + (uint64_t)(i) * 2 * MiB)
+#define SH_ITEMS 7
+#define SH_PERM 3
+#define SH_GENS 200000
+
+static uint64_t shard_gen[CW][SH_GENS];
+static uint64_t shard_ngen[CW];
+static uint64_t shard_cur[CW][SH_ITEMS];	/* gen of the live item, or 0 */
+static uint64_t shard_perm_gen[CW][SH_PERM];
+
+static void shard_item(int w, int i, uint64_t *base, uint64_t *size)
+{
+	switch (i) {
+	case 0:		/* the writer's own region and shard */
+		*base = SREG(1 + w) + 4 * KiB, *size = 4 * KiB;
+		break;
+	case 1:
+		*base = SREG(1 + w) + 64 * KiB + 512, *size = 1000;
+		break;
+	case 2:		/* one region (shard 10), a granule each */
+		*base = SREG(10) + (uint64_t)w * 64 * KiB + 8 * KiB;
+		*size = 4 * KiB;
+		break;
+	case 3:		/* one granule of that region, both writers */
+		*base = SREG(10) + 128 * KiB + (uint64_t)w * 8 * KiB;
+		*size = 4 * KiB;
+		break;
+	case 4:		/* shard 10 again, another region */
+		*base = SREG(74) + (uint64_t)w * 64 * KiB + 4 * KiB;
+		*size = 4 * KiB;
+		break;
+	case 5:		/* across two regions, so two shards */
+		*base = SREG(21 + 2 * w) - 32 * KiB, *size = 64 * KiB;
+		break;
+	default:	/* across 66 regions: every shard */
+		*base = SREG(200 + 80 * w) + 4 * KiB, *size = 65 * 2 * MiB;
+		break;
+	}
+}
+
+static void shard_perm(int w, int j, uint64_t *base, uint64_t *size)
+{
+	*size = 4 * KiB;
+	*base = j == 0 ? SREG(1 + w) :
+		j == 1 ? SREG(10) + 128 * KiB + 32 * KiB + (uint64_t)w * 4 * KiB :
+		SREG(21 + 2 * w) + 64 * KiB;
+}
+
+static void shard_err(void)
+{
+	__atomic_fetch_add(&conc_errors, 1, __ATOMIC_RELAXED);
+}
+
+static void *shard_writer(void *arg)
+{
+	int w = (int)(intptr_t)arg;
+	uint64_t seed = 4242 + w, last = 0, iter = 0;
+
+	while (!__atomic_load_n(&conc_stop, __ATOMIC_RELAXED)) {
+		int i = (int)rng_below(&seed, SH_ITEMS);
+		uint64_t b, sz, gen;
+		struct gh_range r;
+
+		shard_item(w, i, &b, &sz);
+		if (shard_cur[w][i]) {
+			if (gh_registry_remove(b, &r) != 0 || r.base != b ||
+			    r.size != sz || r.gen != shard_cur[w][i] ||
+			    !conc_consistent(&r))
+				shard_err();
+			shard_cur[w][i] = 0;
+		} else {
+			r = conc_mk(b, sz, rng_next(&seed));
+			if (gh_registry_insert(&r, &gen) != 0 || gen <= last)
+				shard_err();
+			last = gen;
+			shard_cur[w][i] = gen;
+			if (shard_ngen[w] < SH_GENS)
+				shard_gen[w][shard_ngen[w]++] = gen;
+		}
+		if ((++iter & 63) == 0) {
+			/* Overlaps: one shard, and across two shards. */
+			r = conc_mk(SREG(21 + 2 * w) + 60 * KiB, 8 * KiB, 1);
+			if (gh_registry_insert(&r, NULL) != -EEXIST)
+				shard_err();
+			r = conc_mk(SREG(2) - 4 * KiB, 8 * KiB, 2);
+			if (gh_registry_insert(&r, NULL) != -EEXIST)
+				shard_err();
+		}
+	}
+	return NULL;
+}
+
+static void *shard_reader(void *arg)
+{
+	uint64_t seed = 99 + (uintptr_t)arg, reads = 0, found = 0;
+
+	while (!__atomic_load_n(&conc_stop, __ATOMIC_RELAXED)) {
+		int w = (int)rng_below(&seed, CW);
+		int i = (int)rng_below(&seed, SH_ITEMS + SH_PERM);
+		uint64_t b, sz, ptr;
+		struct gh_range r;
+		int rc;
+
+		if (i < SH_ITEMS)
+			shard_item(w, i, &b, &sz);
+		else
+			shard_perm(w, i - SH_ITEMS, &b, &sz);
+		ptr = b + rng_below(&seed, sz);
+		rc = gh_registry_lookup(ptr, 1, &r);
+		reads++;
+		if (i >= SH_ITEMS) {
+			if (rc != 0 || r.base != b || r.size != sz ||
+			    r.gen != shard_perm_gen[w][i - SH_ITEMS] ||
+			    !conc_consistent(&r))
+				shard_err();
+		} else if (rc == 0) {
+			found++;
+			if (r.base != b || r.size != sz || !conc_consistent(&r))
+				shard_err();
+		} else if (rc != -ENOENT) {
+			shard_err();
+		}
+	}
+	conc_tally(reads, found);
+	return NULL;
+}
+
+TEST_TIMEOUT(concurrent_shards, 120)
+{
+	uint64_t n = 0, bytes = 0, count, *all;
+
+	for (int w = 0; w < CW; w++)
+		for (int j = 0; j < SH_PERM; j++) {
+			uint64_t b, sz;
+			struct gh_range r;
+
+			shard_perm(w, j, &b, &sz);
+			r = conc_mk(b, sz, 7 + j);
+			CHECK_EQ(gh_registry_insert(&r, &shard_perm_gen[w][j]), 0);
+			n++;
+			bytes += sz;
+		}
+	conc_run(shard_reader, shard_writer, "shards");
+	/* Nothing lost: every live item is found whole, with its gen. */
+	for (int w = 0; w < CW; w++)
+		for (int i = 0; i < SH_ITEMS; i++) {
+			uint64_t b, sz;
+			struct gh_range r;
+
+			if (!shard_cur[w][i])
+				continue;
+			shard_item(w, i, &b, &sz);
+			CHECK_EQ(gh_registry_lookup(b + sz - 1, 1, &r), 0);
+			CHECK(r.base == b && r.size == sz &&
+			      r.gen == shard_cur[w][i]);
+			n++;
+			bytes += sz;
+		}
+	CHECK_EQ(gh_registry_count(), n);
+	CHECK_EQ(gh_registry_bytes(), bytes);
+	CHECK(gh_registry_peak_bytes() >= bytes);
+	/* Generations unique across writers. */
+	count = shard_ngen[0] + shard_ngen[1];
+	all = malloc(count * sizeof(*all));
+	CHECK(all != NULL);
+	memcpy(all, shard_gen[0], shard_ngen[0] * sizeof(*all));
+	memcpy(all + shard_ngen[0], shard_gen[1], shard_ngen[1] * sizeof(*all));
+	qsort(all, count, sizeof(*all), cmp_u64);
+	for (uint64_t k = 1; k < count; k++)
+		CHECK(all[k] != all[k - 1]);
+	free(all);
+	gh_registry_reset();
+	CHECK_EQ(gh_registry_count(), 0);
+}
+
 TEST_MAIN()

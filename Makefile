@@ -166,14 +166,7 @@ all: examples bench
 
 check: $(LIB) $(LAYER_AS)
 	scripts/check-exports.sh $(LIB) $(BUILD)/gen/symbols.txt
-	@# Each layer linked whole with those below it and nothing above:
-	@# an upward call is an undefined symbol (-z defs) and fails the link.
-	@acc=""; for l in $(LAYERS); do \
-	  acc="$$acc $(BUILD)/layers/libgh-$$l.a"; \
-	  $(CC) -shared -o $(BUILD)/layers/check-$$l.so $(SANFLAGS) -Wl,-z,defs \
-	    -Wl,--whole-archive $$acc -Wl,--no-whole-archive $(LDLIBS) || \
-	    { echo "check: layer $$l needs a layer above it (undefined above)"; exit 1; }; \
-	done; echo "check: every layer links with the layers below it alone"
+	$(PYTHON) scripts/check-layers.py --link src/layers $(BUILD)/layers $(CC) $(SANFLAGS)
 	$(PYTHON) scripts/check-layers.py src/layers $(BUILD)/obj
 	@readme_tbl=$$($(PYTHON) scripts/gen-doc.py --check README.md 2>&1) || { echo "$$readme_tbl"; exit 1; }
 	$(PYTHON) scripts/gen-events.py --check --schema hooks/events.schema.json --doc README.md scripts/man/libgdrhook.7
@@ -193,6 +186,7 @@ test-suite: all $(UNIT_BINS) $(PRELOAD_BINS) $(BUILD)/fake/selftest
 
 test-default:
 	$(MAKE) check
+	BUILD=$(BUILD) CC="$(CC)" tests/layers/run
 	$(MAKE) test-suite
 	tests/trace/run $(if $(TRACE_CORE),--need-c,)
 	tests/trace/run --reader python

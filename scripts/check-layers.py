@@ -7,6 +7,12 @@ check-layers.py LAYERS OBJDIR      fail on a call between src/ files that
     hides is seen too), on an #include that points up or reaches into
     another folder past its one header (<layer>/<layer>.h), and on a .c
     file outside every layer's folder.
+check-layers.py --link LAYERS ARCHIVEDIR [CC [FLAGS...]]  link each
+    layer's archive (ARCHIVEDIR/libgh-<layer>.a) whole, with those below it
+    and nothing else, into a shared object with -z defs: a call that
+    points up is an undefined symbol and fails the link.
+check-layers.py --includes LAYERS SRCDIR  the include rules alone, on
+    the tree SRCDIR (its folders).
 check-layers.py --measure [SRCDIR]  the include graph of SRCDIR (default
     src, src/kmod left out) in figures: import loops, arrows that point up
     (against src/layers when SRCDIR is laid out in its folders, else the
@@ -49,9 +55,9 @@ def folder_of(path, srcdir="src"):
     return rel.split(os.sep)[0] if os.sep in rel else ""
 
 
-def check_includes(rank, bad):
-    for f in lib_files():
-        mine = folder_of(f)
+def check_includes(rank, bad, srcdir="src"):
+    for f in lib_files(srcdir):
+        mine = folder_of(f, srcdir)
         if mine not in rank:
             if f.endswith(".c") or mine:
                 bad.append("%s: in no layer's folder (src/layers)" % f)
@@ -200,6 +206,35 @@ def largest_function(files):
     return best
 
 
+def check_link(layers_path, adir, cc):
+    """Each layer's archive whole with those below it alone, -z defs."""
+    import tempfile
+    rank, _ = read_layers(layers_path)
+    order = sorted(rank, key=rank.get)
+    bad, acc = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in order:
+            acc.append(os.path.join(adir, "libgh-%s.a" % name))
+            out = os.path.join(tmp, "check-%s.so" % name)
+            r = subprocess.run(cc + ["-shared", "-o", out, "-Wl,-z,defs",
+                                     "-Wl,--whole-archive"] + acc +
+                               ["-Wl,--no-whole-archive", "-ldl",
+                                "-lpthread"],
+                               capture_output=True, text=True)
+            if r.returncode:
+                und = sorted(set(re.findall(r"undefined reference to `([^']+)'",
+                                            r.stderr)))
+                bad.append("layer %s does not link with the layers below "
+                           "it alone: undefined %s" % (
+                               name, " ".join(und) or r.stderr.strip()))
+    for b in bad:
+        print("check-layers: " + b, file=sys.stderr)
+    if bad:
+        return 1
+    print("check-layers: every layer links with the layers below it alone")
+    return 0
+
+
 def measure(srcdir):
     g = include_graph(srcdir)
     loops = sccs(g)
@@ -233,6 +268,16 @@ def measure(srcdir):
 def main():
     if len(sys.argv) >= 2 and sys.argv[1] == "--measure":
         return measure(sys.argv[2] if len(sys.argv) > 2 else "src")
+    if len(sys.argv) >= 4 and sys.argv[1] == "--link":
+        return check_link(sys.argv[2], sys.argv[3],
+                          sys.argv[4:] or ["cc"])
+    if len(sys.argv) == 4 and sys.argv[1] == "--includes":
+        rank, _ = read_layers(sys.argv[2])
+        bad = []
+        check_includes(rank, bad, sys.argv[3])
+        for b in bad:
+            print("check-layers: " + b, file=sys.stderr)
+        return 1 if bad else 0
     layers_path, objdir = sys.argv[1], sys.argv[2]
     rank, extra = read_layers(layers_path)
     bad = []

@@ -444,7 +444,6 @@ static int gdrpin_reg(const struct gh_pin *p, struct ibv_pd *pd,
 		      uint64_t addr, uint64_t len, unsigned int access,
 		      struct ibv_mr **mr_p)
 {
-	struct ibv_mr *mr;
 	int err;
 
 	/* A DMA-BUF pin: the NIC reaches the memory through the dma-buf. */
@@ -453,19 +452,8 @@ static int gdrpin_reg(const struct gh_pin *p, struct ibv_pd *pd,
 		if (err != -ENOTSUP && err != -EOPNOTSUPP && err != -ENOSYS)
 			return err;
 	}
-	/* Inside the allocation, iova = VA: never the rounding slack. */
-	errno = 0;
-	mr = gh_vreal_reg_mr_iova2(pd, (void *)(uintptr_t)addr, len, addr,
-				   access);
-	if (!mr)
-		return errno ? -errno : -EIO;
-	*mr_p = mr;
-	return 0;
-}
-
-static int gdrpin_dereg(struct ibv_mr *mr)
-{
-	return gh_vreal_dereg_mr(mr);
+	/* Else the NIC reaches the pinned pages by VA, as with peermem. */
+	return gh_pin_peermem.reg(p, pd, addr, len, access, mr_p);
 }
 
 const struct gh_pin_ops gh_pin_gdrpin = {
@@ -473,6 +461,6 @@ const struct gh_pin_ops gh_pin_gdrpin = {
 	.pin = gdrpin_pin,
 	.unpin = gdrpin_unpin,
 	.reg = gdrpin_reg,
-	.dereg = gdrpin_dereg,
+	.dereg = gh_vreal_dereg_mr,
 	.valid = gdrpin_valid,
 };

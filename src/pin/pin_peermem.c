@@ -43,15 +43,10 @@ static int peermem_reg(const struct gh_pin *p, struct ibv_pd *pd,
 	return 0;
 }
 
-static int peermem_dereg(struct ibv_mr *mr)
-{
-	return gh_vreal_dereg_mr(mr);
-}
-
 const struct gh_pin_ops gh_pin_peermem = {
 	.name = "peermem",
 	.pin = peermem_pin,
 	.unpin = peermem_unpin,
 	.reg = peermem_reg,
-	.dereg = peermem_dereg,
+	.dereg = gh_vreal_dereg_mr,
 };

@@ -109,3 +109,10 @@ $(BENCH_RCACHE): tests/bench/bench_rcache.c $(LAYER_AS)
 	$(CC) $(ALL_CFLAGS) -Itests -o $@ $< \
 		$(foreach l,$(call layers_upto,rcache),$(call layer_a,$(l))) $(LDLIBS)
 # ---- end bench_rcache ----
+
+# ---- spin_shim: a hook that only takes time (the anchor for per-call cost) ----
+SPIN_SHIM	:= $(BUILD)/tests/bench/libspin_shim.so
+bench: $(SPIN_SHIM)
+$(SPIN_SHIM): tests/bench/spin_shim.c
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out -fvisibility=hidden,$(ALL_CFLAGS)) -shared -o $@ $< -ldl -lpthread

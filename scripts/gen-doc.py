@@ -15,9 +15,8 @@ BEGIN, END = "<!-- config:begin -->", "<!-- config:end -->"
 def rows(src):
     text = open(src).read()
     # GH_OPT(name, default, type, field, doc) and
-    # GH_OPT_WORDS(name, default, field, doc, words) and
-    # GH_OPT_WORDS_STR(name, default, field, string field, doc, words)
-    pat = re.compile(r'GH_OPT(?:\("(\w+)",\s*"([^"]*)",\s*\w+,|_WORDS(?:_STR)?\("(\w+)",\s*"([^"]*)",)\s*\w+,(?:\s*\w+,)?\s*((?:"(?:[^"\\]|\\.)*"\s*)+)[,)]')
+    # GH_OPT_WORDS(name, default, field, doc, words)
+    pat = re.compile(r'GH_OPT(?:\("(\w+)",\s*"([^"]*)",\s*\w+,|_WORDS\("(\w+)",\s*"([^"]*)",)\s*\w+,\s*((?:"(?:[^"\\]|\\.)*"\s*)+)[,)]')
     out = []
     for m in pat.finditer(text):
         name = m.group(1) or m.group(3)

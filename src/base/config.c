@@ -30,17 +30,13 @@ struct gh_opt {
 	size_t offset;
 	const char *doc;
 	const char *const *words;	/* GH_OPT_ENUM: NULL-terminated */
-	size_t word_offset;	/* GH_OPT_ENUM: also the word there, if not 0 */
 };
 
 #define GH_OPT(n, d, t, field, doc) \
-	{ n, d, t, offsetof(struct gh_config, field), doc, NULL, 0 }
+	{ n, d, t, offsetof(struct gh_config, field), doc, NULL }
 /* words: in the order of the field's enum (config.h) */
 #define GH_OPT_WORDS(n, d, field, doc, words) \
-	{ n, d, GH_OPT_ENUM, offsetof(struct gh_config, field), doc, words, 0 }
-#define GH_OPT_WORDS_STR(n, d, field, sfield, doc, words) \
-	{ n, d, GH_OPT_ENUM, offsetof(struct gh_config, field), doc, words, \
-	  offsetof(struct gh_config, sfield) }
+	{ n, d, GH_OPT_ENUM, offsetof(struct gh_config, field), doc, words }
 
 /* The words of each enum option, by index (mimalloc, UCX: one table each). */
 const char *const gh_cfg_backend_words[] = {
@@ -82,7 +78,7 @@ static const struct gh_opt gh_opts[] = {
 	       "Diagnostics on stderr: `none`, `error`, `warn`, `info` or `debug` (also `0`-`4`, `warning`, and `trace` as NCCL spells debug)."),
 	GH_OPT("LOG_BUFFER", "12m", GH_OPT_SIZE, log_ring_bytes,
 	       "Event log buffer per thread, in bytes (suffixes k, m, g; 192 bytes per event, rounded down to a power of two events: the default holds 65536). Events that do not fit are counted and reported at exit (`GDRHOOK_LOG_MODE=drop`) or waited for (`block`)."),
-	GH_OPT_WORDS_STR("LOG_MODE", "drop", log_mode_i, log_mode,
+	GH_OPT_WORDS("LOG_MODE", "drop", log_mode,
 		     "What a hook does when its event log buffer is full: `drop` counts the event as dropped and goes on; `block` waits for the writer, never losing an event (a hook may then wait on the disk).",
 		     log_mode_words),
 	GH_OPT("STATS", "0", GH_OPT_BOOL_ALL, stats,
@@ -228,14 +224,8 @@ static int apply(const struct gh_opt *o, const char *val)
 	case GH_OPT_SIZE_INF:
 		return parse_size(val, o->type == GH_OPT_SIZE_INF,
 				  (uint64_t *)field);
-	case GH_OPT_ENUM: {
-		int err = parse_word(val, o->words, (int *)field);
-
-		if (!err && o->word_offset)
-			*(const char **)((char *)&gh_cfg + o->word_offset) =
-				o->words[*(int *)field];
-		return err;
-	}
+	case GH_OPT_ENUM:
+		return parse_word(val, o->words, (int *)field);
 	case GH_OPT_STR:
 		*(const char **)field = *val ? val : NULL;
 		return 0;

@@ -52,8 +52,7 @@ struct gh_config {
 	int windows;			/* GDRHOOK_WINDOWS (src/pin/mwin.c) */
 	int buffer_id;			/* GDRHOOK_BUFFER_ID (src/hooks/ptrattr.c) */
 	int pointer_queries;		/* GDRHOOK_POINTER_QUERIES (ptrattr.c) */
-	int log_mode_i;			/* GDRHOOK_LOG_MODE, enum gh_cfg_log_mode */
-	const char *log_mode;		/* the same as its word: "drop", "block" */
+	int log_mode;			/* GDRHOOK_LOG_MODE, enum gh_cfg_log_mode */
 	int sync_memops;		/* GDRHOOK_SYNC_MEMOPS (src/pin/syncmemops.c) */
 	uint64_t pin_whole_max;		/* GDRHOOK_PIN_WHOLE_MAX (src/pin/bar.c) */
 	int dmabuf_mapping;		/* GDRHOOK_DMABUF_MAPPING (src/pin/pin_dmabuf.c) */

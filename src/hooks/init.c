@@ -10,7 +10,6 @@
  */
 #include <pthread.h>
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
 #include "rcache/rcache.h"
@@ -56,8 +55,7 @@ static void do_init(void)
 		goto out;
 	}
 	if (gh_cfg.log_path) {
-		gh_evlog_set_block(gh_cfg.log_mode &&
-				   !strcmp(gh_cfg.log_mode, "block"));
+		gh_evlog_set_block(gh_cfg.log_mode == GH_CFG_LOG_MODE_BLOCK);
 		if (gh_evlog_configure(gh_cfg.log_path, gh_cfg.log_ring_bytes))
 			gh_config_defer_warning("no event log: bad GDRHOOK_LOG",
 						gh_cfg.log_path);

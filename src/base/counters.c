@@ -2,7 +2,7 @@
 /*
  * The counters' storage (base layer: every layer counts, stats.c prints
  * and sums them): gh_ctr, the per-thread stripes of the hook path's
- * counters (stats.h), and in a GH_PHASES build the phase timer.
+ * counters (counters.h), and in a GH_PHASES build the phase timer.
  */
 #include <string.h>
 #include <unistd.h>

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * libibverbs wrappers (hooks/verbs.hooks): memory registration goes
- * through the registration cache (rcache.c) when it is on tracked GPU
+ * through the registration cache (src/rcache) when it is on tracked GPU
  * memory; everything else reaches libibverbs untouched.
  *
  * Which registrations are served from the cache: ibv_reg_mr,

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Pin backends: how the registration cache (rcache.c) makes one GPU
+ * Pin backends: how the registration cache (src/rcache) makes one GPU
  * allocation reachable by a NIC and registers it in a protection domain.
  *
  *   pin()    once per allocation generation: make the whole allocation

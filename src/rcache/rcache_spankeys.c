@@ -2,7 +2,7 @@
 /*
  * Spans, the key table: cached registrations that are not exactly one
  * allocation are keyed by a span key (this file, below the cache core:
- * rcache.c claims, releases and looks keys up here); what to pin and
+ * the cache core claims, releases and looks keys up here); what to pin and
  * register is decided above the core (rcache_span.c).
  *
  * 1. A registration that runs across adjacent VMM mappings (PyTorch's
@@ -10,7 +10,7 @@
  *    buffers and vLLM-style pools likewise) is served as one cached
  *    registration of the mappings it touches, [first mapping's base, last
  *    mapping's end): within the program's own memory, as the exposure rule
- *    of rcache.c asks.  A later registration across mappings that a cached
+ *    of the cache core asks.  A later registration across mappings that a cached
  *    span already covers is a hit on it (as a registration inside one
  *    allocation is a hit on the allocation's registration); one inside a
  *    single mapping stays that mapping's own (no span search on that
@@ -27,7 +27,7 @@
  * is revoked before any of its mappings is unmapped: the free path of
  * each mapping (gh_rcache_invalidate) kills every span that names the
  * mapping's generation.  The race with a registration in progress is
- * closed as for allocations (see the top of rcache.c): a new span record
+ * closed as for allocations (see rcache_state.h): a new span record
  * announces itself on each of its mappings' generations (an RMW on
  * sp.cnt) and then re-checks the registry; the free path removes the
  * mapping from the registry and then reads sp.cnt with an RMW.  A remap

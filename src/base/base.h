@@ -12,6 +12,7 @@
 
 #include "gdrhook.h"
 #include "compiler.h"
+#include "file.h"
 #include "fmt.h"
 #include "log.h"
 #include "clock.h"

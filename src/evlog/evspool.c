@@ -376,8 +376,6 @@ static int gh_pid_dead(pid_t pid)
 {
 	char path[64], buf[256], *p;
 	struct gh_buf b;
-	ssize_t n;
-	int fd;
 
 	if (pid == getpid())
 		return 1;
@@ -387,14 +385,8 @@ static int gh_pid_dead(pid_t pid)
 		gh_buf_i64(&b, pid);
 		gh_buf_lit(&b, "/stat");
 		gh_buf_cstr(&b);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
+		if (gh_read_text(path, buf, sizeof(buf)) < 0)
 			return 0;
-		n = read(fd, buf, sizeof(buf) - 1);
-		close(fd);
-		if (n <= 0)
-			return 0;
-		buf[n] = '\0';
 		p = strrchr(buf, ')');
 		return p && p[1] == ' ' && p[2] == 'Z';
 	}

@@ -57,18 +57,10 @@ uint64_t gh_bar_parse_resource(const char *path)
 {
 	char buf[4096];
 	uint64_t best = 0;
-	ssize_t n;
-	char *p;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	char *p = buf;
 
-	if (fd < 0)
+	if (gh_read_text(path, buf, sizeof(buf)) < 0)
 		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	p = buf;
 	/* "start end flags" in hex, one line per resource */
 	for (int line = 0; line < BAR_RES_LINES && *p; line++) {
 		char *q;

@@ -233,31 +233,30 @@ static void gh_ev_keep_spare(void)
 {
 	struct gh_ring *g;
 	uint32_t recs = gh_ev.ring_recs;
+	int have_spare = 0;
 
-	/*
-	 * A ring a thread made itself (no spare was ready) faults once per
-	 * page as its records fill it: fault the rest in here, once (no-op
-	 * before Linux 5.14).  It writes nothing: safe beside the producer.
-	 */
 	for (g = __atomic_load_n(&gh_ev.rings, __ATOMIC_ACQUIRE); g;
 	     g = g->next) {
+		/*
+		 * A ring a thread made itself (no spare was ready) faults
+		 * once per page as its records fill it: fault the rest in
+		 * here, once (no-op before Linux 5.14).  It writes nothing:
+		 * safe beside the producer.
+		 */
 		if (g->in_spool && !__atomic_load_n(&g->populated,
 						    __ATOMIC_RELAXED)) {
 			__atomic_store_n(&g->populated, 1, __ATOMIC_RELAXED);
 			madvise(g, g->map_len, MADV_POPULATE_WRITE);
 		}
-	}
-
-	if (gh_ev_spare_off || gh_ev.is_stderr ||
-	    __atomic_load_n(&gh_ev.state, __ATOMIC_ACQUIRE) != GH_EV_RUN ||
-	    __atomic_load_n(&gh_ev.stop, __ATOMIC_ACQUIRE))
-		return;
-	for (g = __atomic_load_n(&gh_ev.rings, __ATOMIC_ACQUIRE); g;
-	     g = g->next)
 		if (g->mask + 1 == recs &&
 		    __atomic_load_n(&g->state, __ATOMIC_ACQUIRE) ==
 			    GH_RING_FREE)
-			return;
+			have_spare = 1;
+	}
+	if (have_spare || gh_ev_spare_off || gh_ev.is_stderr ||
+	    __atomic_load_n(&gh_ev.state, __ATOMIC_ACQUIRE) != GH_EV_RUN ||
+	    __atomic_load_n(&gh_ev.stop, __ATOMIC_ACQUIRE))
+		return;
 	if (!gh_ring_new(recs, GH_RING_FREE, 1))
 		gh_ev_spare_off = 1;
 }

@@ -35,15 +35,13 @@ layer_srcs	= $(sort $(wildcard src/$(1)/*.c))
 layer_objs	= $(patsubst %.c,$(BUILD)/obj/%.o,$(call layer_srcs,$(1))) \
 		  $(patsubst %,$(BUILD)/obj/%.o,$(shell sed -n 's/^$(1):\(.*\)/\1/p' src/layers))
 layer_a		= $(BUILD)/layers/libgh-$(1).a
-# $(call layers_upto,L): L and the layers below it, highest first (the
-# order a static link wants).
-layer_pos	= $(strip $(foreach i,1 2 3 4 5 6 7 8 9 10 11 12,$(if $(filter $(1),$(word $(i),$(LAYERS))),$(i))))
-layers_rev	= $(if $(1),$(call layers_rev,$(wordlist 2,$(words $(1)),$(1))) $(firstword $(1)))
-layers_upto	= $(call layers_rev,$(wordlist 1,$(call layer_pos,$(1)),$(LAYERS)))
+# $(call layer_link,L): the archives of L and the layers below it, for a
+# link that may use those and nothing above them.
+layers_to	= $(shell sed -n '/^$(1):/{s/:.*//p;q}; s/^\([a-z]*\):.*/\1/p' src/layers)
+layer_link	= -Wl,--start-group $(foreach l,$(call layers_to,$(1)),$(call layer_a,$(l))) -Wl,--end-group
 
 LIB_OBJS	:= $(foreach l,$(LAYERS),$(call layer_objs,$(l)))
 LIB		:= $(BUILD)/libgdrhook.so
-CORE_A		:= $(BUILD)/libgdrhook-core.a
 LAYER_AS	:= $(foreach l,$(LAYERS),$(call layer_a,$(l)))
 
 UNIT_SRCS	:= $(sort $(wildcard tests/unit/test_*.c))
@@ -92,10 +90,6 @@ $(LIB): $(LIB_OBJS) $(GEN_STAMP)
 		-Wl,-soname,libgdrhook.so -Wl,-z,defs -Wl,-z,now \
 		-Wl,--version-script=$(BUILD)/gen/libgdrhook.map $(LDLIBS)
 
-$(CORE_A): $(LIB_OBJS)
-	@rm -f $@
-	ar rcs $@ $^
-
 $(foreach l,$(LAYERS),$(eval $(call layer_a,$(l)): $(call layer_objs,$(l))))
 $(LAYER_AS):
 	@mkdir -p $(dir $@)
@@ -109,7 +103,7 @@ $(BUILD)/tests/unit/%: tests/unit/%.c tests/unit/layers $(LAYER_AS) tests/harnes
 	@mkdir -p $(dir $@)
 	$(if $(call unit_layer,$*),,$(error tests/unit/layers names no layer for $*))
 	$(CC) $(ALL_CFLAGS) -Itests -o $@ $< \
-		$(foreach l,$(call layers_upto,$(call unit_layer,$*)),$(call layer_a,$(l))) $(LDLIBS)
+		$(call layer_link,$(call unit_layer,$*)) $(LDLIBS)
 
 # Programs run under LD_PRELOAD against the CUDA driver test double.
 PRELOAD_SRCS	:= $(sort $(wildcard tests/preload/test_*.c))

@@ -21,7 +21,7 @@ bench: $(BENCH_BINS)
 $(BUILD)/tests/bench/bench_registry: tests/bench/bench_registry.c $(LAYER_AS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(BENCH_UCX_CFLAGS) -o $@ $< \
-		$(foreach l,$(call layers_upto,registry),$(call layer_a,$(l))) \
+		$(call layer_link,registry) \
 		$(BENCH_UCX_LIBS) $(LDLIBS)
 
 # ---- bench_driver: driver-side benchmark (tests/bench/bench-gpu runs it) ----
@@ -92,7 +92,7 @@ bench-evlog: $(BENCH_EVLOG)
 $(BENCH_EVLOG): tests/bench/bench_evlog.c $(LAYER_AS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< \
-		$(foreach l,$(call layers_upto,evlog),$(call layer_a,$(l))) $(LDLIBS)
+		$(call layer_link,evlog) $(LDLIBS)
 # ---- end bench_evlog ----
 # ---- bench_rcache: the registration cache's CPU cost next to UCX's ----
 # Links the library's objects (like the unit tests) and a no-op NIC; UCX
@@ -107,7 +107,7 @@ bench-rcache: $(BENCH_RCACHE)
 $(BENCH_RCACHE): tests/bench/bench_rcache.c $(LAYER_AS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Itests -o $@ $< \
-		$(foreach l,$(call layers_upto,rcache),$(call layer_a,$(l))) $(LDLIBS)
+		$(call layer_link,rcache) $(LDLIBS)
 # ---- end bench_rcache ----
 
 # ---- spin_shim: a hook that only takes time (the anchor for per-call cost) ----

@@ -76,7 +76,9 @@ FC_API CUresult CUDAAPI cuCtxGetFlags(unsigned int *flags)
 	c = fc_current();
 	if (!c)
 		return CUDA_ERROR_INVALID_CONTEXT;
+	fc_lock();	/* another thread may set them: the driver is thread-safe */
 	*flags = c->flags;
+	fc_unlock();
 	return CUDA_SUCCESS;
 }
 
@@ -94,6 +96,8 @@ FC_API CUresult CUDAAPI cuCtxSetFlags(unsigned int flags)
 		return CUDA_ERROR_INVALID_CONTEXT;
 	if (flags & ~(unsigned int)(CU_CTX_FLAGS_MASK))
 		return CUDA_ERROR_INVALID_VALUE;
+	fc_lock();
 	c->flags = flags;
+	fc_unlock();
 	return CUDA_SUCCESS;
 }

@@ -31,5 +31,11 @@ for n in $needed; do
 		;;
 	esac
 done
+# Thread-locals are initial-exec (Makefile): a hook that reached
+# __tls_get_addr would pay a call, and may allocate, on every use.
+if nm -D --undefined-only "$lib" | grep -q '__tls_get_addr'; then
+	echo "check-exports: $lib calls __tls_get_addr (a thread-local outside the static TLS block)" >&2
+	fail=1
+fi
 [ $fail -eq 0 ] && echo "check-exports: $(wc -l < "$lib.hooked") hooked symbols + $(grep -c '^gdrhook_' "$lib.exports") API functions, no CUDA/verbs link: ok"
 exit $fail

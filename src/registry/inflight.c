@@ -52,7 +52,9 @@ static __thread struct if_thread *if_me
 static __thread uint32_t if_depth
 	__attribute__((tls_model("initial-exec")));
 /* what the memory call in flight here is freeing: noted again at its end */
-static __thread uint64_t if_free_lo, if_free_hi
+static __thread uint64_t if_free_lo
+	__attribute__((tls_model("initial-exec")));
+static __thread uint64_t if_free_hi
 	__attribute__((tls_model("initial-exec")));
 
 #ifdef __SANITIZE_THREAD__

@@ -589,7 +589,7 @@ CUresult fc_current_ctx(CUcontext *out)
 
 	if (!c)
 		return CUDA_ERROR_INVALID_CONTEXT;
-	if (!c->alive)
+	if (!fc_alive(c))
 		return CUDA_ERROR_CONTEXT_IS_DESTROYED;
 	*out = c;
 	return CUDA_SUCCESS;
@@ -673,7 +673,7 @@ static CUresult ctx_destroy(CUcontext ctx)
 		return CUDA_ERROR_CONTEXT_IS_DESTROYED;
 	}
 	fc_free_ctx_allocs(ctx);
-	ctx->alive = 0;	/* the struct is never freed: stale handles stay safe */
+	fc_set_alive(ctx, 0);	/* never freed: stale handles stay safe */
 	fc_unlock();
 	tls_remove(ctx);
 	return CUDA_SUCCESS;
@@ -720,7 +720,7 @@ FC_API CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
 	}
 	if (!fc_ctx_valid(ctx))
 		return CUDA_ERROR_INVALID_CONTEXT;
-	if (!ctx->primary && !ctx->alive)
+	if (!ctx->primary && !fc_alive(ctx))
 		return CUDA_ERROR_CONTEXT_IS_DESTROYED;
 	if (tls_depth)
 		tls_stack[tls_depth - 1] = ctx;
@@ -737,7 +737,7 @@ static CUresult ctx_push(CUcontext ctx)
 		return rc;
 	if (!fc_ctx_valid(ctx))
 		return CUDA_ERROR_INVALID_CONTEXT;
-	if (!ctx->primary && !ctx->alive)
+	if (!ctx->primary && !fc_alive(ctx))
 		return CUDA_ERROR_CONTEXT_IS_DESTROYED;
 	if (tls_depth >= FC_CTX_STACK)
 		return CUDA_ERROR_OUT_OF_MEMORY;
@@ -847,7 +847,7 @@ FC_API CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 	fc_lock();
 	c = &fc.dev[dev].primary;
 	if (!c->alive) {
-		c->alive = 1;
+		fc_set_alive(c, 1);
 		c->id = fc.next_ctx_id++;
 	}
 	c->refcount++;
@@ -860,7 +860,7 @@ static void primary_drop(struct CUctx_st *c)
 {
 	fc_free_ctx_allocs(c);
 	fc_pool_release_to_threshold(c->dev);
-	c->alive = 0;
+	fc_set_alive(c, 0);
 }
 
 static CUresult primary_release(CUdevice dev)

@@ -96,6 +96,18 @@ struct CUctx_st {
 	unsigned long long id;
 };
 
+/* A context's alive flag is read without the double's lock (the real
+ * driver is thread-safe there) and written under it. */
+static inline int fc_alive(const struct CUctx_st *c)
+{
+	return __atomic_load_n(&c->alive, __ATOMIC_ACQUIRE);
+}
+
+static inline void fc_set_alive(struct CUctx_st *c, int v)
+{
+	__atomic_store_n(&c->alive, v, __ATOMIC_RELEASE);
+}
+
 struct CUstream_st {
 	uint32_t magic;
 	int alive;

@@ -109,7 +109,7 @@ static CUresult stream_ctx(CUstream s, CUcontext *ctx)
 	if (!fc_stream_ok(s))
 		return CUDA_ERROR_INVALID_HANDLE;
 	if (s && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD) {
-		if (!s->ctx->alive)
+		if (!fc_alive(s->ctx))
 			return CUDA_ERROR_CONTEXT_IS_DESTROYED;
 		*ctx = s->ctx;
 		return CUDA_SUCCESS;

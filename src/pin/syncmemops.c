@@ -33,15 +33,21 @@ typedef CUresult (*ctx_get_fn)(CUcontext *);
 typedef CUresult (*ptr_set_fn)(const void *, CUpointer_attribute,
 			       CUdeviceptr);
 
-static struct {
+/* The driver's entry points this needs; immutable once published. */
+struct sm_fns {
 	flags_get_fn get_flags;
 	flags_set_fn set_flags;
 	ctx_fn push;
 	ctx_pop_fn pop;
 	ctx_get_fn cur;
 	ptr_set_fn ptr_set;
-	int resolved;		/* atomic: 0 no, 1 in progress, 2 done */
-	int per_pointer;	/* atomic: cuCtxSetFlags refused once */
+};
+
+static struct {
+	struct sm_fns tab;		/* written once, by the claim's winner */
+	const struct sm_fns *fns;	/* atomic: &tab once it is complete */
+	int claimed;			/* atomic: tab is being written */
+	int per_pointer;		/* atomic: cuCtxSetFlags refused once */
 } sm;
 
 static void *drv_sym(const char *name)
@@ -52,46 +58,55 @@ static void *drv_sym(const char *name)
 	return p && !gh_addr_is_ours(p) ? p : NULL;
 }
 
-static int resolve(void)
+/*
+ * The entry points: the published table, or (while another thread is
+ * publishing it) the same pointers resolved into *mine: no thread waits
+ * for another, and none reads the table while it is written.
+ */
+static const struct sm_fns *resolve(struct sm_fns *mine)
 {
-	int st = __atomic_load_n(&sm.resolved, __ATOMIC_ACQUIRE);
+	const struct sm_fns *f = __atomic_load_n(&sm.fns, __ATOMIC_ACQUIRE);
+	int unclaimed = 0;
 
-	if (GH_LIKELY(st == 2))
-		return 0;
-	/* Racing first callers resolve the same pointers: harmless. */
-	sm.get_flags = (flags_get_fn)drv_sym("cuCtxGetFlags");
-	sm.set_flags = (flags_set_fn)drv_sym("cuCtxSetFlags");
-	sm.push = (ctx_fn)drv_sym("cuCtxPushCurrent_v2");
-	sm.pop = (ctx_pop_fn)drv_sym("cuCtxPopCurrent_v2");
-	sm.cur = (ctx_get_fn)drv_sym("cuCtxGetCurrent");
-	sm.ptr_set = (ptr_set_fn)drv_sym("cuPointerSetAttribute");
-	if (!sm.get_flags || !sm.set_flags)
+	if (GH_LIKELY(f))
+		return f;
+	mine->get_flags = (flags_get_fn)drv_sym("cuCtxGetFlags");
+	mine->set_flags = (flags_set_fn)drv_sym("cuCtxSetFlags");
+	mine->push = (ctx_fn)drv_sym("cuCtxPushCurrent_v2");
+	mine->pop = (ctx_pop_fn)drv_sym("cuCtxPopCurrent_v2");
+	mine->cur = (ctx_get_fn)drv_sym("cuCtxGetCurrent");
+	mine->ptr_set = (ptr_set_fn)drv_sym("cuPointerSetAttribute");
+	if (!mine->get_flags || !mine->set_flags)
 		__atomic_store_n(&sm.per_pointer, 1, __ATOMIC_RELAXED);
-	__atomic_store_n(&sm.resolved, 2, __ATOMIC_RELEASE);
-	return sm.cur && sm.push && sm.pop ? 0 : -ENOSYS;
+	if (!__atomic_compare_exchange_n(&sm.claimed, &unclaimed, 1, 0,
+					 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		return mine;
+	sm.tab = *mine;
+	__atomic_store_n(&sm.fns, &sm.tab, __ATOMIC_RELEASE);
+	return &sm.tab;
 }
 
 /* Per context: 1 set now, 0 it had it, -errno (the driver refused). */
-static int ctx_mode(uint64_t ctx)
+static int ctx_mode(const struct sm_fns *f, uint64_t ctx)
 {
 	CUcontext cur = NULL, popped;
 	unsigned int fl = 0;
 	int pushed = 0, rc = 0;
 	CUresult r;
 
-	if (sm.cur(&cur) != CUDA_SUCCESS)
+	if (f->cur(&cur) != CUDA_SUCCESS)
 		cur = NULL;
 	if ((uint64_t)(uintptr_t)cur != ctx) {
-		if (sm.push((CUcontext)(uintptr_t)ctx) != CUDA_SUCCESS)
+		if (f->push((CUcontext)(uintptr_t)ctx) != CUDA_SUCCESS)
 			return -ENXIO;
 		pushed = 1;
 	}
-	r = sm.get_flags(&fl);
+	r = f->get_flags(&fl);
 	if (r == CUDA_SUCCESS && (fl & CU_CTX_SYNC_MEMOPS))
 		goto out;
 	if (r == CUDA_SUCCESS)
-		r = sm.set_flags(fl | CU_CTX_SYNC_MEMOPS);
-	if (r == CUDA_SUCCESS && sm.get_flags(&fl) == CUDA_SUCCESS &&
+		r = f->set_flags(fl | CU_CTX_SYNC_MEMOPS);
+	if (r == CUDA_SUCCESS && f->get_flags(&fl) == CUDA_SUCCESS &&
 	    (fl & CU_CTX_SYNC_MEMOPS)) {
 		rc = 1;
 		gh_info("SYNC_MEMOPS set on context %p (cuCtxSetFlags; flags now %#x)",
@@ -101,18 +116,18 @@ static int ctx_mode(uint64_t ctx)
 	}
 out:
 	if (pushed)
-		sm.pop(&popped);
+		f->pop(&popped);
 	return rc;
 }
 
-static void ptr_mode(const struct gh_range *r)
+static void ptr_mode(const struct sm_fns *f, const struct gh_range *r)
 {
 	unsigned int one = 1;
 	CUresult rc;
 
-	if (!sm.ptr_set)
+	if (!f->ptr_set)
 		return;
-	rc = sm.ptr_set(&one, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS,
+	rc = f->ptr_set(&one, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS,
 			(CUdeviceptr)r->base);
 	if (rc == CUDA_SUCCESS)
 		return;
@@ -126,15 +141,20 @@ static void ptr_mode(const struct gh_range *r)
 
 void gh_syncmemops_ensure(const struct gh_range *r)
 {
+	const struct sm_fns *f;
+	struct sm_fns mine;
 	uint64_t ctx = r->ctx;
 	int rc;
 
-	if (!gh_cfg.sync_memops || resolve())
+	if (!gh_cfg.sync_memops)
+		return;
+	f = resolve(&mine);
+	if (!f->cur || !f->push || !f->pop)
 		return;
 	if (!ctx && (r->dev < 0 || gh_drv_primary_ctx(r->dev, &ctx)))
 		ctx = 0;
 	if (ctx && !__atomic_load_n(&sm.per_pointer, __ATOMIC_RELAXED)) {
-		rc = ctx_mode(ctx);
+		rc = ctx_mode(f, ctx);
 		if (rc >= 0)
 			return;
 		if (rc == -ENOTSUP) {
@@ -142,5 +162,5 @@ void gh_syncmemops_ensure(const struct gh_range *r)
 			gh_info("SYNC_MEMOPS: cuCtxSetFlags not supported; setting it per allocation");
 		}
 	}
-	ptr_mode(r);
+	ptr_mode(f, r);
 }

@@ -118,7 +118,6 @@ struct gh_counters {
 	uint64_t allocs, frees, frees_untracked, failed_calls;
 	uint64_t implicit_frees, lookups, untrusted;
 	uint64_t audit_checks, audit_disagreements;
-	uint64_t peak_live_bytes;
 	uint64_t regs_seen, regs_passed;	/* verbs registrations */
 };
 extern struct gh_counters gh_ctr;

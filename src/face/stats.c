@@ -36,7 +36,7 @@ GH_EXPORT int gdrhook_get_stats(struct gdrhook_stats *st)
 	struct gdrhook_stats s;
 	struct gh_counters ctr;
 	struct gh_rc_counters rc;
-	uint64_t want, live = 0, live_bytes = 0, log_events = 0,
+	uint64_t want, live = 0, live_bytes = 0, peak, log_events = 0,
 		 log_dropped = 0;
 
 	if (!st || st->size < sizeof(uint64_t))
@@ -50,8 +50,8 @@ GH_EXPORT int gdrhook_get_stats(struct gdrhook_stats *st)
 		((uint64_t *)&ctr)[i] = __atomic_load_n(
 			&((uint64_t *)&gh_ctr)[i], __ATOMIC_RELAXED);
 	ctr.allocs += gh_hot_sum(GH_HC_ALLOCS);
-	if (gh_registry_peak_bytes() > ctr.peak_live_bytes)
-		ctr.peak_live_bytes = gh_registry_peak_bytes();
+	/* the registry keeps the peak on every insert */
+	peak = gh_registry_peak_bytes();
 	ctr.frees += gh_hot_sum(GH_HC_FREES);
 	if (gh_state == GH_STATE_ACTIVE) {
 		live = gh_registry_count();

@@ -29,8 +29,7 @@
 	X(live_bytes, "live bytes at exit", live_bytes,			\
 	  "their bytes")						\
 	X(peak_live_bytes, "peak live bytes",				\
-	  ctr.peak_live_bytes > live_bytes ? ctr.peak_live_bytes :	\
-	  live_bytes,							\
+	  peak > live_bytes ? peak : live_bytes,			\
 	  "most bytes live at once")					\
 	X(lookups, "lookups", ctr.lookups,				\
 	  "`gdrhook_lookup` calls (when counted)")			\

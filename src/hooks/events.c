@@ -59,26 +59,6 @@ static void rec_range(struct gh_evrec *e, const struct gh_range *r)
 	e->u.mem.kind = r->kind;
 }
 
-/* The most bytes live at once (GDRHOOK_STATS, the log's exit record). */
-static void note_peak(void)
-{
-	uint64_t live = gh_registry_bytes();
-	uint64_t peak = __atomic_load_n(&gh_ctr.peak_live_bytes,
-					__ATOMIC_RELAXED);
-
-	while (live > peak &&
-	       !__atomic_compare_exchange_n(&gh_ctr.peak_live_bytes, &peak,
-					    live, 1, __ATOMIC_RELAXED,
-					    __ATOMIC_RELAXED))
-		;
-}
-
-static void note_live(void)
-{
-	if (gh_cfg.stats || gh_evlog_enabled())
-		note_peak();
-}
-
 /*
  * Drop every range match() selects, telling subscribers and the log about
  * each one outside the registry lock: removal happens in batches collected
@@ -145,7 +125,6 @@ void gh_drop_matching(struct gh_call *c, gh_range_match_fn match, void *arg)
 		if (b.n < GH_BATCH)
 			break;
 	}
-	note_live();
 }
 
 static int match_ctx(const struct gh_range *r, void *arg)

@@ -31,9 +31,9 @@ static int rec_init(struct gh_evrec *e, const struct gh_call *c,
 	if (!gh_evlog_enabled())
 		return 0;
 	if (c->t0 && c->t1 >= c->t0) {
-		/* the call's own clock reads: none more per record */
+		/* the call's own clock reads: none more per record; t is
+		 * the call's start unless the event takes effect at its end */
 		gh_evrec_start_span(e, ev, c->t0, c->t1);
-		e->dur_ns = c->t1 - c->t0;
 		e->t_ns = gh_ev_t_is_end(ev) ? c->t1 : c->t0;
 	} else {
 		gh_evrec_start(e, ev, c->t0);

@@ -2,8 +2,9 @@
 /*
  * The base layer (src/base), the one header other layers include from it:
  * formatting, the diagnostic log, the clock, the GDRHOOK_* configuration,
- * the counters, the per-thread guard and the mutex whose lock rules debug
- * builds assert.  It calls nothing above it; what it needs from above
+ * the counters, the per-thread guard, per-thread slots given back at
+ * thread end (tslot.h) and the mutex whose lock rules debug builds
+ * assert.  It calls nothing above it; what it needs from above
  * (the guard's drain) is handed down at init.  Files inside src/base
  * include the header of what they use, not this one.
  */
@@ -20,5 +21,6 @@
 #include "counters.h"
 #include "guard.h"
 #include "lock.h"
+#include "tslot.h"
 
 #endif

@@ -46,9 +46,10 @@ struct deferred {
  * The rings are not thread-local storage themselves: initial-exec TLS is
  * scarce in a library that is dlopen'ed (about 1.6 KiB for all of them,
  * and Python's ctypes loads this one so).  A thread takes one of
- * GH_DEFER_RINGS at its first push and keeps it; a thread past them loses
- * what it would queue (the registry is marked untrusted, as for a full
- * ring).
+ * GH_DEFER_RINGS at its first push and keeps it until it ends (then the
+ * next thread may take it); a thread past them, while all are held by
+ * live threads, loses what it would queue (the registry is marked
+ * untrusted, as for a full ring).
  */
 struct dqueue {
 	unsigned int head, tail;
@@ -56,7 +57,8 @@ struct dqueue {
 };
 
 static struct dqueue dq_rings[GH_DEFER_RINGS];
-static unsigned int dq_next;
+/* which rings live threads hold */
+static struct gh_tslot_set dq_owned = GH_TSLOT_SET(GH_DEFER_RINGS);
 static __thread struct dqueue *dq __attribute__((tls_model("initial-exec")));
 static __thread unsigned int dq_lost __attribute__((tls_model("initial-exec")));
 
@@ -66,10 +68,9 @@ static void push(const struct deferred *d)
 	unsigned int t;
 
 	if (!q) {
-		unsigned int i = __atomic_fetch_add(&dq_next, 1,
-						    __ATOMIC_RELAXED);
+		int i = gh_tslot_take(&dq_owned);
 
-		if (i >= GH_DEFER_RINGS) {
+		if (i < 0) {
 			__atomic_store_n(&dq_lost, 1, __ATOMIC_RELAXED);
 			return;
 		}
@@ -212,4 +213,42 @@ void gh_deferred_drain(void)
 	if (__atomic_exchange_n(&dq_lost, 0, __ATOMIC_RELAXED))
 		gh_mark_untrusted("gdrhook",
 				  "too many memory calls in gdrhook's guarded window: some were lost");
+}
+
+/*
+ * The thread ends: its ring goes to the next thread that pushes.  Empty,
+ * as every drain leaves it; one that is not held effects nobody applied:
+ * the registry is no longer complete, and the ring is not reused.
+ */
+static void dq_thread_end(void *v)
+{
+	unsigned int i = (unsigned int)(uintptr_t)v - 1;
+	struct dqueue *q = &dq_rings[i];
+
+	if (dq == q)
+		dq = NULL;
+	if (__atomic_load_n(&q->head, __ATOMIC_RELAXED) !=
+	    __atomic_load_n(&q->tail, __ATOMIC_RELAXED)) {
+		gh_mark_untrusted("gdrhook",
+				  "a thread ended with memory calls of its guarded window not applied");
+		return;
+	}
+	gh_tslot_give(&dq_owned, i);
+}
+
+/* A fork child has one thread: the other threads' rings are free. */
+static void dq_atfork_child(void)
+{
+	long own = dq ? dq - dq_rings : -1;
+
+	for (int i = 0; i < GH_DEFER_RINGS; i++)
+		if (i != own)
+			dq_rings[i].head = dq_rings[i].tail;
+	gh_tslot_reset(&dq_owned, (int)own);
+}
+
+__attribute__((constructor)) static void dq_init(void)
+{
+	gh_tslot_init(&dq_owned, dq_thread_end);
+	pthread_atfork(NULL, NULL, dq_atfork_child);
 }

@@ -27,7 +27,8 @@
 #include "inflight.h"
 
 #define IF_SLOTS	64
-#define IF_THREADS	256	/* the last one shared, by count */
+#define IF_THREADS	256	/* the last one shared, by count, by threads
+				   past the first 255 alive at once */
 #define IF_WAIT_NS	(1000ULL * 1000 * 1000)
 
 struct if_slot {
@@ -44,8 +45,10 @@ static struct if_slot if_slots[IF_SLOTS];
 static struct if_thread if_threads[IF_THREADS];
 static struct {
 	uint32_t busy;		/* announced slots */
-	uint32_t threads;	/* if_threads handed out */
+	uint32_t threads;	/* if_threads ever in use: settle scans these */
 } if_state;
+/* which of if_threads[0..IF_THREADS - 2] a live thread holds */
+static struct gh_tslot_set if_owned = GH_TSLOT_SET(IF_THREADS - 1);
 
 static __thread struct if_thread *if_me
 	__attribute__((tls_model("initial-exec")));
@@ -70,13 +73,38 @@ static struct if_thread *me(void)
 	struct if_thread *t = if_me;
 
 	if (GH_UNLIKELY(!t)) {
-		uint32_t i = __atomic_fetch_add(&if_state.threads, 1,
-						__ATOMIC_RELAXED);
+		int i = gh_tslot_take(&if_owned);
+		uint32_t n = LD(&if_state.threads), want;
 
-		t = &if_threads[i < IF_THREADS - 1 ? i : IF_THREADS - 1];
+		if (i < 0)
+			i = IF_THREADS - 1;
+		/* settle scans every slot ever used, the shared one too */
+		want = (uint32_t)i + 1;
+		while (n < want &&
+		       !__atomic_compare_exchange_n(&if_state.threads, &n, want,
+						    1, __ATOMIC_RELAXED,
+						    __ATOMIC_RELAXED))
+			;
+		t = &if_threads[i];
 		if_me = t;
 	}
 	return t;
+}
+
+/*
+ * The thread ends: its slot goes to the next thread that needs one, which
+ * goes on counting from its even value (a settle that saw it odd saw it
+ * change).  Not while a call of its own is in flight: settle waits for
+ * that call's end, which the next owner must not fake.
+ */
+static void if_thread_end(void *v)
+{
+	unsigned int i = (unsigned int)(uintptr_t)v - 1;
+
+	if (if_me == &if_threads[i])
+		if_me = NULL;
+	if (!(LD(&if_threads[i].seq) & 1))
+		gh_tslot_give(&if_owned, i);
 }
 
 static int shared(const struct if_thread *t)
@@ -237,6 +265,9 @@ void gh_inflight_leave(int slot)
  */
 static void if_atfork_child(void)
 {
+	long own = if_me ? if_me - if_threads : -1;
+
+	gh_tslot_reset(&if_owned, own < IF_THREADS - 1 ? (int)own : -1);
 	for (int i = 0; i < IF_THREADS; i++)
 		if (&if_threads[i] != if_me)
 			if_threads[i].seq = 0;
@@ -247,5 +278,6 @@ static void if_atfork_child(void)
 
 __attribute__((constructor)) static void if_init(void)
 {
+	gh_tslot_init(&if_owned, if_thread_end);
 	pthread_atfork(NULL, NULL, if_atfork_child);
 }

@@ -8,6 +8,7 @@
  */
 #include <cuda.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 
 /* Not every helper of the shared header is used here. */
@@ -188,6 +189,59 @@ TEST(guarded_capture_marks_untrusted)
 	CHECK_EQ(fired, 1);
 	CHECK_EQ(gdrhook_trusted(), 0);
 	CU_OK(cuStreamEndCapture(capturing, &g));
+}
+
+/*
+ * Threads that come and go, each making one memory call from a
+ * subscriber callback (queued in a per-thread ring, applied as its hook
+ * returns): 300 of them, more than the 256 rings.  Each ended thread's
+ * ring goes to the next, so every call is applied and the registry stays
+ * trusted (a ring kept for the process's life: the 257th thread's call
+ * lost, the registry untrusted).
+ */
+static __thread int cb_done;
+static __thread CUdeviceptr cb_born;
+static CUcontext thread_ctx0;
+
+static void alloc_once_per_thread(const struct gdrhook_event *ev, void *arg)
+{
+	if (cb_done++)
+		return;
+	CU_OK(cuMemAlloc_v2(&cb_born, 12288));
+	(void)ev;
+	(void)arg;
+}
+
+static void *guarded_thread(void *arg)
+{
+	CUdeviceptr p;
+	struct gdrhook_range r;
+
+	CU_OK(cuCtxSetCurrent(thread_ctx0));
+	CU_OK(cuMemAlloc_v2(&p, 4096));
+	CHECK(cb_born != 0);
+	CHECK_EQ(tracked(cb_born, &r), 0);
+	CHECK_EQ(r.size, 12288);
+	CU_OK(cuMemFree_v2(cb_born));
+	CU_OK(cuMemFree_v2(p));
+	CHECK_EQ(tracked(cb_born, NULL), -ENOENT);
+	return arg;
+}
+
+TEST(guarded_calls_from_threads_that_come_and_go)
+{
+	thread_ctx0 = primary_ctx(0);
+	CHECK(gdrhook_subscribe(GDRHOOK_EVENT_ALLOC, alloc_once_per_thread,
+				NULL) >= 0);
+	for (int i = 0; i < 300; i++) {
+		pthread_t t;
+
+		CHECK_EQ(pthread_create(&t, NULL, guarded_thread, NULL), 0);
+		CHECK_EQ(pthread_join(t, NULL), 0);
+		if (!gdrhook_trusted())
+			TH_FAIL("untrusted after thread %d", i + 1);
+	}
+	CHECK_EQ(gdrhook_trusted(), 1);
 }
 
 TEST_MAIN()

@@ -772,6 +772,97 @@ static int scenario_first_regs(void)
 	return 0;
 }
 
+/*
+ * 6c. A program that starts and ends threads all its life: after 300
+ * short-lived threads made memory calls, four new ones churn allocations
+ * (every call holding the double's lock, so each is nearly always inside
+ * one), and wrapped registrations on the main thread must each succeed
+ * within a moment: the ended threads' in-flight marks went to the new
+ * ones, so settle waits for each churner's own call to end, not for an
+ * instant when none of them is in a call (what one mark shared by every
+ * thread past the first 255 needed: a second's wait, then a refusal,
+ * every time).
+ */
+static void *short_lived_thread(void *arg)
+{
+	thread_ctx();
+	CU_OK(cuMemFree(dev_alloc(4096)));
+	return arg;
+}
+
+struct own_churn {
+	int stop;	/* atomic */
+	int bad;
+};
+
+static void *own_churn_thread(void *arg)
+{
+	struct own_churn *c = arg;
+
+	thread_ctx();
+	while (!__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
+		CUdeviceptr b;
+
+		if (cuMemAlloc(&b, 4096) || cuMemFree(b)) {
+			c->bad = 1;
+			break;
+		}
+	}
+	return NULL;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int scenario_thread_churn(void)
+{
+	struct own_churn c = { 0, 0 };
+	pthread_t t[4];
+	struct ibv_pd *pd;
+	CUdeviceptr a, b, lo;
+	uint64_t worst = 0;
+
+	setup();
+	pd = v.alloc_pd(v.open());
+	a = dev_alloc(10000);
+	b = dev_alloc(10000);
+	CHECK(b > a);
+	lo = a + 9000;
+	for (int i = 0; i < 300; i++) {
+		pthread_t s;
+
+		CHECK_EQ(pthread_create(&s, NULL, short_lived_thread, NULL), 0);
+		CHECK_EQ(pthread_join(s, NULL), 0);
+	}
+	for (int i = 0; i < 4; i++)
+		CHECK_EQ(pthread_create(&t[i], NULL, own_churn_thread, &c), 0);
+	for (int i = 0; i < 40; i++) {
+		uint64_t t0 = mono_ns(), dt;
+		struct ibv_mr *m = v.reg(pd, (void *)lo, b + 1000 - lo,
+					 LW | RW);
+
+		dt = mono_ns() - t0;
+		if (dt > worst)
+			worst = dt;
+		CHECK(m != NULL);
+		CHECK_EQ(v.write(pd, m->rkey, b + 500, "x", 1), 0);
+		CHECK_EQ(v.dereg(m), 0);
+	}
+	__atomic_store_n(&c.stop, 1, __ATOMIC_RELEASE);
+	for (int i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	CHECK(!c.bad);
+	printf("  40 wrapped registrations beside 4 churning threads, after 300 ended threads: slowest %llu us\n",
+	       (unsigned long long)(worst / 1000));
+	CHECK_EQ(v.stale(), 0);
+	return 0;
+}
+
 static const struct scenario scenarios[] = {
 	{ "rereg_revoked", scenario_rereg_revoked },
 	{ "dmabuf_iova", scenario_dmabuf_iova },
@@ -785,6 +876,7 @@ static const struct scenario scenarios[] = {
 	{ "exact_own", scenario_exact_own },
 	{ "stress", scenario_stress },
 	{ "first_regs", scenario_first_regs },
+	{ "thread_churn", scenario_thread_churn },
 };
 
 /* ------------------------------------------------------------- cases */
@@ -856,6 +948,11 @@ TEST(first_registrations_from_many_threads_at_once)
 {
 	for (int i = 0; i < 3; i++)
 		each_backend("first_regs", NULL);
+}
+
+TEST_TIMEOUT(registrations_beside_threads_that_come_and_go, 180)
+{
+	each_backend("thread_churn", "FAKECUDA_ALLOC_HOLD_NS=20000");
 }
 
 TEST(exact_each_mr_its_own_registration_and_record)

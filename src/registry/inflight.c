@@ -68,27 +68,30 @@ static uint32_t if_fence;
 #define FENCE()		__atomic_thread_fence(__ATOMIC_SEQ_CST)
 #endif
 
-static struct if_thread *me(void)
+/* This thread's first memory call: out of line, the calls' path stays
+ * as short as it was. */
+static __attribute__((noinline)) struct if_thread *me_first(void)
+{
+	int i = gh_tslot_take(&if_owned);
+	uint32_t n = LD(&if_state.threads), want;
+
+	if (i < 0)
+		i = IF_THREADS - 1;
+	/* settle scans every slot ever used, the shared one too */
+	want = (uint32_t)i + 1;
+	while (n < want &&
+	       !__atomic_compare_exchange_n(&if_state.threads, &n, want, 1,
+					    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+	if_me = &if_threads[i];
+	return if_me;
+}
+
+static inline struct if_thread *me(void)
 {
 	struct if_thread *t = if_me;
 
-	if (GH_UNLIKELY(!t)) {
-		int i = gh_tslot_take(&if_owned);
-		uint32_t n = LD(&if_state.threads), want;
-
-		if (i < 0)
-			i = IF_THREADS - 1;
-		/* settle scans every slot ever used, the shared one too */
-		want = (uint32_t)i + 1;
-		while (n < want &&
-		       !__atomic_compare_exchange_n(&if_state.threads, &n, want,
-						    1, __ATOMIC_RELAXED,
-						    __ATOMIC_RELAXED))
-			;
-		t = &if_threads[i];
-		if_me = t;
-	}
-	return t;
+	return GH_LIKELY(t) ? t : me_first();
 }
 
 /*
@@ -112,17 +115,41 @@ static int shared(const struct if_thread *t)
 	return t == &if_threads[IF_THREADS - 1];
 }
 
+/*
+ * A thread's first memory call, or one past the slots that counts on the
+ * shared one: out of line, so that the calls' own path saves nothing on
+ * the stack.  begin: the mark goes up (and the fence), else down.
+ */
+static __attribute__((noinline)) void mark_rare(int begin)
+{
+	struct if_thread *t = me();
+
+	if (shared(t)) {
+		if (begin)
+			__atomic_add_fetch(&t->seq, 2, __ATOMIC_SEQ_CST);
+		else
+			__atomic_sub_fetch(&t->seq, 2, __ATOMIC_RELEASE);
+	} else if (begin) {
+		ST(&t->seq, LD(&t->seq) + 1);
+	} else {
+		ST_REL(&t->seq, LD(&t->seq) + 1);
+	}
+	if (begin)
+		FENCE();
+}
+
 void gh_inflight_call_begin(void)
 {
 	struct if_thread *t;
 
 	if (if_depth++)
 		return;		/* the runtime call around a driver call */
-	t = me();
-	if (GH_UNLIKELY(shared(t)))
-		__atomic_add_fetch(&t->seq, 2, __ATOMIC_SEQ_CST);
-	else
-		ST(&t->seq, LD(&t->seq) + 1);
+	t = if_me;
+	if (GH_UNLIKELY(!t || shared(t))) {
+		mark_rare(1);
+		return;
+	}
+	ST(&t->seq, LD(&t->seq) + 1);
 	/* before the real call: a NIC call that can reach its memory
 	 * returns after this is visible */
 	FENCE();
@@ -144,11 +171,12 @@ void gh_inflight_call_end(void)
 		gh_inflight_note(if_free_lo, if_free_hi - if_free_lo);
 		if_free_lo = if_free_hi = 0;
 	}
-	t = me();
-	if (GH_UNLIKELY(shared(t)))
-		__atomic_sub_fetch(&t->seq, 2, __ATOMIC_RELEASE);
-	else
-		ST_REL(&t->seq, LD(&t->seq) + 1);
+	t = if_me;
+	if (GH_UNLIKELY(!t || shared(t))) {
+		mark_rare(0);
+		return;
+	}
+	ST_REL(&t->seq, LD(&t->seq) + 1);
 }
 
 void gh_inflight_note(uint64_t base, uint64_t size)

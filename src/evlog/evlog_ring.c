@@ -164,17 +164,25 @@ static void gh_ev_wake(void)
 /*
  * Reserve and map a ring of recs records, in the spool when it can (else
  * anonymous memory, or NULL with spool_only), and put it on the list in
- * state st.  Reserving the spool's storage (posix_fallocate of the whole
- * ring) is the slow part: up to tens of ms for the default 12 MiB.
+ * state st.  Reserving the spool's storage (posix_fallocate) is the slow
+ * part: 6 ms for the default 12 MiB in /dev/shm, and the reservations of
+ * threads starting at once queue on the spool file (8 threads: 50 ms).
+ * So a thread's own ring has its first GH_RING_FIRST_RECS records
+ * reserved here, the rest by the writer, which is woken for it, or by
+ * the thread itself if it gets there first (gh_ring_grow).
  */
 static struct gh_ring *gh_ring_new(uint32_t recs, uint32_t st, int spool_only)
 {
 	struct gh_ring *g, *head;
 	size_t len = gh_ring_bytes(recs);
+	uint32_t first = st == GH_RING_FREE || recs <= GH_RING_FIRST_RECS ?
+			 recs : GH_RING_FIRST_RECS;
+	uint64_t off = 0;
 	int in_spool;
 
 	/* a spare is made by the writer: its page faults are taken there */
-	g = gh_spool_map_ring(len, st == GH_RING_FREE);
+	g = gh_spool_map_ring(len, gh_ring_bytes(first), st == GH_RING_FREE,
+			      &off);
 	in_spool = g != MAP_FAILED;
 	if (g == MAP_FAILED && !spool_only)
 		g = mmap(NULL, len, PROT_READ | PROT_WRITE,
@@ -184,6 +192,8 @@ static struct gh_ring *gh_ring_new(uint32_t recs, uint32_t st, int spool_only)
 	g->mask = recs - 1;
 	g->wake_at = recs / 4 ? recs / 4 : 1;
 	g->map_len = len;
+	g->limit = in_spool && first < recs ? first : UINT64_MAX;
+	g->spool_off = off;
 	g->in_spool = (uint32_t)in_spool;
 	g->populated = st == GH_RING_FREE;
 	/* recoverers look at state: it is set last */
@@ -207,7 +217,7 @@ static struct gh_ring *gh_ring_take_free(uint32_t recs)
 		uint32_t want = GH_RING_FREE;
 
 		/* a recycled ring must be of the configured size */
-		if (g->mask + 1 != recs)
+		if (gh_ring_mask(g) + 1 != recs)
 			continue;
 		if (__atomic_load_n(&g->state, __ATOMIC_RELAXED) ==
 			    GH_RING_FREE &&
@@ -218,6 +228,72 @@ static struct gh_ring *gh_ring_take_free(uint32_t recs)
 			return g;
 	}
 	return NULL;
+}
+
+/* Raise g's limit to at least lim (the writer and the producer both may). */
+static void gh_ring_raise_limit(struct gh_ring *g, uint64_t lim)
+{
+	uint64_t cur = __atomic_load_n(&g->limit, __ATOMIC_RELAXED);
+
+	while (cur < lim &&
+	       !__atomic_compare_exchange_n(&g->limit, &cur, lim, 1,
+					    __ATOMIC_RELEASE,
+					    __ATOMIC_RELAXED))
+		;
+}
+
+/*
+ * Writer: reserve what a thread's ring has not reserved yet, all of it at
+ * once.  On failure (no room left in the spool) nothing changes: the
+ * producer finds out when it gets there (gh_ring_grow).
+ */
+static void gh_ring_reserve_rest(struct gh_ring *g)
+{
+	uint64_t lim = __atomic_load_n(&g->limit, __ATOMIC_ACQUIRE);
+	uint64_t all = (uint64_t)gh_ring_mask(g) + 1;
+
+	if (lim >= all)
+		return;
+	if (!gh_spool_reserve(g->spool_off + gh_ring_bytes((uint32_t)lim),
+			      gh_ring_bytes((uint32_t)all) -
+			      gh_ring_bytes((uint32_t)lim)))
+		gh_ring_raise_limit(g, UINT64_MAX);
+}
+
+/*
+ * Producer: head reached what its ring has reserved (h == limit, a power
+ * of two) before the writer reserved the rest: reserve up to twice as
+ * much itself, a bounded wait that happens at most a few times per
+ * thread.  If the spool has no room left, the ring goes on as a ring of
+ * what it has (mask shrunk: every index so far is below the new size, so
+ * the writer, reading the mask as it drains, finds the same slots).
+ * Preserves errno.
+ */
+static __attribute__((noinline)) void gh_ring_grow(struct gh_ring *g,
+						   uint64_t h)
+{
+	uint64_t lim = __atomic_load_n(&g->limit, __ATOMIC_ACQUIRE);
+	uint64_t all = (uint64_t)g->mask + 1, want;
+	int saved = errno, err;
+
+	if (h < lim)
+		return;		/* the writer did it meanwhile */
+	want = lim * 2 < all ? lim * 2 : all;
+	err = gh_spool_reserve(g->spool_off + gh_ring_bytes((uint32_t)lim),
+			       gh_ring_bytes((uint32_t)want) -
+			       gh_ring_bytes((uint32_t)lim));
+	if (!err) {
+		gh_ring_raise_limit(g, want == all ? UINT64_MAX : want);
+	} else {
+		gh_spool_note_smaller(err);
+		__atomic_store_n(&g->wake_at, lim / 4 ? (uint32_t)lim / 4 : 1,
+				 __ATOMIC_RELAXED);
+		__atomic_store_n(&g->mask, (uint32_t)lim - 1,
+				 __ATOMIC_RELEASE);
+		gh_ring_raise_limit(g, UINT64_MAX);
+	}
+	gh_ev_wake();
+	errno = saved;
 }
 
 /*
@@ -237,18 +313,25 @@ static void gh_ev_keep_spare(void)
 
 	for (g = __atomic_load_n(&gh_ev.rings, __ATOMIC_ACQUIRE); g;
 	     g = g->next) {
+		/* the rest of a ring a thread made itself */
+		if (g->in_spool)
+			gh_ring_reserve_rest(g);
 		/*
 		 * A ring a thread made itself (no spare was ready) faults
 		 * once per page as its records fill it: fault the rest in
-		 * here, once (no-op before Linux 5.14).  It writes nothing:
-		 * safe beside the producer.
+		 * here, once (no-op before Linux 5.14), once all of it is
+		 * reserved.  It writes nothing: safe beside the producer.
 		 */
 		if (g->in_spool && !__atomic_load_n(&g->populated,
-						    __ATOMIC_RELAXED)) {
+						    __ATOMIC_RELAXED) &&
+		    __atomic_load_n(&g->limit, __ATOMIC_ACQUIRE) ==
+			    UINT64_MAX) {
 			__atomic_store_n(&g->populated, 1, __ATOMIC_RELAXED);
-			madvise(g, g->map_len, MADV_POPULATE_WRITE);
+			madvise(g, gh_ring_bytes(__atomic_load_n(
+					   &g->mask, __ATOMIC_RELAXED) + 1),
+				MADV_POPULATE_WRITE);
 		}
-		if (g->mask + 1 == recs &&
+		if (gh_ring_mask(g) + 1 == recs &&
 		    __atomic_load_n(&g->state, __ATOMIC_ACQUIRE) ==
 			    GH_RING_FREE)
 			have_spare = 1;
@@ -269,15 +352,15 @@ static struct gh_ring *gh_ring_get(void)
 	int saved = errno;
 
 	g = gh_ring_take_free(recs);
-	if (g) {
-		gh_ev_wake();	/* the writer makes the next spare */
-	} else {
+	if (!g) {
 		g = gh_ring_new(recs, GH_RING_OWNED, 0);
 		if (!g) {
 			errno = saved;
 			return NULL;
 		}
 	}
+	/* the writer makes the next spare, or reserves the rest of this */
+	gh_ev_wake();
 	/*
 	 * The key's destructor hands the ring back at thread exit.  glibc
 	 * keeps the first 32 keys' values inline in the thread descriptor
@@ -420,6 +503,9 @@ void gh_evlog_put(const struct gh_evrec *r)
 	}
 	h = g->head;	/* only we write it */
 	t = __atomic_load_n(&g->tail, __ATOMIC_ACQUIRE);
+	if (__builtin_expect(h >= __atomic_load_n(&g->limit, __ATOMIC_ACQUIRE),
+			     0))
+		gh_ring_grow(g, h);
 	if (__builtin_expect(h - t > g->mask, 0)) {
 		saved = errno;
 		if (!gh_ev.block || gh_ev_wait_room(g, h)) {

@@ -437,7 +437,7 @@ uint64_t gh_ev_drain_ring(struct gh_ring *g, pid_t pid)
 			__atomic_store_n(&g->tail, t, __ATOMIC_RELEASE);
 		}
 		if (gh_ev.sink.fd >= 0) {
-			gh_ev_format_record(&gh_ev.out, &g->rec[t & g->mask], pid);
+			gh_ev_format_record(&gh_ev.out, &g->rec[t & gh_ring_mask(g)], pid);
 			gh_ev.out_recs++;
 		} else {
 			gh_ev_drop(1);

@@ -21,6 +21,8 @@
 
 #define GH_EV_DEFAULT_RING	(12u << 20)	/* 65536 records per thread */
 #define GH_EV_MIN_RECS		8u
+/* reserved by a thread making its own ring; power of two (192 KiB) */
+#define GH_RING_FIRST_RECS	1024u
 #define GH_EV_MAX_RECS		(1u << 24)
 #define GH_EV_PERIOD_MS		50
 #define GH_EV_STALL_MS		2000	/* a sink that takes nothing: dead */

@@ -27,6 +27,10 @@ struct gh_ring {
 	uint32_t in_spool;		/* 1: part of the spool file */
 	uint32_t populated;		/* its pages faulted in (writer) */
 	size_t map_len;
+	/* records reserved in the spool: head stays below (atomic; all
+	 * reserved: UINT64_MAX), and where the ring is in the spool file */
+	uint64_t limit;
+	uint64_t spool_off;
 	uint64_t head __attribute__((aligned(64)));	/* producer */
 	uint64_t tail __attribute__((aligned(64)));	/* consumer */
 	struct gh_evrec rec[] __attribute__((aligned(64)));
@@ -53,6 +57,13 @@ void gh_fd_close(struct gh_ownfd *o);
 /* Bytes a ring of recs records maps (whole pages). */
 size_t gh_ring_bytes(uint32_t recs);
 
+/* The ring's capacity - 1, read beside its producer (which may shrink it,
+ * gh_ring_grow). */
+static inline uint32_t gh_ring_mask(const struct gh_ring *g)
+{
+	return __atomic_load_n(&g->mask, __ATOMIC_RELAXED);
+}
+
 /*
  * Create and map this process's spool (first event): log is the expanded
  * log path the records belong to; start_t/start_wall are its "start"
@@ -69,15 +80,26 @@ void gh_spool_name(char *dst, size_t cap, pid_t pid);
 int gh_spool_active(void);
 
 /*
- * The next ring of the spool, mapped shared, len bytes, its storage
- * reserved first (a full /dev/shm must never raise SIGBUS on a hook's
- * store); MAP_FAILED when there is no spool, it is full or there is no
- * room: the caller then uses anonymous memory.  Any thread, lock-free,
- * no message (gh_spool_report() says it later).  populate: fault every
- * page in now (MAP_POPULATE), so that the stores of the thread that
- * takes the ring later do not fault once per page.
+ * The next ring of the spool, mapped shared, len bytes, its first reserve
+ * bytes reserved first (a full /dev/shm must never raise SIGBUS on a
+ * hook's store: nothing past what is reserved is written); *off_p: where
+ * it is in the spool file.  MAP_FAILED when there is no spool, it is full
+ * or there is no room: the caller then uses anonymous memory.  Any
+ * thread, lock-free, no message (gh_spool_report() says it later).
+ * populate: fault every page in now (MAP_POPULATE), so that the stores
+ * of the thread that takes the ring later do not fault once per page.
  */
-struct gh_ring *gh_spool_map_ring(size_t len, int populate);
+struct gh_ring *gh_spool_map_ring(size_t len, size_t reserve, int populate,
+				  uint64_t *off_p);
+
+/* Reserve len more bytes of the spool file at off: 0 or an errno. */
+int gh_spool_reserve(uint64_t off, uint64_t len);
+/* Tests: non-zero makes gh_spool_reserve fail with ENOSPC (a full
+ * /dev/shm, which a test cannot make). */
+extern int gh_spool_reserve_fails;
+/* A ring stays smaller than asked, for want of room (err): said once by
+ * gh_spool_report(). */
+void gh_spool_note_smaller(int err);
 
 /* Count n events dropped in the spool's header, for a recoverer. */
 void gh_spool_count_drop(uint64_t n);

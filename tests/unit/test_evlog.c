@@ -938,6 +938,109 @@ TEST(new_thread_takes_the_writers_spare_ring)
 	rm_tdir();
 }
 
+/*
+ * A thread that makes its own ring reserves only its first
+ * GH_RING_FIRST_RECS records there (the rest is the writer's to reserve:
+ * 12 MiB take 6 ms in /dev/shm, and threads starting at once queued on
+ * the spool file for 50 ms).  With the writer held off, the thread
+ * reserves more itself as it gets there, doubling, and loses nothing.
+ */
+TEST(own_ring_reserved_in_steps_nothing_lost)
+{
+	enum { RECS = 32768, N = 10000 };
+	struct gh_ring *mine;
+
+	mk_tdir();
+	CHECK_EQ(gh_evlog_configure(tpath("log"),
+				    (uint64_t)RECS * GH_EVLOG_REC_BYTES), 0);
+	gh_evlog_atfork_prepare();	/* the writer waits on the lock */
+	put(GH_EV_FREE, 0);
+	mine = ring_in(GH_RING_OWNED);
+	if (!mine || !mine->in_spool) {
+		gh_evlog_atfork_parent();
+		SKIP("no room in /dev/shm for the spool");
+	}
+	CHECK_EQ(__atomic_load_n(&mine->limit, __ATOMIC_ACQUIRE),
+		 GH_RING_FIRST_RECS);
+	for (int i = 1; i < N; i++)
+		put(GH_EV_FREE, (uint64_t)i);
+	/* doubled by the thread itself, each time it got there */
+	{
+		uint64_t want = GH_RING_FIRST_RECS;
+
+		while (want < N)
+			want *= 2;
+		CHECK_EQ(__atomic_load_n(&mine->limit, __ATOMIC_ACQUIRE),
+			 want);
+	}
+	CHECK_EQ(gh_evlog_dropped(), 0);
+	gh_evlog_atfork_parent();
+	/* then the writer reserves the rest */
+	for (int i = 0; i < 1000 && __atomic_load_n(&mine->limit,
+						    __ATOMIC_ACQUIRE) !=
+				    UINT64_MAX; i++)
+		usleep(10 * 1000);
+	CHECK_EQ(__atomic_load_n(&mine->limit, __ATOMIC_ACQUIRE), UINT64_MAX);
+	gh_evlog_flush();
+	CHECK_EQ(gh_evlog_written(), N);
+	CHECK_EQ(gh_evlog_dropped(), 0);
+	gh_evlog_shutdown(0, 0);
+	rm_tdir();
+}
+
+/*
+ * No room left in the spool when the thread needs more than its first
+ * records: its ring goes on as a ring of those (no SIGBUS, no write past
+ * what is reserved), what does not fit is counted as dropped, and the
+ * records after the writer drained it are written, in order.
+ */
+TEST(own_ring_without_room_goes_on_smaller)
+{
+	enum { RECS = 32768, N = 10000, MORE = 100 };
+	struct gh_ring *mine;
+	struct lines l;
+	int n = 0;
+	long long prev = -1;
+
+	mk_tdir();
+	CHECK_EQ(gh_evlog_configure(tpath("log"),
+				    (uint64_t)RECS * GH_EVLOG_REC_BYTES), 0);
+	gh_evlog_atfork_prepare();
+	__atomic_store_n(&gh_spool_reserve_fails, 1, __ATOMIC_RELAXED);
+	put(GH_EV_FREE, 0);
+	mine = ring_in(GH_RING_OWNED);
+	if (!mine || !mine->in_spool) {
+		gh_evlog_atfork_parent();
+		SKIP("no room in /dev/shm for the spool");
+	}
+	for (int i = 1; i < N; i++)
+		put(GH_EV_FREE, (uint64_t)i);
+	CHECK_EQ(gh_ring_mask(mine), GH_RING_FIRST_RECS - 1);
+	CHECK_EQ(gh_evlog_dropped(), N - GH_RING_FIRST_RECS);
+	gh_evlog_atfork_parent();
+	gh_evlog_flush();
+	for (int i = 0; i < MORE; i++)
+		put(GH_EV_FREE, (uint64_t)(N + i));
+	gh_evlog_shutdown(0, 0);
+	l = read_lines(tpath("log"));
+	for (int i = 0; i < l.n; i++) {
+		struct obj *o = parse_line(l.v[i]);
+		const char *ev = get(o, "ev");
+		long long p;
+
+		if (!ev || (strcmp(ev, "\"free\"") && strcmp(ev, "free")))
+			continue;
+		p = geti(o, "ptr");
+		/* the first records, then the later ones, in order */
+		CHECK(p > prev);
+		CHECK(p < GH_RING_FIRST_RECS || p >= N);
+		prev = p;
+		n++;
+	}
+	CHECK_EQ(n, GH_RING_FIRST_RECS + MORE);
+	rm_tdir();
+}
+
 /* ---------------------------------------------------------------- */
 /* fork                                                              */
 

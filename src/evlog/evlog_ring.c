@@ -132,6 +132,7 @@ int gh_evlog_configure(const char *path, uint64_t ring_bytes)
 	gh_ev.start_t = gh_now_ns();
 	gh_ev.start_wall = gh_wall_ns();
 	gh_ev_out_init();
+	gh_fd_prime();		/* not in the first logged call */
 	pthread_mutex_lock(&gh_ev.lock);
 	gh_spool_recover_all(gh_ev_recover);
 	pthread_mutex_unlock(&gh_ev.lock);

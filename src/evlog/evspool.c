@@ -87,6 +87,19 @@ static int gh_fd_floor(void)
 	return (int)(lim - lim / 8);
 }
 
+void gh_fd_prime(void)
+{
+	int saved = errno, fd = open("/", O_PATH | O_CLOEXEC), hi;
+
+	if (fd >= 0) {
+		hi = fcntl(fd, F_DUPFD_CLOEXEC, gh_fd_floor());
+		if (hi >= 0)
+			close(hi);
+		close(fd);
+	}
+	errno = saved;
+}
+
 int gh_fd_own(int fd, struct gh_ownfd *o)
 {
 	struct stat st;

@@ -51,6 +51,14 @@ struct gh_ownfd {
 };
 
 int gh_fd_own(int fd, struct gh_ownfd *o);	/* 0 or -errno (fd closed) */
+/*
+ * At init: grow the descriptor table up to where gh_fd_own() moves fds.
+ * The first move up there grows it, and in a process with threads the
+ * kernel then waits for an RCU grace period (12 ms on the CPU VM): that
+ * was inside the first logged call, with every other thread that logged
+ * waiting on it.  Opens and closes its own descriptor only.
+ */
+void gh_fd_prime(void);
 int gh_fd_ours(const struct gh_ownfd *o);
 void gh_fd_close(struct gh_ownfd *o);
 

@@ -14,6 +14,7 @@
 #ifndef GH_TEST_HARNESS_H
 #define GH_TEST_HARNESS_H
 
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -142,6 +143,24 @@ static int th_run(int argc, char **argv)
 	}
 	printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
 	return failed ? 1 : 0;
+}
+
+/*
+ * Entries of a directory but "." and "..": threads in /proc/self/task,
+ * descriptors in /proc/self/fd (its own, open while it reads, counted).
+ */
+static inline int th_dir_entries(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		TH_FAIL("cannot read %s: %s", path, strerror(errno));
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
 }
 
 #define TEST_MAIN()							\

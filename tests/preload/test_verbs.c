@@ -26,15 +26,7 @@
 
 static int count_fds(void)
 {
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	int n = 0;
-
-	CHECK(d != NULL);
-	while ((e = readdir(d)))
-		n += e->d_name[0] != '.';
-	closedir(d);
-	return n - 1;	/* the directory's own */
+	return th_dir_entries("/proc/self/fd") - 1;	/* the directory's own */
 }
 
 /* ---------------------------------------------------------- scenarios */

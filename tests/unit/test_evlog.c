@@ -253,16 +253,7 @@ static void put(unsigned int ev, uint64_t ptr)
 
 static int nthreads_now(void)
 {
-	DIR *d = opendir("/proc/self/task");
-	struct dirent *e;
-	int n = 0;
-
-	CHECK(d != NULL);
-	while ((e = readdir(d)))
-		if (e->d_name[0] != '.')
-			n++;
-	closedir(d);
-	return n;
+	return th_dir_entries("/proc/self/task");
 }
 
 /*
@@ -957,15 +948,7 @@ static long status_field(const char *key)
 
 static int open_fds(void)
 {
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	int n = 0;
-
-	CHECK(d != NULL);
-	while ((e = readdir(d)))
-		n += e->d_name[0] != '.';
-	closedir(d);
-	return n;
+	return th_dir_entries("/proc/self/fd");
 }
 
 /*

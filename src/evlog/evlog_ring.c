@@ -179,15 +179,19 @@ static struct gh_ring *gh_ring_new(uint32_t recs, uint32_t st, int spool_only)
 	uint32_t first = st == GH_RING_FREE || recs <= GH_RING_FIRST_RECS ?
 			 recs : GH_RING_FIRST_RECS;
 	uint64_t off = 0;
-	int in_spool;
+	int in_spool, err = 0;
 
 	/* a spare is made by the writer: its page faults are taken there */
 	g = gh_spool_map_ring(len, gh_ring_bytes(first), st == GH_RING_FREE,
-			      &off);
+			      &off, &err);
 	in_spool = g != MAP_FAILED;
-	if (g == MAP_FAILED && !spool_only)
+	if (g == MAP_FAILED && !spool_only) {
+		/* no room: this thread's events go to private memory */
+		if (err)
+			gh_spool_note(err);
 		g = mmap(NULL, len, PROT_READ | PROT_WRITE,
 			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	}
 	if (g == MAP_FAILED)
 		return NULL;
 	g->mask = recs - 1;

@@ -169,7 +169,7 @@ static int gh_reserve(int fd, off_t off, off_t len)
 	return err;
 }
 
-static void gh_spool_note(int err)
+void gh_spool_note(int err)
 {
 	int none = 0;
 
@@ -332,7 +332,7 @@ void gh_spool_note_smaller(int err)
 }
 
 struct gh_ring *gh_spool_map_ring(size_t len, size_t reserve, int populate,
-				  uint64_t *off_p)
+				  uint64_t *off_p, int *err_p)
 {
 	struct gh_spool_hdr *sp = __atomic_load_n(&gh_sp.hdr,
 						  __ATOMIC_ACQUIRE);
@@ -355,7 +355,7 @@ struct gh_ring *gh_spool_map_ring(size_t len, size_t reserve, int populate,
 	*off_p = (uint64_t)off;
 	err = gh_reserve(fd, off, (off_t)(reserve < len ? reserve : len));
 	if (err)
-		gh_spool_note(err);
+		*err_p = err;
 	else
 		g = mmap(NULL, len, PROT_READ | PROT_WRITE,
 			 MAP_SHARED | (populate ? MAP_POPULATE : 0), fd, off);

@@ -92,13 +92,17 @@ int gh_spool_active(void);
  * bytes reserved first (a full /dev/shm must never raise SIGBUS on a
  * hook's store: nothing past what is reserved is written); *off_p: where
  * it is in the spool file.  MAP_FAILED when there is no spool, it is full
- * or there is no room: the caller then uses anonymous memory.  Any
- * thread, lock-free, no message (gh_spool_report() says it later).
+ * or there is no room (*err_p: the reservation's errno, for
+ * gh_spool_note() when the caller then uses anonymous memory).  Any
+ * thread, lock-free, no message.
  * populate: fault every page in now (MAP_POPULATE), so that the stores
  * of the thread that takes the ring later do not fault once per page.
  */
 struct gh_ring *gh_spool_map_ring(size_t len, size_t reserve, int populate,
-				  uint64_t *off_p);
+				  uint64_t *off_p, int *err_p);
+/* Why a ring is in private memory, not the spool: said once by
+ * gh_spool_report(). */
+void gh_spool_note(int err);
 
 /* Reserve len more bytes of the spool file at off: 0 or an errno. */
 int gh_spool_reserve(uint64_t off, uint64_t len);

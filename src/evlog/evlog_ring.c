@@ -247,6 +247,14 @@ static void gh_ring_raise_limit(struct gh_ring *g, uint64_t lim)
 		;
 }
 
+/* Reserve g's records [from, to) in the spool: 0 or an errno. */
+static int gh_ring_reserve(struct gh_ring *g, uint64_t from, uint64_t to)
+{
+	return gh_spool_reserve(g->spool_off + gh_ring_bytes((uint32_t)from),
+				gh_ring_bytes((uint32_t)to) -
+				gh_ring_bytes((uint32_t)from));
+}
+
 /*
  * Writer: reserve what a thread's ring has not reserved yet, all of it at
  * once.  On failure (no room left in the spool) nothing changes: the
@@ -257,11 +265,7 @@ static void gh_ring_reserve_rest(struct gh_ring *g)
 	uint64_t lim = __atomic_load_n(&g->limit, __ATOMIC_ACQUIRE);
 	uint64_t all = (uint64_t)gh_ring_mask(g) + 1;
 
-	if (lim >= all)
-		return;
-	if (!gh_spool_reserve(g->spool_off + gh_ring_bytes((uint32_t)lim),
-			      gh_ring_bytes((uint32_t)all) -
-			      gh_ring_bytes((uint32_t)lim)))
+	if (lim < all && !gh_ring_reserve(g, lim, all))
 		gh_ring_raise_limit(g, UINT64_MAX);
 }
 
@@ -278,15 +282,13 @@ static __attribute__((noinline)) void gh_ring_grow(struct gh_ring *g,
 						   uint64_t h)
 {
 	uint64_t lim = __atomic_load_n(&g->limit, __ATOMIC_ACQUIRE);
-	uint64_t all = (uint64_t)g->mask + 1, want;
+	uint64_t all = (uint64_t)gh_ring_mask(g) + 1, want;
 	int saved = errno, err;
 
 	if (h < lim)
 		return;		/* the writer did it meanwhile */
 	want = lim * 2 < all ? lim * 2 : all;
-	err = gh_spool_reserve(g->spool_off + gh_ring_bytes((uint32_t)lim),
-			       gh_ring_bytes((uint32_t)want) -
-			       gh_ring_bytes((uint32_t)lim));
+	err = gh_ring_reserve(g, lim, want);
 	if (!err) {
 		gh_ring_raise_limit(g, want == all ? UINT64_MAX : want);
 	} else {
@@ -332,8 +334,7 @@ static void gh_ev_keep_spare(void)
 		    __atomic_load_n(&g->limit, __ATOMIC_ACQUIRE) ==
 			    UINT64_MAX) {
 			__atomic_store_n(&g->populated, 1, __ATOMIC_RELAXED);
-			madvise(g, gh_ring_bytes(__atomic_load_n(
-					   &g->mask, __ATOMIC_RELAXED) + 1),
+			madvise(g, gh_ring_bytes(gh_ring_mask(g) + 1),
 				MADV_POPULATE_WRITE);
 		}
 		if (gh_ring_mask(g) + 1 == recs &&

@@ -169,12 +169,18 @@ static int gh_reserve(int fd, off_t off, off_t len)
 	return err;
 }
 
-void gh_spool_note(int err)
+/* Keep the first error in *where (0: none yet). */
+static void gh_spool_first_err(int *where, int err)
 {
 	int none = 0;
 
-	__atomic_compare_exchange_n(&gh_sp.err, &none, err, 0,
-				    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+	__atomic_compare_exchange_n(where, &none, err, 0, __ATOMIC_RELAXED,
+				    __ATOMIC_RELAXED);
+}
+
+void gh_spool_note(int err)
+{
+	gh_spool_first_err(&gh_sp.err, err);
 }
 
 static size_t gh_pagesize(void)
@@ -325,10 +331,7 @@ int gh_spool_reserve(uint64_t off, uint64_t len)
 
 void gh_spool_note_smaller(int err)
 {
-	int none = 0;
-
-	__atomic_compare_exchange_n(&gh_sp.small_err, &none, err, 0,
-				    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+	gh_spool_first_err(&gh_sp.small_err, err);
 }
 
 struct gh_ring *gh_spool_map_ring(size_t len, size_t reserve, int populate,

@@ -1031,6 +1031,68 @@ TEST(own_ring_reserved_in_steps_nothing_lost)
 	rm_tdir();
 }
 
+/* The descriptor this process holds on its spool, or -1. */
+static int spool_fd_number(void)
+{
+	char path[64], target[256];
+	int found = -1;
+
+	for (int fd = 0; fd < 4096 && found < 0; fd++) {
+		ssize_t n;
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		n = readlink(path, target, sizeof(target) - 1);
+		if (n <= 0)
+			continue;
+		target[n] = '\0';
+		if (strstr(target, "/dev/shm/gdrhook-spool."))
+			found = fd;
+	}
+	return found;
+}
+
+/*
+ * The program puts its own file on the number of the spool's descriptor
+ * (dup2) before a thread's ring grows: the growth reserves in the spool
+ * (opened again by its path), never in the program's file, and nothing
+ * is lost.
+ */
+TEST(own_ring_grows_after_the_program_took_the_spool_fd_number)
+{
+	enum { N = 3000 };
+	struct gh_ring *mine;
+	struct stat st;
+	int sfd, pfd;
+
+	mk_tdir();
+	CHECK_EQ(gh_evlog_configure(tpath("log"), 0), 0);
+	gh_evlog_atfork_prepare();	/* the writer reserves nothing */
+	put(GH_EV_FREE, 0);
+	mine = ring_in(GH_RING_OWNED);
+	sfd = spool_fd_number();
+	if (!mine || sfd < 0) {
+		gh_evlog_atfork_parent();
+		SKIP("no room in /dev/shm for the spool");
+	}
+	pfd = open(tpath("mine"), O_RDWR | O_CREAT, 0600);
+	CHECK(pfd >= 0);
+	CHECK_EQ(dup2(pfd, sfd), sfd);
+	for (int i = 1; i < N; i++)
+		put(GH_EV_FREE, (uint64_t)i);
+	CHECK(__atomic_load_n(&mine->limit, __ATOMIC_ACQUIRE) >= N);
+	CHECK_EQ(fstat(sfd, &st), 0);
+	CHECK_EQ(st.st_size, 0);	/* the program's file, untouched */
+	CHECK_EQ(st.st_blocks, 0);
+	gh_evlog_atfork_parent();
+	gh_evlog_flush();
+	CHECK_EQ(gh_evlog_written(), N);
+	CHECK_EQ(gh_evlog_dropped(), 0);
+	gh_evlog_shutdown(0, 0);
+	close(sfd);
+	close(pfd);
+	rm_tdir();
+}
+
 /*
  * No room left in the spool when the thread needs more than its first
  * records: its ring goes on as a ring of those (no SIGBUS, no write past

@@ -278,13 +278,20 @@ static void *churn_thread(void *arg)
 	return NULL;
 }
 
-static int scenario_wrap_churn(void)
+/*
+ * Wrapped registrations across a and its neighbour c->b for 2 s, each
+ * with a peer write into both, while thread fn (given c) frees and
+ * allocates the neighbour again; what fn returned into *ret_p.  No write
+ * may land in memory the registration no longer reaches.
+ */
+static void wrap_across_churn(void *(*fn)(void *), const char *what,
+			      void **ret_p)
 {
 	struct churn c = { 0 };
 	struct ibv_pd *pd;
 	CUdeviceptr a, lo;
 	pthread_t t;
-	int rounds = 0, passed = 0;
+	int rounds = 0, made = 0, passed = 0;
 	time_t end;
 
 	setup();
@@ -294,7 +301,7 @@ static int scenario_wrap_churn(void)
 	c.n = 10000;
 	CHECK(c.b > a);
 	lo = a + 9000;
-	CHECK_EQ(pthread_create(&t, NULL, churn_thread, &c), 0);
+	CHECK_EQ(pthread_create(&t, NULL, fn, &c), 0);
 	end = time(NULL) + 2;
 	while (time(NULL) < end) {
 		struct ibv_mr *m = v.reg(pd, (void *)lo, c.b + 1000 - lo,
@@ -303,6 +310,7 @@ static int scenario_wrap_churn(void)
 		if (m && v.is_mr(m))
 			passed++;
 		if (m) {
+			made++;
 			v.write(pd, m->rkey, c.b + 500, "x", 1);
 			v.write(pd, m->rkey, lo, "y", 1);
 			CHECK_EQ(v.dereg(m), 0);
@@ -310,12 +318,17 @@ static int scenario_wrap_churn(void)
 		rounds++;
 	}
 	__atomic_store_n(&c.stop, 1, __ATOMIC_RELEASE);
-	pthread_join(t, NULL);
+	pthread_join(t, ret_p);
 	CHECK(!c.bad);
-	printf("  %d registrations across a churned neighbour, %d unwrapped\n",
-	       rounds, passed);
+	printf("  %d registrations across %s, %d made, %d unwrapped\n",
+	       rounds, what, made, passed);
 	CHECK_EQ(v.calls("stale_writes"), 0);
 	CHECK_EQ(v.stale(), 0);
+}
+
+static int scenario_wrap_churn(void)
+{
+	wrap_across_churn(churn_thread, "a churned neighbour", NULL);
 	return 0;
 }
 
@@ -790,14 +803,10 @@ static void *short_lived_thread(void *arg)
 	return arg;
 }
 
-struct own_churn {
-	int stop;	/* atomic */
-	int bad;
-};
-
+/* Its own buffers, allocated and freed until c->stop (c->b unused). */
 static void *own_churn_thread(void *arg)
 {
-	struct own_churn *c = arg;
+	struct churn *c = arg;
 
 	thread_ctx();
 	while (!__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
@@ -821,7 +830,7 @@ static uint64_t mono_ns(void)
 
 static int scenario_thread_churn(void)
 {
-	struct own_churn c = { 0, 0 };
+	struct churn c = { 0 };
 	pthread_t t[4];
 	struct ibv_pd *pd;
 	CUdeviceptr a, b, lo;
@@ -863,6 +872,61 @@ static int scenario_thread_churn(void)
 	return 0;
 }
 
+/*
+ * 6d. The same address freed and allocated again by threads that come and
+ * go (each does it 20 times and ends; a new one follows), while wrapped
+ * registrations across it and its neighbour run with peer writes: the
+ * in-flight marks change hands under registrations in flight, and still
+ * no write lands in memory the registration no longer reaches.
+ */
+static void *short_churn_thread(void *arg)
+{
+	struct churn *c = arg;
+
+	thread_ctx();
+	for (int i = 0; i < 20 && !__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE);
+	     i++) {
+		CUdeviceptr nb = 0;
+
+		if (cuMemFree(c->b) || cuMemAlloc(&nb, c->n) || nb != c->b) {
+			c->bad = 1;
+			break;
+		}
+	}
+	return NULL;
+}
+
+static void *spawn_churners(void *arg)
+{
+	struct churn *c = arg;
+	long n = 0;
+
+	while (!__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE) && !c->bad) {
+		pthread_t t;
+
+		if (pthread_create(&t, NULL, short_churn_thread, c)) {
+			c->bad = 1;
+			break;
+		}
+		pthread_join(t, NULL);
+		n++;
+	}
+	return (void *)n;
+}
+
+static int scenario_thread_churn_aba(void)
+{
+	void *spawned = NULL;
+
+	wrap_across_churn(spawn_churners,
+			  "a neighbour reallocated by threads that come and go",
+			  &spawned);
+	printf("  %ld threads, each reallocating it 20 times\n",
+	       (long)spawned);
+	CHECK((long)spawned > 1);
+	return 0;
+}
+
 static const struct scenario scenarios[] = {
 	{ "rereg_revoked", scenario_rereg_revoked },
 	{ "dmabuf_iova", scenario_dmabuf_iova },
@@ -877,6 +941,7 @@ static const struct scenario scenarios[] = {
 	{ "stress", scenario_stress },
 	{ "first_regs", scenario_first_regs },
 	{ "thread_churn", scenario_thread_churn },
+	{ "thread_churn_aba", scenario_thread_churn_aba },
 };
 
 /* ------------------------------------------------------------- cases */
@@ -953,6 +1018,11 @@ TEST(first_registrations_from_many_threads_at_once)
 TEST_TIMEOUT(registrations_beside_threads_that_come_and_go, 180)
 {
 	each_backend("thread_churn", "FAKECUDA_ALLOC_HOLD_NS=20000");
+}
+
+TEST_TIMEOUT(same_address_reallocated_by_threads_that_come_and_go, 120)
+{
+	each_backend("thread_churn_aba", NULL);
 }
 
 TEST(exact_each_mr_its_own_registration_and_record)

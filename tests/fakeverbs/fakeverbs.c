@@ -51,6 +51,7 @@
 
 #include "fakecuda.h"
 #include "fakeverbs.h"
+#include "fakeverbs_cost.h"
 #include "fakeverbs_internal.h"
 
 #undef ibv_reg_mr
@@ -271,6 +272,7 @@ static int fv_destroy(struct fv_mr *m)
 				fprintf(stderr, "fakeverbs: dereg rkey %#x\n", m->mr.rkey);
 			mrs[i] = mrs[--nmrs];
 			pthread_mutex_unlock(&fv_lock);
+			fv_cost_dereg(m);
 			if (m->map)
 				munmap(m->map, m->map_len);
 			m->live = 0;
@@ -295,6 +297,7 @@ FV_API struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
 	if (!m)
 		return NULL;
 	fv_pin_slowly(m, (uintptr_t)addr, length);
+	fv_cost_reg(m);
 	return &m->mr;
 }
 
@@ -339,6 +342,7 @@ FV_API struct ibv_mr *fv_reg_mr_1_0(struct ibv_pd *pd, void *addr, size_t length
 			return NULL;
 		m->compat = 1;
 		fv_pin_slowly(m, (uintptr_t)addr, length);
+		fv_cost_reg(m);
 		return &m->mr;
 	}
 	w = calloc(1, sizeof(*w));
@@ -470,6 +474,7 @@ FV_API struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
 	m->map_delta = at & (pg - 1);
 	/* the exported pages, whatever iova the program chose */
 	fv_pin_slowly(m, va + offset, length);
+	fv_cost_reg(m);
 	return &m->mr;
 }
 

@@ -54,5 +54,9 @@ int fakeverbs_live_cqs(void);
 /* The NIC's state of qp (enum ibv_qp_state; it goes to IBV_QPS_ERR by
  * itself on a failed work request), -1 if not a live QP. */
 int fakeverbs_qp_state(const struct ibv_qp *qp);
+/* Nanoseconds a cost profile (FAKEVERBS_COST, fakeverbs_cost.c) charged
+ * so far in this process, and its name (NULL: none, nothing charged). */
+unsigned long long fakeverbs_modelled_ns(void);
+const char *fakeverbs_cost_profile(void);
 
 #endif

@@ -51,6 +51,7 @@
 #include <infiniband/verbs.h>
 
 #include "fakeverbs.h"
+#include "fakeverbs_cost.h"
 #include "fakeverbs_internal.h"
 
 #define FV_MAXMW 4096		/* max_mw; window indices 1 .. FV_MAXMW */
@@ -541,6 +542,7 @@ static struct ibv_mw *fv_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
 	mws[idx] = w;
 	nmws++;
 	pthread_mutex_unlock(&fv_lock);
+	fv_cost_charge(FV_COST_ALLOC_MW, 0);
 	return &w->mw;
 }
 
@@ -567,6 +569,7 @@ static int fv_dealloc_mw(struct ibv_mw *mw)
 	struct fv_mw *w;
 
 	fv_count(C_DEALLOC_MW);
+	fv_cost_charge(FV_COST_DEALLOC_MW, 0);
 	pthread_mutex_lock(&fv_lock);
 	w = find_mw_locked(mw);
 	if (w)
@@ -729,6 +732,7 @@ static int post_one(struct fv_qp *q, const struct ibv_send_wr *wr, int verb)
 		/* a slow NIC: the bind takes effect later, unlocked meanwhile */
 		pthread_mutex_unlock(&fv_lock);
 		fv_nic_wait("FAKEVERBS_BIND_DELAY_US");
+		fv_cost_wr(wr);
 		pthread_mutex_lock(&fv_lock);
 		if (!find_qp_locked(&q->qp)) {
 			pthread_mutex_unlock(&fv_lock);

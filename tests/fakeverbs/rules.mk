@@ -14,6 +14,8 @@ all: fakeverbs
 fakeverbs: $(FAKEVERBS_LIB)
 
 FAKEVERBS_OBJS	:= $(FAKEVERBS_DIR)/fakeverbs.o $(FAKEVERBS_DIR)/fakeverbs_qp.o
+FAKEVERBS_OBJS	+= $(FAKEVERBS_DIR)/fakeverbs_cost.o
+$(FAKEVERBS_OBJS): tests/fakeverbs/fakeverbs_cost.h
 
 $(FAKEVERBS_OBJS): $(FAKEVERBS_DIR)/%.o: tests/fakeverbs/%.c tests/fakeverbs/fakeverbs.h \
 		tests/fakeverbs/fakeverbs_internal.h tests/fake/fakecuda.h

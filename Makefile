@@ -88,10 +88,23 @@ $(BUILD)/obj/%.o: %.c $(GEN_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(LIB_CFLAGS) -MMD -MP -c $< -o $@
 
-$(LIB): $(LIB_OBJS) $(GEN_STAMP)
+# The SONAME's number is the release's major (src/kmod/dkms.conf): within
+# it the ABI only grows.  $(LIB) stays the file to preload; the SONAME link
+# beside it is what a program linked with -lgdrhook loads.  The stamp
+# relinks a build made under another SONAME.
+SOVERSION	:= $(firstword $(subst ., ,$(GH_VERSION)))
+SONAME		:= libgdrhook.so.$(SOVERSION)
+SONAME_STAMP	:= $(BUILD)/gen/soname
+$(SONAME_STAMP): FORCE
+	@mkdir -p $(dir $@)
+	@echo $(SONAME) | cmp -s - $@ || echo $(SONAME) >$@
+.PHONY: FORCE
+
+$(LIB): $(LIB_OBJS) $(GEN_STAMP) $(SONAME_STAMP)
 	$(CC) -shared -o $@ $(LIB_OBJS) $(SANFLAGS) \
-		-Wl,-soname,libgdrhook.so -Wl,-z,defs -Wl,-z,now \
+		-Wl,-soname,$(SONAME) -Wl,-z,defs -Wl,-z,now \
 		-Wl,--version-script=$(BUILD)/gen/libgdrhook.map $(LDLIBS)
+	ln -sf $(notdir $@) $(dir $@)$(SONAME)
 
 $(foreach l,$(LAYERS),$(eval $(call layer_a,$(l)): $(call layer_objs,$(l))))
 $(LAYER_AS):
@@ -158,7 +171,7 @@ all: examples bench
 # Per-component fragments (test doubles, preload tests, benchmarks).
 # (tools before install.mk: install's prerequisites name the tools.)
 -include $(sort $(wildcard tests/*/rules.mk)) examples/rules.mk scripts/tools/rules.mk \
-	scripts/install.mk scripts/packaging/rules.mk
+	scripts/python/rules.mk scripts/install.mk scripts/packaging/rules.mk
 -include $(wildcard $(BUILD)/obj/*/*.d $(BUILD)/obj/*/*/*.d)
 
 check: $(LIB) $(LAYER_AS)
@@ -189,6 +202,7 @@ test-default:
 	tests/trace/run --reader python
 	tests/examples/run
 	tests/info/run
+	tests/python/run
 	tests/gpu/run
 	tests/deb/run
 	tests/readme/run

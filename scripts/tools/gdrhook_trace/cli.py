@@ -132,11 +132,13 @@ class VersionAction(argparse.Action):
 
     def __call__(self, parser, namespace, values, option_string=None):
         mod, where = core.load()
-        sys.stdout.write("%s %s (reads log format versions %s)\nreader: %s\n"
-                         % (PROG, __version__,
-                            ", ".join(str(v) for v in sorted(schema.SCHEMAS)),
-                            "C (%s)" % where if mod is not None else
-                            "pure Python (%s)" % where))
+        reports.write_out(None, "%s %s (reads log format versions %s)\n"
+                          "reader: %s\n" % (
+                              PROG, __version__,
+                              ", ".join(str(v) for v in
+                                        sorted(schema.SCHEMAS)),
+                              "C (%s)" % where if mod is not None else
+                              "pure Python (%s)" % where))
         parser.exit()
 
 
@@ -240,8 +242,38 @@ def main(argv=None):
     return args.func(args)
 
 
+def quiet_stdout():
+    """Standard output's descriptor onto /dev/null: what is still
+    buffered for it is dropped at exit instead of failing there again
+    (Python's "Exception ignored ... OSError" lines and status 120)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
 def run(argv=None):
-    """Entry point: an exit status, and never a traceback."""
+    """Entry point: an exit status, one line on an error, and never a
+    traceback, whatever is left buffered for standard output."""
+    try:
+        rc = run_main(argv)
+    except SystemExit as e:     # --help, --version, a usage error
+        rc = e.code if isinstance(e.code, int) else int(e.code is not None)
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        quiet_stdout()
+    except OSError as e:
+        # Refused (a full disk) after an error line was written already,
+        # or the first write to fail (an end=False write's buffer).
+        quiet_stdout()
+        if rc == EXIT_OK:
+            sys.stderr.write("%s: error: cannot write standard output: "
+                             "%s\n" % (PROG, e.strerror or e))
+            rc = EXIT_USAGE
+    return rc
+
+
+def run_main(argv):
     try:
         return main(argv)
     except Fatal as e:
@@ -251,8 +283,7 @@ def run(argv=None):
         return 130
     except BrokenPipeError:
         # The reader went away (e.g. "| head"): quietly stop.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        quiet_stdout()
         return EXIT_OK
     except MemoryError:
         sys.stderr.write("%s: error: out of memory\n" % PROG)

@@ -116,3 +116,20 @@ bench: $(SPIN_SHIM)
 $(SPIN_SHIM): tests/bench/spin_shim.c
 	@mkdir -p $(dir $@)
 	$(CC) $(filter-out -fvisibility=hidden,$(ALL_CFLAGS)) -shared -o $@ $< -ldl -lpthread
+# ---- bench_exposure: register-per-transfer under exact exposure, modelled ----
+# Runs on the doubles only (the fake NIC's cost profiles and peer writes):
+# linked against the CUDA driver double and the fake libibverbs, found
+# through RUNPATH; it runs itself again with and without the shim.
+BENCH_EXPOSURE	:= $(BUILD)/tests/bench/bench_exposure
+
+.PHONY: bench-exposure
+bench: $(BENCH_EXPOSURE)
+bench-exposure: $(BENCH_EXPOSURE)
+
+$(BENCH_EXPOSURE): tests/bench/bench_exposure.c tests/fakeverbs/fakeverbs.h \
+		tests/fakeverbs/fakeverbs_cost.h $(BUILD)/fake/libcuda.so $(FAKEVERBS_LIB) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Itests/fakeverbs -o $@ $< -L$(BUILD)/fake -lcuda \
+		$(FAKEVERBS_LIB) -Wl,--enable-new-dtags \
+		-Wl,-rpath,'$$ORIGIN/../../fake:$$ORIGIN/../../fakeverbs' $(LDLIBS)
+# ---- end bench_exposure ----

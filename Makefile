@@ -103,7 +103,7 @@ $(SONAME_STAMP): FORCE
 $(LIB): $(LIB_OBJS) $(GEN_STAMP) $(SONAME_STAMP)
 	$(CC) -shared -o $@ $(LIB_OBJS) $(SANFLAGS) \
 		-Wl,-soname,$(SONAME) -Wl,-z,defs -Wl,-z,now \
-		-Wl,--version-script=$(BUILD)/gen/libgdrhook.map $(LDLIBS)
+		-Wl,--version-script=$(BUILD)/gen/libgdrhook.map $(LDLIBS) $(LDFLAGS)
 	ln -sf $(notdir $@) $(dir $@)$(SONAME)
 
 $(foreach l,$(LAYERS),$(eval $(call layer_a,$(l)): $(call layer_objs,$(l))))

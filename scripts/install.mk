@@ -1,7 +1,10 @@
 # SPDX-License-Identifier: MIT
 # make install [PREFIX=/usr/local] [DESTDIR=]   and   make uninstall
 #
-#   $(LIBDIR)/libgdrhook.so
+#   $(LIBDIR)/libgdrhook.so.$(GH_VERSION)  the library; libgdrhook.so.MAJOR
+#                                        (its SONAME, the file to preload)
+#                                        and libgdrhook.so (for -lgdrhook)
+#                                        link to it
 #   $(INCLUDEDIR)/gdrhook.h, gdrhook_preload.h, gdrpin_ioctl.h
 #   $(BINDIR)/gdrhook-trace, gdrhook-info (gdrhook-trace is one file: scripts/tools/rules.mk)
 #   $(TRACE_CORE_DIR)/_core.abi3.so      gdrhook-trace's C reader, where
@@ -9,6 +12,11 @@
 #                                        (built when Python's headers are here)
 #   $(PKGCONFIGDIR)/gdrhook.pc           (from scripts/gdrhook.pc.in)
 #   $(MANDIR)/man1/gdrhook-trace.1, gdrhook-info.1, man7/libgdrhook.7
+#   $(PYTHONDIR)/gdrhook/                the Python package (scripts/python),
+#   $(PYTHONDIR)/gdrhook_trace/          and the trace tool's reader it uses;
+#                                        PYTHONDIR is Debian's directory for
+#                                        /usr: with another PREFIX, put it on
+#                                        PYTHONPATH
 #   $(DKMSSRCDIR)                        gdrpin DKMS source tree
 #                                        (make -C src/kmod dkms-tree)
 #
@@ -22,7 +30,8 @@
 # Without DESTDIR, as root, install-system also creates the group and
 # reloads udev.  `make uninstall` removes what install and install-system
 # put down (system files only where they are still as installed), and
-# the group when it removed the sysusers entry that declares it.
+# the group when it removed the sysusers entry that declares it, and
+# every directory it left empty up to PREFIX (with DESTDIR: up to DESTDIR).
 #
 # With PREFIX=/usr the DKMS tree lands where dkms looks for it
 # (/usr/src/gdrpin-<version>: dkms add gdrpin/<version>); elsewhere give
@@ -37,6 +46,7 @@ LIBDIR		?= $(PREFIX)/lib
 INCLUDEDIR	?= $(PREFIX)/include
 PKGCONFIGDIR	?= $(LIBDIR)/pkgconfig
 MANDIR		?= $(PREFIX)/share/man
+PYTHONDIR	?= $(PREFIX)/lib/python3/dist-packages
 INSTALL		?= install
 TRACE_CORE_DIR	= $(abspath $(BINDIR)/../lib/gdrhook-trace)
 
@@ -49,15 +59,16 @@ DKMSSRCDIR	?= $(PREFIX)/src/gdrpin-$(GDRPIN_VERSION)
 UDEVRULESDIR	?= $(SYSCONFDIR)/udev/rules.d
 MODULESLOADDIR	?= $(SYSCONFDIR)/modules-load.d
 SYSUSERSDIR	?= $(SYSCONFDIR)/sysusers.d
-install-system uninstall-system: SYSCONFDIR ?= /etc
+install-system uninstall-system uninstall: SYSCONFDIR ?= /etc
 
 INSTALL_HDRS	:= include/gdrhook.h include/gdrhook_preload.h include/gdrpin_ioctl.h
 INSTALL_MAN1	:= scripts/man/gdrhook-trace.1 scripts/man/gdrhook-info.1
 INSTALL_MAN7	:= scripts/man/libgdrhook.7
 INSTALL_PC	:= $(BUILD)/gdrhook.pc
+LIB_REAL	= libgdrhook.so.$(GH_VERSION)
 
 # Everything `make install` puts down outside the DKMS tree.
-INSTALLED_FILES	= $(LIBDIR)/libgdrhook.so \
+INSTALLED_FILES	= $(LIBDIR)/$(LIB_REAL) $(LIBDIR)/$(SONAME) $(LIBDIR)/libgdrhook.so \
 		  $(addprefix $(INCLUDEDIR)/,$(notdir $(INSTALL_HDRS))) \
 		  $(BINDIR)/gdrhook-trace \
 		  $(BINDIR)/gdrhook-info \
@@ -66,6 +77,9 @@ INSTALLED_FILES	= $(LIBDIR)/libgdrhook.so \
 		  $(MANDIR)/man1/gdrhook-trace.1 \
 		  $(MANDIR)/man1/gdrhook-info.1 \
 		  $(MANDIR)/man7/libgdrhook.7
+# The Python packages: folders of their own, removed whole (with the
+# __pycache__ an import leaves).
+INSTALLED_DIRS	= $(PYTHONDIR)/gdrhook $(PYTHONDIR)/gdrhook_trace
 # The system files, each after its source in the tree.
 SYSTEM_FILES	= src/kmod/udev/60-gdrpin.rules $(UDEVRULESDIR)/60-gdrpin.rules \
 		  src/kmod/udev/gdrpin.modules-load.conf $(MODULESLOADDIR)/gdrpin.conf \
@@ -75,9 +89,10 @@ SYSTEM_FILES	= src/kmod/udev/60-gdrpin.rules $(UDEVRULESDIR)/60-gdrpin.rules \
 # in $(LIBDIR) (the build tree's copy looks next to itself).  Phony, as
 # the .pc file: both depend on PREFIX and LIBDIR.
 INSTALL_INFO	:= $(BUILD)/install/gdrhook-info
+INSTALL_PYBUILD	:= $(BUILD)/install/_build.py
 
 .PHONY: install uninstall install-dkms install-system uninstall-system \
-	$(INSTALL_PC) $(INSTALL_INFO)
+	$(INSTALL_PC) $(INSTALL_INFO) $(INSTALL_PYBUILD)
 
 # INFO_RPATH= (empty) where LIBDIR is on the loader's default path
 # (make deb: the multiarch directory).
@@ -86,7 +101,7 @@ INFO_RPATH	?= -Wl,--enable-new-dtags -Wl,-rpath,$(LIBDIR)
 $(INSTALL_INFO): scripts/tools/gdrhook-info.c include/gdrhook.h $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD) -lgdrhook $(SANFLAGS) \
-		-Wl,-z,now $(INFO_RPATH)
+		-Wl,-z,now $(INFO_RPATH) $(LDFLAGS)
 
 # Rewritten on every install: it depends on PREFIX and the *DIR values
 # (written relative to $${prefix} where they lie under it).
@@ -97,11 +112,22 @@ $(INSTALL_PC): scripts/gdrhook.pc.in
 	sed -e 's|@PREFIX@|$(PREFIX)|g' \
 	    -e 's|@LIBDIR@|$(call PC_REL,$(LIBDIR))|g' \
 	    -e 's|@INCLUDEDIR@|$(call PC_REL,$(INCLUDEDIR))|g' \
-	    -e 's|@VERSION@|$(GDRHOOK_VERSION)|g' $< > $@
+	    -e 's|@VERSION@|$(GDRHOOK_VERSION)|g' -e 's|@SONAME@|$(SONAME)|g' $< > $@
 
-install: $(LIB) $(TRACE_TOOL) $(TRACE_CORE) $(INSTALL_PC) $(INSTALL_INFO) install-dkms \
-		$(if $(SYSCONFDIR),install-system,)
-	$(INSTALL) -D -m 0755 $(LIB) $(DESTDIR)$(LIBDIR)/libgdrhook.so
+# The Python package's _build.py for its installed place: LIBDIR.
+$(INSTALL_PYBUILD):
+	@mkdir -p $(dir $@)
+	printf '# Generated by make install (scripts/install.mk).\n'$(call py_build,$(LIBDIR)) >$@
+
+# What install puts down, built (a package's build step, before its
+# install step).
+.PHONY: install-build
+install-build: $(LIB) $(TRACE_TOOL) $(TRACE_CORE) $(INSTALL_PC) $(INSTALL_INFO) python
+
+install: install-build install-dkms install-python $(if $(SYSCONFDIR),install-system,)
+	$(INSTALL) -D -m 0755 $(LIB) $(DESTDIR)$(LIBDIR)/$(LIB_REAL)
+	ln -sfn $(LIB_REAL) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sfn $(SONAME) $(DESTDIR)$(LIBDIR)/libgdrhook.so
 	$(foreach h,$(INSTALL_HDRS),$(INSTALL) -D -m 0644 $(h) $(DESTDIR)$(INCLUDEDIR)/$(notdir $(h)) &&) :
 	$(INSTALL) -D -m 0755 $(TRACE_TOOL) $(DESTDIR)$(BINDIR)/gdrhook-trace
 	$(if $(TRACE_CORE),$(INSTALL) -D -m 0644 $(TRACE_CORE) $(DESTDIR)$(TRACE_CORE_DIR)/_core.abi3.so,@echo "install: gdrhook-trace without its C reader (no Python headers at build time): it reads logs in pure Python, slower")
@@ -109,6 +135,15 @@ install: $(LIB) $(TRACE_TOOL) $(TRACE_CORE) $(INSTALL_PC) $(INSTALL_INFO) instal
 	$(INSTALL) -D -m 0644 $(INSTALL_PC) $(DESTDIR)$(PKGCONFIGDIR)/gdrhook.pc
 	$(foreach m,$(INSTALL_MAN1),$(INSTALL) -D -m 0644 $(m) $(DESTDIR)$(MANDIR)/man1/$(notdir $(m)) &&) :
 	$(INSTALL) -D -m 0644 $(INSTALL_MAN7) $(DESTDIR)$(MANDIR)/man7/libgdrhook.7
+
+# The package as built in $(PY_DIR), with the _build.py of this LIBDIR.
+.PHONY: install-python
+install-python: python $(INSTALL_PYBUILD)
+	rm -rf $(addprefix $(DESTDIR),$(INSTALLED_DIRS))
+	$(foreach f,$(filter-out %/_build.py %/.stamp,$(PY_OUT)),$(INSTALL) -D -m 0644 $(f) $(DESTDIR)$(PYTHONDIR)/$(patsubst $(PY_DIR)/%,%,$(f)) &&) :
+	$(INSTALL) -d $(DESTDIR)$(PYTHONDIR)/gdrhook_trace
+	$(INSTALL) -m 0644 $(PY_DIR)/gdrhook_trace/*.py $(PY_DIR)/gdrhook_trace/*.json $(DESTDIR)$(PYTHONDIR)/gdrhook_trace/
+	$(INSTALL) -m 0644 $(INSTALL_PYBUILD) $(DESTDIR)$(PYTHONDIR)/gdrhook/_build.py
 
 # src/kmod's dkms-tree copies the module sources, Kbuild, Makefile,
 # dkms.conf and the two headers it needs; a module built in src/kmod leaves
@@ -153,7 +188,20 @@ uninstall-system:
 		! command -v udevadm >/dev/null || udevadm control --reload 2>/dev/null || true;; \
 	esac
 
+# Directories install may have made, pruned from the deepest up while
+# empty: never above PREFIX, or DESTDIR when staging.
+PRUNE_DIRS	= $(LIBDIR) $(PKGCONFIGDIR) $(INCLUDEDIR) $(BINDIR) $(TRACE_CORE_DIR) \
+		  $(MANDIR)/man1 $(MANDIR)/man7 $(PYTHONDIR) $(dir $(DKMSSRCDIR)) \
+		  $(if $(DESTDIR),$(UDEVRULESDIR) $(MODULESLOADDIR) $(SYSUSERSDIR),)
+
 uninstall: uninstall-system
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED_FILES))
-	rmdir $(DESTDIR)$(TRACE_CORE_DIR) 2>/dev/null || true
+	rm -rf $(addprefix $(DESTDIR),$(INSTALLED_DIRS))
 	rm -rf $(DESTDIR)$(DKMSSRCDIR)
+	@top=$(if $(DESTDIR),,$(abspath $(PREFIX))); \
+	for d in $(abspath $(PRUNE_DIRS)); do \
+		while [ "$$d" != "$${top:-/}" ] && [ "$$d" != / ] && \
+		      case $$d in $$top/*) true;; *) false;; esac && \
+		      rmdir "$(DESTDIR)$$d" 2>/dev/null; do d=$${d%/*}; done; \
+	done; \
+	[ -z "$$top" ] || rmdir "$$top" 2>/dev/null || true

@@ -18,3 +18,19 @@ deb: $(LIB)
 		DESTDIR=$(abspath $(DEB_DIR)/stage)
 	DEB_MAINTAINER="$(DEB_MAINTAINER)" scripts/packaging/deb/build-debs $(abspath $(DEB_DIR)/stage) \
 		$(abspath $(DEB_DIR)) $(GH_VERSION) $(DEB_ARCH) $(DEB_MULTIARCH)
+
+# make deb-src: the tree as a Debian source package, debian/ from
+# scripts/packaging/debian (the top level holds no debian/: README.md
+# there says why), in $(BUILD)/deb-src/gdrhook-VERSION; dpkg-buildpackage
+# -us -uc -b there builds it.  `make deb-build` does both.
+DEB_SRC_DIR	:= $(BUILD)/deb-src
+
+.PHONY: deb-src deb-build
+deb-src:
+	DEB_MAINTAINER="$(DEB_MAINTAINER)" scripts/packaging/deb-src \
+		$(abspath $(DEB_SRC_DIR)) $(GH_VERSION)
+
+deb-build: deb-src
+	@command -v dpkg-buildpackage >/dev/null && command -v dh >/dev/null || \
+		{ echo "deb-build: dpkg-buildpackage and dh not found (apt-get install dpkg-dev debhelper dh-python)"; exit 1; }
+	cd $(DEB_SRC_DIR)/gdrhook-$(GH_VERSION) && dpkg-buildpackage -us -uc -b

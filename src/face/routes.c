@@ -8,7 +8,8 @@
 #include <dlfcn.h>
 #include <string.h>
 
-#include "hooks/hooks.h"
+#include "base/base.h"
+#include "platform/platform.h"
 #include "routes.h"
 
 /*

@@ -24,7 +24,9 @@
 #include <signal.h>
 #include <string.h>
 
-#include "rcache/rcache.h"
+#include "base/base.h"
+#include "platform/platform.h"
+#include "registry/registry.h"
 #include "hookrt.h"
 
 #define GH_DEFER_MAX	128

@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <cuda.h>
 
-#include "rcache/rcache.h"
+#include "registry/registry.h"
 #include "dmabuf_export.h"
 #include "hookrt.h"
 

@@ -11,7 +11,8 @@
  * registers it, cuMemFree_v2 frees it; destroying the external memory
  * object leaves it allocated, as measured on the H100.)
  */
-#include "rcache/rcache.h"
+#include "base/base.h"
+#include "registry/registry.h"
 #include "hookrt.h"
 
 struct owned {

@@ -41,7 +41,9 @@
  */
 #include <string.h>
 
-#include "rcache/rcache.h"
+#include "base/base.h"
+#include "platform/platform.h"
+#include "registry/registry.h"
 #include "hookrt.h"
 
 #define GH_GRAPH_NODES 4096

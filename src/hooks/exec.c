@@ -17,7 +17,8 @@
 #include <unistd.h>
 
 #include "hookrt.h"
-#include "rcache/rcache.h"
+#include "evlog/evlog.h"
+#include "platform/platform.h"
 
 typedef int (*execve_fn)(const char *, char *const[], char *const[]);
 typedef int (*execv_fn)(const char *, char *const[]);

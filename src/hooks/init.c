@@ -12,7 +12,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "rcache/rcache.h"
+#include "base/base.h"
+#include "evlog/evlog.h"
+#include "registry/registry.h"
 #include "hookrt.h"
 #include "init.h"
 

@@ -9,7 +9,7 @@
 #include <errno.h>
 
 #include "hookrt.h"
-#include "rcache/rcache.h"
+#include "platform/platform.h"
 #include "init.h"
 #include "substitute.h"
 

@@ -39,7 +39,9 @@
 #include <string.h>
 
 #include "hookrt.h"
-#include "rcache/rcache.h"
+#include "base/base.h"
+#include "platform/platform.h"
+#include "registry/registry.h"
 #include "init.h"
 
 #undef cuPointerGetAttribute

@@ -10,7 +10,9 @@
 #include <string.h>
 
 #include "hookrt.h"
-#include "rcache/rcache.h"
+#include "base/base.h"
+#include "platform/platform.h"
+#include "registry/registry.h"
 #include "substitute.h"
 
 static int is_memory_action(unsigned int action)

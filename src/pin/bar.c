@@ -32,7 +32,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "registry/registry.h"
+#include "base/base.h"
+#include "platform/platform.h"
 #include "backend.h"
 #include "bar.h"
 

@@ -34,7 +34,9 @@
 #include <unistd.h>
 #include <cuda.h>
 
-#include "registry/registry.h"
+#include "base/base.h"
+#include "evlog/evlog.h"
+#include "platform/platform.h"
 #include "backend.h"
 
 typedef CUresult (*get_handle_fn)(void *, CUdeviceptr, size_t,

@@ -55,7 +55,9 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 
-#include "registry/registry.h"
+#include "base/base.h"
+#include "evlog/evlog.h"
+#include "platform/platform.h"
 #include "backend.h"
 #include "gdrpin_ioctl.h"
 

@@ -5,7 +5,7 @@
  */
 #include <errno.h>
 
-#include "registry/registry.h"
+#include "platform/platform.h"
 #include "backend.h"
 
 static int none_pin(struct gh_pin *p)

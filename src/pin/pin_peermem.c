@@ -9,7 +9,7 @@
  */
 #include <errno.h>
 
-#include "registry/registry.h"
+#include "platform/platform.h"
 #include "backend.h"
 
 static int peermem_pin(struct gh_pin *p)

@@ -10,7 +10,7 @@
 #include <cuda.h>
 
 #include "gh_hooks.h"
-#include "evlog/evlog.h"
+#include "base/base.h"
 #include "drv.h"
 #include "resolve.h"
 

@@ -17,7 +17,7 @@
 #include <cuda.h>
 
 #include "gh_hooks.h"
-#include "evlog/evlog.h"
+#include "base/base.h"
 #include "resolve.h"
 
 typedef void *(*dlsym_fn)(void *, const char *);

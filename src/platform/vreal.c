@@ -12,7 +12,7 @@
 #include <cuda.h>
 
 #include "gh_hooks.h"
-#include "evlog/evlog.h"
+#include "base/base.h"
 #include "resolve.h"
 #include "vreal.h"
 

@@ -101,7 +101,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "platform/platform.h"
+#include "base/base.h"
 #include "ranges.h"
 
 #define GH_REG_LIKELY(x)	__builtin_expect(!!(x), 1)

@@ -21,7 +21,7 @@
 #include <sched.h>
 #include <time.h>
 
-#include "platform/platform.h"
+#include "base/base.h"
 #include "ranges.h"
 #include "subscribers.h"
 

@@ -8,7 +8,8 @@
  */
 #include <stdlib.h>
 
-#include "platform/platform.h"
+#include "base/base.h"
+#include "evlog/evlog.h"
 #include "ranges.h"
 #include "subscribers.h"
 #include "trust.h"

@@ -177,7 +177,8 @@ all: examples bench
 check: $(LIB) $(LAYER_AS)
 	scripts/check-exports.sh $(LIB) $(BUILD)/gen/symbols.txt
 	$(PYTHON) scripts/check-layers.py --link src/layers $(BUILD)/layers $(CC) $(SANFLAGS)
-	$(PYTHON) scripts/check-layers.py src/layers $(BUILD)/obj
+	$(PYTHON) scripts/check-layers.py src/layers $(BUILD)/obj $(CC) $(ALL_CFLAGS)
+	BUILD=$(BUILD) CC="$(CC)" LAYERS_CC="$(CC) $(ALL_CFLAGS)" tests/layers/run
 	@readme_tbl=$$($(PYTHON) scripts/gen-doc.py --check README.md 2>&1) || { echo "$$readme_tbl"; exit 1; }
 	$(PYTHON) scripts/gen-events.py --check --schema hooks/events.schema.json --doc README.md scripts/man/libgdrhook.7
 
@@ -196,7 +197,6 @@ test-suite: all $(UNIT_BINS) $(PRELOAD_BINS) $(BUILD)/fake/selftest
 
 test-default:
 	$(MAKE) check
-	BUILD=$(BUILD) CC="$(CC)" tests/layers/run
 	$(MAKE) test-suite
 	tests/trace/run $(if $(TRACE_CORE),--need-c,)
 	tests/trace/run --reader python

@@ -29,21 +29,6 @@
 #include "fakeverbs_cost.h"
 #include "fakeverbs_internal.h"
 
-#define US 1000ull
-
-const char *const fv_cost_op_names[FV_COST_NOPS] = {
-	[FV_COST_REG_HOST] = "FV_COST_REG_HOST",
-	[FV_COST_DEREG_HOST] = "FV_COST_DEREG_HOST",
-	[FV_COST_REG_GPU] = "FV_COST_REG_GPU",
-	[FV_COST_DEREG_GPU] = "FV_COST_DEREG_GPU",
-	[FV_COST_REG_DMABUF] = "FV_COST_REG_DMABUF",
-	[FV_COST_DEREG_DMABUF] = "FV_COST_DEREG_DMABUF",
-	[FV_COST_ALLOC_MW] = "FV_COST_ALLOC_MW",
-	[FV_COST_DEALLOC_MW] = "FV_COST_DEALLOC_MW",
-	[FV_COST_BIND] = "FV_COST_BIND",
-	[FV_COST_UNBIND] = "FV_COST_UNBIND",
-};
-
 /*
  * The constants, ns and ns per MiB, with their sources.
  *   profile, op, ns, ns/MiB, ns lo, ns hi, ns/MiB lo, ns/MiB hi, source

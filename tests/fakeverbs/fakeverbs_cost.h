@@ -42,7 +42,18 @@ struct fv_cost_row {
 	const char *source;
 };
 
-extern const char *const fv_cost_op_names[FV_COST_NOPS];
+/* The op's name as the table spells it (tests/hw/calibrate prints rows). */
+static inline const char *fv_cost_op_name(enum fv_cost_op op)
+{
+	static const char *const names[FV_COST_NOPS] = {
+		"FV_COST_REG_HOST", "FV_COST_DEREG_HOST", "FV_COST_REG_GPU",
+		"FV_COST_DEREG_GPU", "FV_COST_REG_DMABUF",
+		"FV_COST_DEREG_DMABUF", "FV_COST_ALLOC_MW",
+		"FV_COST_DEALLOC_MW", "FV_COST_BIND", "FV_COST_UNBIND",
+	};
+
+	return op < FV_COST_NOPS ? names[op] : "?";
+}
 
 /* Charges op on len bytes to the modelled clock (and sleeps it with
  * FAKEVERBS_COST_SLEEP=1); nothing without a profile.  Never called with

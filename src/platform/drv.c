@@ -146,26 +146,6 @@ int gh_drv_buffer_id(uint64_t ptr, uint64_t *id_p)
 	return 0;
 }
 
-int gh_drv_pointer_attrs(uint64_t ptr, uint64_t *ctx_p, int *dev_p)
-{
-	CUresult (*f)(void *, CUpointer_attribute, CUdeviceptr) =
-		drv(DRV_POINTER_GET_ATTRIBUTE);
-	CUcontext ctx = NULL;
-	int dev = -1;
-
-	if (!f)
-		return -1;
-	if (f(&ctx, CU_POINTER_ATTRIBUTE_CONTEXT, (CUdeviceptr)ptr) !=
-	    CUDA_SUCCESS)
-		ctx = NULL;
-	if (f(&dev, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (CUdeviceptr)ptr) !=
-	    CUDA_SUCCESS)
-		dev = -1;
-	*ctx_p = (uint64_t)(uintptr_t)ctx;
-	*dev_p = dev;
-	return 0;
-}
-
 int gh_drv_primary_active(int dev)
 {
 	CUresult (*f)(CUdevice, unsigned int *, int *) =

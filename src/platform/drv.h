@@ -17,7 +17,6 @@ int gh_drv_primary_ctx(int dev, uint64_t *ctx_p);	/* 0 if active */
 int gh_drv_primary_active(int dev);
 int gh_drv_vmm_device(uint64_t handle, int *dev_p);
 int gh_drv_vmm_mapped(uint64_t ptr);
-int gh_drv_pointer_attrs(uint64_t ptr, uint64_t *ctx_p, int *dev_p);
 int gh_drv_capture_graph(uint64_t stream, uint64_t *graph_p);
 int gh_drv_graph_node_type(uint64_t n);
 

@@ -36,7 +36,7 @@ TRACE_CORE_SRCS	:= $(TRACE_PKG)/_core.c $(TRACE_PKG)/_core_sort.c
 
 $(BUILD)/$(TRACE_CORE_REL): $(TRACE_CORE_SRCS) $(TRACE_PKG)/_core.h scripts/tools/rules.mk
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -shared -fPIC -O2 -g $(WARN) -I$(PY_INCLUDE) -Wl,-z,now -o $@ $(TRACE_CORE_SRCS)
+	$(CC) -std=gnu11 -shared -fPIC -O2 -g $(WARN) $(CPPFLAGS) -I$(PY_INCLUDE) -Wl,-z,now $(LDFLAGS) -o $@ $(TRACE_CORE_SRCS)
 
 # The shipped command gdrhook-info ($(BUILD)/gdrhook-info) and `make info`.
 # Included by the top Makefile.  It links libgdrhook.so and finds it next

@@ -109,6 +109,54 @@ static int count_str(const char *hay, const char *needle)
 	return n;
 }
 
+/*
+ * The mount that will hold a mount on dir made private (recursively) in
+ * this mount namespace, or SKIP: while it is shared, the tmpfs would
+ * show in the namespace the tests were started from.  "/" first; in a
+ * chroot "/" is no mount point (EINVAL), and the nearest mount point at
+ * or above dir (a bind-mounted /dev, /tmp) is made private instead.
+ */
+static void private_above(const char *dir)
+{
+	char p[256];
+	char *slash;
+
+	if (!mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL))
+		return;
+	if (errno != EINVAL)
+		TH_FAIL("mount(/, MS_PRIVATE): %s", strerror(errno));
+	snprintf(p, sizeof(p), "%s", dir);
+	while ((slash = strrchr(p, '/')) && slash != p) {
+		if (!mount(NULL, p, NULL, MS_REC | MS_PRIVATE, NULL))
+			return;
+		if (errno != EINVAL)
+			TH_FAIL("mount(%s, MS_PRIVATE): %s", p, strerror(errno));
+		*slash = 0;
+	}
+	SKIP("no mount point at or above %s here (a chroot?): a tmpfs "
+	     "mounted there could not be kept private", dir);
+}
+
+/*
+ * The cases re-run this program (run_scenario_err) by the path that
+ * /proc/self/exe names; in a new mount namespace of a chroot that path
+ * may not lead back to it.  SKIP then, saying so.
+ */
+static void self_reachable(void)
+{
+	char self[4096];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+	if (n < 0)
+		SKIP("readlink(/proc/self/exe): %s: this program cannot re-run "
+		     "itself (is /proc mounted?)", strerror(errno));
+	self[n] = 0;
+	if (access(self, X_OK))
+		SKIP("%s (/proc/self/exe) is not reachable in this mount "
+		     "namespace (%s; a chroot?): this program cannot re-run "
+		     "itself", self, strerror(errno));
+}
+
 /* A private mount namespace with a tmpfs of size over dir, or SKIP. */
 static void private_tmpfs(const char *dir, const char *size)
 {
@@ -119,13 +167,14 @@ static void private_tmpfs(const char *dir, const char *size)
 			SKIP("unshare(CLONE_NEWNS): not permitted");
 		TH_FAIL("unshare: %s", strerror(errno));
 	}
-	CHECK_EQ(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+	private_above(dir);
 	snprintf(opt, sizeof(opt), "size=%s,mode=1777", size);
 	if (mount("tmpfs", dir, "tmpfs", 0, opt)) {
 		if (errno == EPERM)
 			SKIP("mount tmpfs: not permitted");
 		TH_FAIL("mount tmpfs on %s: %s", dir, strerror(errno));
 	}
+	self_reachable();
 }
 
 /* Fill the file system of dir: a file written until ENOSPC. */

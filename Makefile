@@ -169,8 +169,9 @@ PRELOAD_ENV	:= LD_PRELOAD="$(SAN_RT)$(if $(SAN_RT), ,)$(abspath $(LIB))" \
 all: examples bench
 
 # Per-component fragments (test doubles, preload tests, benchmarks).
-# (tools before install.mk: install's prerequisites name the tools.)
--include $(sort $(wildcard tests/*/rules.mk)) examples/rules.mk scripts/tools/rules.mk \
+# (tools before examples and install.mk: their prerequisites name the
+# tools, and a prerequisite is expanded where it is read.)
+-include $(sort $(wildcard tests/*/rules.mk)) scripts/tools/rules.mk examples/rules.mk \
 	scripts/python/rules.mk scripts/install.mk scripts/packaging/rules.mk
 -include $(wildcard $(BUILD)/obj/*/*.d $(BUILD)/obj/*/*/*.d)
 

@@ -17,8 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-extern __thread int32_t gh_tid_cache_
-	__attribute__((tls_model("initial-exec")));
+extern __thread int32_t gh_tid_cache_;
 
 static inline uint64_t gh_now_ns(void)
 {

@@ -16,7 +16,7 @@ struct gh_counters gh_ctr;
 
 struct gh_stripe gh_stripes[GH_STRIPES];
 /* 1 + this thread's stripe; 0: not picked yet */
-__thread int gh_stripe_ix __attribute__((tls_model("initial-exec")));
+__thread int gh_stripe_ix;
 static unsigned int stripe_next;
 
 int gh_stripe_pick(void)
@@ -41,8 +41,7 @@ uint64_t gh_hot_sum(enum gh_hot_ctr c)
 static struct gh_ph_thread ph_threads[GH_PH_THREADS];
 static unsigned int ph_next;
 static uint64_t ph_tsc0, ph_ns0;
-__thread struct gh_ph_thread *gh_ph_me
-	__attribute__((tls_model("initial-exec")));
+__thread struct gh_ph_thread *gh_ph_me;
 
 struct gh_ph_thread *gh_ph_get(void)
 {

@@ -29,7 +29,7 @@ struct gh_stripe {
 } __attribute__((aligned(64)));
 
 extern struct gh_stripe gh_stripes[GH_STRIPES];
-extern __thread int gh_stripe_ix __attribute__((tls_model("initial-exec")));
+extern __thread int gh_stripe_ix;
 int gh_stripe_pick(void);
 
 /* Relaxed add to this thread's stripe: no line shared with other
@@ -86,8 +86,7 @@ static inline void gh_ph_add(struct gh_ph_thread *t, int p, uint64_t d)
 	t->hist[p][b > 31 ? 31 : b]++;
 }
 
-extern __thread struct gh_ph_thread *gh_ph_me
-	__attribute__((tls_model("initial-exec")));
+extern __thread struct gh_ph_thread *gh_ph_me;
 struct gh_ph_thread *gh_ph_get(void);
 
 #define GH_PH_T(v)	uint64_t v = __rdtsc()

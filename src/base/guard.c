@@ -13,7 +13,7 @@
 #include "compiler.h"
 #include "guard.h"
 
-__thread struct gh_tls gh_tls __attribute__((tls_model("initial-exec")));
+__thread struct gh_tls gh_tls;
 
 static struct {
 	int (*pending)(void);

@@ -18,7 +18,7 @@ struct gh_tls {
 	int busy;		/* inside gdrhook's own code */
 	struct gh_call *rt_outer; /* runtime call in progress */
 };
-extern __thread struct gh_tls gh_tls __attribute__((tls_model("initial-exec")));
+extern __thread struct gh_tls gh_tls;
 
 /* Non-zero while gdrhook's own code runs on this thread. */
 static inline int gh_guard_busy(void)

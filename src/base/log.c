@@ -19,7 +19,7 @@
 #include "log.h"
 
 /* TLS behind gh_gettid() (clock.h is header-only). */
-__thread int32_t gh_tid_cache_ __attribute__((tls_model("initial-exec")));
+__thread int32_t gh_tid_cache_;
 
 int gh_log_level = GH_LOG_WARN;
 
@@ -27,7 +27,7 @@ int gh_log_level = GH_LOG_WARN;
 #define GH_LOG_LINE	1024
 
 static unsigned int gh_log_count;
-static __thread int gh_log_busy __attribute__((tls_model("initial-exec")));
+static __thread int gh_log_busy;
 
 static const char *const gh_log_names[] = {
 	[GH_LOG_NONE] = "none",

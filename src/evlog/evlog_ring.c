@@ -56,14 +56,11 @@ struct gh_ev_log gh_ev = {
 	.sink = { .fd = -1 },
 };
 
-static __thread struct gh_ring *gh_ev_tl_ring
-	__attribute__((tls_model("initial-exec")));
+static __thread struct gh_ring *gh_ev_tl_ring;
 /* This thread's fork prepare took gh_ev.lock (the child inherits it). */
-static __thread int gh_ev_fork_held
-	__attribute__((tls_model("initial-exec")));
+static __thread int gh_ev_fork_held;
 /* This thread's exec prepare took gh_ev.lock (until the image is gone). */
-static __thread int gh_ev_exec_held
-	__attribute__((tls_model("initial-exec")));
+static __thread int gh_ev_exec_held;
 
 /* ---------------------------------------------------------------- */
 /* configuration                                                     */

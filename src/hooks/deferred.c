@@ -61,8 +61,8 @@ struct dqueue {
 static struct dqueue dq_rings[GH_DEFER_RINGS];
 /* which rings live threads hold */
 static struct gh_tslot_set dq_owned = GH_TSLOT_SET(GH_DEFER_RINGS);
-static __thread struct dqueue *dq __attribute__((tls_model("initial-exec")));
-static __thread unsigned int dq_lost __attribute__((tls_model("initial-exec")));
+static __thread struct dqueue *dq;
+static __thread unsigned int dq_lost;
 
 static void push(const struct deferred *d)
 {

@@ -92,7 +92,7 @@ static uint64_t drv_ctx_epoch;
 static __thread struct {
 	uint64_t ctx, epoch;
 	int dev;
-} drv_ctx_cache __attribute__((tls_model("initial-exec")));
+} drv_ctx_cache;
 
 void gh_drv_ctx_forget(void)
 {

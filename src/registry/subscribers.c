@@ -54,8 +54,7 @@ static pthread_mutex_t subs_lock = PTHREAD_MUTEX_INITIALIZER;
  * before inflight is, so an unsubscribe from this thread never waits
  * for its own callbacks.
  */
-static __thread uint8_t sub_mine[GH_MAX_SUBSCRIBERS]
-	__attribute__((tls_model("initial-exec")));
+static __thread uint8_t sub_mine[GH_MAX_SUBSCRIBERS];
 
 static int handle_of(int slot, uint32_t seq)
 {

@@ -196,6 +196,15 @@ test-suite: all $(UNIT_BINS) $(PRELOAD_BINS) $(BUILD)/fake/selftest
 	tests/run $(UNIT_BINS) $(BUILD)/fake/selftest $(BUILD)/fakeverbs/selftest
 	env $(PRELOAD_ENV) tests/run $(PRELOAD_BINS)
 
+# One test program, or one case of it (tests/harness.h):
+#   make check-one T=test_windows CASE=bind   (CASE: a substring of case
+#   names, =name for one case alone; none: every case)
+CHECK_ONE	= $(if $(wildcard tests/unit/$(T).c),$(BUILD)/tests/unit/$(T),$(BUILD)/tests/preload/$(T))
+.PHONY: check-one
+check-one: all $(if $(T),$(CHECK_ONE),)
+	@test -n "$(T)" || { echo "make check-one T=<test program> [CASE=<case>]" >&2; exit 2; }
+	$(if $(wildcard tests/unit/$(T).c),,env $(PRELOAD_ENV)) $(CHECK_ONE) $(CASE)
+
 test-default:
 	$(MAKE) check
 	$(MAKE) test-suite

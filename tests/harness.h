@@ -8,7 +8,10 @@
  *   TEST(name) { CHECK(x == 1); CHECK_EQ(a, b); }
  *   TEST_MAIN()
  *
- * Filters: argv[1..] are substrings of case names to run.
+ * Filters: argv[1..] are substrings of case names to run, or "=name" for
+ * that one case alone; filters that select no case fail the run (a typo
+ * must not pass).  "--list" prints the case names.  `make check-one
+ * T=<program> CASE=<filter>` runs one program that way.
  * Output ends with a line "N passed, N failed, N skipped".
  */
 #ifndef GH_TEST_HARNESS_H
@@ -93,16 +96,22 @@ static int th_selected(const char *name, int argc, char **argv)
 	if (argc < 2)
 		return 1;
 	for (int i = 1; i < argc; i++)
-		if (strstr(name, argv[i]))
+		if (argv[i][0] == '=' ? !strcmp(name, argv[i] + 1) :
+		    strstr(name, argv[i]) != NULL)
 			return 1;
 	return 0;
 }
 
 static int th_run(int argc, char **argv)
 {
-	int passed = 0, failed = 0, skipped = 0;
+	int passed = 0, failed = 0, skipped = 0, ran = 0;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc == 2 && !strcmp(argv[1], "--list")) {
+		for (int i = 0; i < th_ncases; i++)
+			printf("%s\n", th_cases[i].name);
+		return 0;
+	}
 	for (int i = 0; i < th_ncases; i++) {
 		struct th_case *c = &th_cases[i];
 		int status = 0;
@@ -110,6 +119,7 @@ static int th_run(int argc, char **argv)
 
 		if (!th_selected(c->name, argc, argv))
 			continue;
+		ran++;
 		fflush(NULL);
 		pid = fork();
 		if (pid == 0) {
@@ -140,6 +150,10 @@ static int th_run(int argc, char **argv)
 			       WEXITSTATUS(status));
 			failed++;
 		}
+	}
+	if (!ran && argc > 1) {
+		printf("FAIL no case matches the filters (--list names them)\n");
+		failed++;
 	}
 	printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
 	return failed ? 1 : 0;

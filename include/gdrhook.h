@@ -146,6 +146,7 @@ struct gdrhook_stats {
 	uint64_t pinned_bytes;	/* pinned by the cache now */
 	uint64_t nic_regs;	/* real NIC (de)registrations */
 	uint64_t nic_deregs;
+	uint64_t regs_raced;	/* tied to memory a call in flight made */
 };
 
 /* Fill *st (st->size must be set; older/newer sizes are honoured). */

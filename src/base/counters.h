@@ -118,6 +118,7 @@ struct gh_counters {
 	uint64_t implicit_frees, lookups, untrusted;
 	uint64_t audit_checks, audit_disagreements;
 	uint64_t regs_seen, regs_passed;	/* verbs registrations */
+	uint64_t regs_raced;	/* ... tied or revoked by a racing memory call */
 };
 extern struct gh_counters gh_ctr;
 #define GH_COUNT(field, n) \

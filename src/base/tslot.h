@@ -13,7 +13,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#define GH_TSLOT_MAX	256
+#define GH_TSLOT_MAX	1024
 
 struct gh_tslot_set {
 	uint64_t used[GH_TSLOT_MAX / 64];	/* bit i: slot i has a thread */

@@ -63,6 +63,8 @@
 	X(nic_regs, "nic regs", rc.regs,				\
 	  "real NIC registrations made")				\
 	X(nic_deregs, "nic deregs", rc.deregs,				\
-	  "real NIC deregistrations made")
+	  "real NIC deregistrations made")				\
+	X(regs_raced, "registrations raced", ctr.regs_raced,		\
+	  "registrations tied to (or revoked with) GPU memory that an allocation or free in flight during their NIC call made")
 
 #endif

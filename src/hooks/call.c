@@ -10,6 +10,7 @@
  * the runtime call the program made.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -17,10 +18,44 @@
 #include "hookrt.h"
 #include "init.h"
 
-int gh_enter(struct gh_call *c, unsigned int sym)
+static int on_alt_stack(void)
+{
+	stack_t ss;
+
+	return !sigaltstack(NULL, &ss) && (ss.ss_flags & SS_ONSTACK);
+}
+
+/*
+ * A hook of this thread is still marked as running, yet this call is not
+ * deeper on the stack than it: that hook was left without returning (a
+ * siglongjmp, an exception through a subscriber callback).  Its marks
+ * would never end: end them now.  A signal handler on its own stack is
+ * not that.
+ */
+static __attribute__((noinline)) void left_abnormally(void)
 {
 	int saved = errno;
 
+	if (on_alt_stack()) {
+		errno = saved;
+		return;
+	}
+	gh_tls.busy = 0;
+	gh_tls.rt_outer = NULL;
+	gh_tls.frame = 0;
+	gh_inflight_abandon();
+	gh_subscribers_abandon();
+	gh_warn_once("a thread left a hook without returning (siglongjmp, or an exception through a callback): its marks were ended");
+	errno = saved;
+}
+
+int gh_enter(struct gh_call *c, unsigned int sym)
+{
+	uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+	int saved = errno;
+
+	if (GH_UNLIKELY(gh_tls.frame) && here >= gh_tls.frame)
+		left_abnormally();
 	if (GH_UNLIKELY(gh_tls.busy) && gh_active() &&
 	    gh_syms[sym].family <= GH_FAM_RUNTIME) {
 		/* Our own bookkeeping is running on this thread: the wrapper
@@ -46,6 +81,10 @@ int gh_enter(struct gh_call *c, unsigned int sym)
 	} else if (gh_tls.rt_outer) {
 		c->outer = gh_tls.rt_outer;
 		c->api = c->outer->api;
+	}
+	if (!gh_tls.frame) {
+		gh_tls.frame = here;
+		c->owns_frame = 1;
 	}
 	gh_tls.busy = 1;
 	/* a handler's hook after a window's calls queued, before they were
@@ -85,6 +124,8 @@ void gh_leave(struct gh_call *c)
 	if (GH_UNLIKELY(gh_deferred_pending()))
 		gh_deferred_drain();
 	gh_inflight_call_end();
+	if (c->owns_frame)
+		gh_tls.frame = 0;
 	gh_guard_down(0);
 	errno = c->saved_errno;
 }

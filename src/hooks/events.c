@@ -95,7 +95,7 @@ static void drop_one(struct gh_call *c, const struct gh_range *r,
 {
 	struct gh_evrec e;
 
-	gh_inflight_note_free(r->base, r->size);
+	gh_inflight_note_free(r);
 	gh_rcache_invalidate(r);	/* deregister and unpin first */
 	if (c->dev < 0)
 		c->dev = r->dev;
@@ -214,7 +214,7 @@ void gh_alloc_post(struct gh_call *c, unsigned int kind, uint64_t ptr,
 	}
 	GH_PH_LAP(GH_PH_A_INSERT, t);
 	r.gen = gen;
-	gh_inflight_note(r.base, r.size);
+	gh_inflight_note(&r);
 	GH_PH_LAP(GH_PH_A_INFLIGHT, t);
 	gh_hot_count(GH_HC_ALLOCS);	/* this thread's line; peak: the registry */
 	GH_PH_LAP(GH_PH_A_COUNT, t);
@@ -267,7 +267,7 @@ void gh_free_pre(struct gh_call *c, uint64_t ptr)
 	if (!gh_registry_remove(ptr, &c->gone)) {
 		GH_PH_LAP(GH_PH_F_REMOVE, t);
 		c->has_gone = 1;
-		gh_inflight_note_free(c->gone.base, c->gone.size);
+		gh_inflight_note_free(&c->gone);
 		GH_PH_LAP(GH_PH_F_INFLIGHT, t);
 		gh_rcache_invalidate(&c->gone);	/* deregister and unpin first */
 		GH_PH_LAP(GH_PH_F_RCACHE, t);
@@ -305,7 +305,7 @@ void gh_free_post(struct gh_call *c)
 			/* Still live: back in, under a new generation. */
 			if (!gh_registry_insert(&r, &gen)) {
 				r.gen = gen;
-				gh_inflight_note(r.base, r.size);
+				gh_inflight_note(&r);
 				gh_subscribers_notify(GDRHOOK_EVENT_ALLOC, &r,
 						      c->api);
 				if (rec_init(&e, c, GH_EV_RESTORE)) {

@@ -50,6 +50,7 @@ struct gh_call {
 	 * not (-1); 0: not asked yet.  Kept in the outermost call only. */
 	int capture;
 	uint64_t capture_stream, capture_graph;
+	int owns_frame;		/* the outermost hook: gh_tls.frame is ours */
 	/* Last: gh_enter() leaves it unset, it is read only when has_gone. */
 	struct gh_range gone;	/* what a free unregistered */
 };
@@ -102,6 +103,11 @@ void gh_guarded_untrusted(unsigned int sym);
 int gh_guarded_captured(uint64_t stream);
 int gh_deferred_pending(void);
 void gh_deferred_drain(void);
+
+/* A registration raced a memory call (inflight.h, gh_inflight_set_raced):
+ * src/hooks/verbs.c ties it to r or revokes it. */
+void gh_verbs_raced(void *cookie, unsigned int what, const struct gh_range *r,
+		    int freed);
 
 /* Emit one event to the log (when configured).  Records are started with
  * gh_evrec_start(); most callers use a family's gh_ev_emit_*() (evrec.h). */

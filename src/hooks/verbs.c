@@ -156,32 +156,76 @@ static int snap_one(const struct gh_range *g, void *arg)
 /*
  * A registration made outside the cache's lock is watched (inflight.h):
  * watch_begin announces [lo, lo + len) and reads what it touches now
- * (-1: no slot free, the call is not to be trusted); after the NIC call,
- * watch_end says 0 (untouched), 1 (an allocation or free touched the
- * range, or a signal handler queued one here: undo and retry) or 2 (give
- * up: no slot, or another thread's memory call did not end).
+ * (-ENOMEM: no record, the call is not to be trusted); after the NIC
+ * call, watch_end says 0 (untouched), 1 (an allocation or free touched
+ * the range, or a signal handler queued one here: undo and retry), 2
+ * (give up: a free of memory in the range did not end within a second)
+ * or 3 (as 0, but memory calls elsewhere were in flight: the MR the
+ * program gets goes to watch_commit, which may still say 1).  Only 3
+ * keeps the record.
  */
-static int watch_begin(uint64_t lo, uint64_t len, struct snap *sn)
+static int watch_begin(uint64_t lo, uint64_t len, struct snap *sn,
+		       struct gh_if_rec **rec_p)
 {
-	int slot = gh_inflight_enter(lo, len ? len : 1);
+	int err = gh_inflight_enter(lo, len ? len : 1, rec_p);
 
 	sn->n = 0;
 	sn->over = 0;
-	gh_registry_overlaps(lo, len ? len : 1, snap_one, sn);
-	return slot;
+	if (!err)
+		gh_registry_overlaps(lo, len ? len : 1, snap_one, sn);
+	return err;
 }
 
-static int watch_end(int slot)
+static int watch_end(struct gh_if_rec *rec)
 {
-	int moved;
+	int moved = gh_inflight_settle(rec);
 
-	if (slot < 0)
-		return 2;
-	moved = gh_inflight_settle(slot);
-	gh_inflight_leave(slot);
-	if (!moved && gh_deferred_pending())
-		moved = 1;
+	if (moved == 1 || moved == 2) {
+		gh_inflight_leave(rec);
+		return moved;
+	}
+	if (gh_deferred_pending()) {
+		if (moved == 3)
+			gh_inflight_leave(rec);
+		return 1;
+	}
 	return moved;
+}
+
+/* What a committed registration is, for gh_verbs_raced() */
+#define WATCH_PLAIN	0u	/* libibverbs' MR, handed out as it is */
+#define WATCH_ALIAS	1u	/* our alias over it */
+
+static int watch_commit(struct gh_if_rec *rec, int moved, struct ibv_mr *mr,
+			unsigned int what)
+{
+	if (moved != 3)
+		return 0;
+	return gh_inflight_commit(rec, mr, what);
+}
+
+/*
+ * A memory call that was in flight when a registration's NIC call
+ * returned inserted (or is about to free) r, which that registration
+ * reaches: tie it to r, so r's free revokes it; what cannot be tied is
+ * revoked now (before the free, for a free).  On the thread of that
+ * call, before it returns.
+ */
+void gh_verbs_raced(void *cookie, unsigned int what, const struct gh_range *r,
+		    int freed)
+{
+	struct ibv_mr *mr = cookie;
+
+	if (r->kind == GDRHOOK_KIND_HOST ||
+	    r->kind == GDRHOOK_KIND_HOST_REGISTERED)
+		return;		/* host memory: nothing to revoke for */
+	GH_COUNT(regs_raced, 1);
+	gh_dbg("%s: registration %p raced the %s of %p+%llu: %s",
+	       freed ? "free" : "allocation", (void *)mr,
+	       freed ? "free" : "allocation", (void *)(uintptr_t)r->base,
+	       (unsigned long long)r->size,
+	       freed ? "revoked before the free" : "tied to it");
+	gh_rcache_raced(mr, what == WATCH_ALIAS, r);
 }
 
 /*
@@ -228,35 +272,33 @@ static struct ibv_mr *vreg_wrapped(const struct vreq *q, uint64_t addr,
 	int dmabuf = q->fn == GH_SYM_ibv_reg_dmabuf_mr;
 	struct ibv_mr *mr, *alias;
 	struct snap sn;
-	int err = 0, e;
+	int err = 0, e, moved = 0, tries;
 
-	for (int tries = 0; tries < GH_REG_TRIES; tries++) {
-		int slot = -1;
+	for (tries = 0; tries < GH_REG_TRIES; tries++) {
+		struct gh_if_rec *rec = NULL;
 
+		moved = 0;
 		if (!dmabuf) {
-			slot = watch_begin(addr, q->len, &sn);
-			if (slot < 0) {
-				err = -EAGAIN;
+			err = watch_begin(addr, q->len, &sn, &rec);
+			if (err)
 				break;
-			}
 		} else if (snap_dmabuf(q, &sn, &addr)) {
 			/* a dma-buf we did not see made: nothing to tie */
 			errno = saved_errno;
 			return call_real(q);
 		}
 		if (sn.over) {
-			if (slot >= 0)
-				gh_inflight_leave(slot);
+			if (rec)
+				gh_inflight_leave(rec);
 			err = -ENOSPC;
 			break;
 		}
 		errno = saved_errno;
 		mr = call_real(q);
 		e = errno;
-		if (slot >= 0) {
-			int moved = watch_end(slot);
-
-			if (moved && mr) {
+		if (rec) {
+			moved = watch_end(rec);
+			if ((moved == 1 || moved == 2) && mr) {
 				gh_vreal_dereg_mr(mr);
 				err = -EAGAIN;
 				if (moved == 2)
@@ -266,6 +308,13 @@ static struct ibv_mr *vreg_wrapped(const struct vreq *q, uint64_t addr,
 		}
 		if (!mr || !sn.n || !gh_rcache_start(&sn.r[0], q->pd)) {
 			/* failed, or nothing tracked: as libibverbs made it */
+			if (watch_commit(rec, mr ? moved : 0, mr, WATCH_PLAIN)) {
+				gh_vreal_dereg_mr(mr);
+				err = -EAGAIN;
+				continue;
+			}
+			if (!mr && moved == 3)
+				gh_inflight_leave(rec);
 			if (mr && !sn.n)
 				GH_COUNT(regs_passed, 1);
 			errno = e;
@@ -274,27 +323,44 @@ static struct ibv_mr *vreg_wrapped(const struct vreq *q, uint64_t addr,
 		err = gh_rcache_wrap(mr, sn.r, sn.n, addr, q->len, q->access,
 				     0, &alias);
 		if (!err) {
+			if (watch_commit(rec, moved, alias, WATCH_ALIAS)) {
+				/* its ring deregisters the real MR */
+				gh_rcache_dereg(alias);
+				err = -EAGAIN;
+				continue;
+			}
 			gh_rcache_log_lookup(0, gh_syms[q->fn].name, addr,
 					     q->len, &sn.r[0], alias, q->pd,
 					     q->access, t0);
 			errno = e;
 			return alias;
 		}
+		if (moved == 3)
+			gh_inflight_leave(rec);
 		gh_vreal_dereg_mr(mr);
 		if (err != -ESTALE || dmabuf)
 			break;
 	}
 	/*
 	 * Never hand out an unwrapped registration of tracked GPU memory: a
-	 * free could not revoke it.  -ESTALE: what it reached was freed
-	 * while it was being made.
+	 * free could not revoke it.  Say which memory and why.
 	 */
-	gh_warn_once("%s: cannot track a registration of GPU memory (%s): refused",
-		     gh_syms[q->fn].name,
-		     err == -ESTALE ? "its memory was freed while it was made" :
-		     err == -EAGAIN ? "its range kept changing while it was made" :
-		     err == -ENOSPC ? "too many allocations or registrations" :
-		     "the cache is off");
+	gh_warn("%s: registration of %s memory %p+%zu refused (%s): %s",
+		gh_syms[q->fn].name, sn.n ? "GPU" : "host",
+		(void *)(uintptr_t)addr, q->len,
+		err == -ESTALE ? "EFAULT" : err == -EAGAIN ? "EAGAIN" :
+		"ENOMEM",
+		err == -ESTALE ?
+		"GPU memory it reached was freed while it was made" :
+		err == -EAGAIN && moved == 2 ?
+		"GPU memory in its range is being freed by another thread whose call has not ended after 1 s" :
+		err == -EAGAIN ?
+		"GPU memory in its range was allocated or freed by other threads each of 16 times it was made" :
+		err == -ENOSPC && sn.over ?
+		"it spans more than 64 GPU allocations" :
+		err == -ENOSPC ? "the registration cache's tables are full" :
+		err == -ENOMEM ? "no memory for its in-flight record" :
+		"the registration cache is off");
 	errno = err == -ESTALE ? EFAULT : err == -EAGAIN ? EAGAIN : ENOMEM;
 	return NULL;
 }
@@ -474,15 +540,24 @@ static struct ibv_mr *reg_mr_1_0(struct ibv_pd *pd, void *addr, size_t len,
 {
 	unsigned int seen = vreg_calls;
 	struct ibv_mr *mr;
+	struct gh_if_rec *rec;
 	struct snap sn;
-	int slot, was, e, moved;
+	int was, e, moved = 2;
 
 	if (!gh_active() || gh_guard_busy() || backend_none())
 		return compat.reg(pd, addr, len, access);
-	slot = watch_begin((uintptr_t)addr, len, &sn);
+	e = watch_begin((uintptr_t)addr, len, &sn, &rec);
 	mr = compat.reg(pd, addr, len, access);
-	e = errno;
-	moved = watch_end(slot);
+	if (!e) {
+		e = errno;
+		moved = watch_end(rec);
+		/* not handed over: its MR has the old layout (rare enough
+		 * to wait for the calls in flight) */
+		if (moved == 3)
+			moved = gh_inflight_wait(rec);
+	} else {
+		e = errno;
+	}
 	if (!mr || vreg_calls != seen || (!sn.n && !sn.over && !moved)) {
 		errno = e;
 		return mr;	/* seen by our ibv_reg_mr, or not GPU memory */
@@ -499,6 +574,8 @@ int gh_manual_ibv_dereg_mr(struct ibv_mr *mr)
 {
 	int saved = errno, rc, was;
 
+	/* no memory call may tie or revoke it once it is gone */
+	gh_inflight_forget(mr);
 	if (gh_rcache_is_alias(mr)) {
 		was = gh_guard_enter();
 		rc = gh_rcache_dereg(mr);
@@ -552,12 +629,30 @@ static int rereg_real(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 		errno = e;
 		return rc;
 	}
+	/* its old range's record, if any: the new one is watched below */
+	gh_inflight_forget(mr);
 	for (;;) {
-		int slot = watch_begin((uintptr_t)addr, length, &sn);
+		struct gh_if_rec *rec;
 
+		if (watch_begin((uintptr_t)addr, length, &sn, &rec)) {
+			rc = gh_vreal_rereg_mr(mr, flags, pd, addr, length,
+					       access);
+			e = errno;
+			moved = 2;
+			break;
+		}
 		rc = gh_vreal_rereg_mr(mr, flags, pd, addr, length, access);
 		e = errno;
-		moved = watch_end(slot);
+		moved = watch_end(rec);
+		if (moved == 3) {
+			if (rc) {
+				gh_inflight_leave(rec);
+				moved = 0;
+			} else {
+				moved = watch_commit(rec, moved, mr,
+						     WATCH_PLAIN);
+			}
+		}
 		if (rc || !moved || ++tries >= GH_REG_TRIES || moved == 2)
 			break;
 		/* the range changed under the call: make it again */
@@ -613,6 +708,8 @@ int gh_manual_ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 
 	if (!gh_rcache_is_alias(mr))
 		return rereg_real(mr, flags, pd, addr, length, access);
+	/* it is about to name another registration */
+	gh_inflight_forget(mr);
 	if ((flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) ||
 	    ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!length || !addr)) ||
 	    (access && !(flags & IBV_REREG_MR_CHANGE_ACCESS))) {

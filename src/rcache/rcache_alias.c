@@ -145,6 +145,13 @@ static struct rc_alias *alias_of(const struct ibv_mr *mr)
 	return LD_ACQ(&a->state) == 1 ? a : NULL;
 }
 
+uint32_t gh_rc_alias_ent(const struct ibv_mr *mr)
+{
+	struct rc_alias *a = alias_of(mr);
+
+	return a ? LD(&a->ent) : 0;
+}
+
 int gh_rcache_dereg(struct ibv_mr *mr)
 {
 	struct rc_alias *a = alias_of(mr);

@@ -75,6 +75,8 @@ static inline void shard_add(size_t off, uint64_t n)
 struct ibv_mr *gh_rc_alias_make(struct rc_entry *e, struct ibv_pd *pd,
 				uint64_t addr, uint64_t len,
 				unsigned int access);
+/* The entry (index + 1) live alias mr holds, or 0. */
+uint32_t gh_rc_alias_ent(const struct ibv_mr *mr);
 /* Drop a reference (an alias went away); takes the cache lock if needed. */
 void gh_rc_put_ref(struct rc_entry *e);
 

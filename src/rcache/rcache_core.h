@@ -133,6 +133,15 @@ int gh_rcache_adopt(struct ibv_mr *mr, const struct gh_range *snap,
 int gh_rcache_unadopt(struct ibv_mr *mr);
 int gh_rcache_moved(struct ibv_mr *mr);
 
+/*
+ * A registration the program holds (alias: one of our aliases, else the
+ * MR libibverbs made) turned out to reach r, which a memory call in
+ * flight during its NIC call inserted or is freeing: tie it to r, so
+ * that r's free revokes it, or, where it cannot be tied (r is being
+ * freed, the tables are full, it is tied already), revoke it now.
+ */
+void gh_rcache_raced(struct ibv_mr *mr, int alias, const struct gh_range *r);
+
 /* Is mr one of our aliases (live or revoked)? */
 int gh_rcache_is_alias(const struct ibv_mr *mr);
 

@@ -256,3 +256,81 @@ int gh_rcache_moved(struct ibv_mr *mr)
 	gh_mutex_unlock(&gh_rc.lock);
 	return moved;
 }
+
+/* Revoke the registration whose ring starts at e (lock held). */
+static void ring_revoke(struct rc_entry *e)
+{
+	struct rc_ga *r = ga_of(e);
+	int64_t refs = gh_rc_ent_kill(e);
+
+	RC_LOCKED();
+
+	if (refs < 0)
+		return;		/* revoked already */
+	gh_rc_ent_finish(e, refs, 1);
+	gh_rc_ga_free_if_unused(r);
+}
+
+/* Add allocation g to the ring at first (lock held): 0 or -errno. */
+static int ring_add(struct rc_entry *first, const struct gh_range *g)
+{
+	struct rc_entry *e;
+	struct rc_ga *r;
+	int err;
+
+	RC_LOCKED();
+
+	if (!first->mr)
+		return -ESTALE;
+	err = gh_rc_ga_get(g, &r);
+	if (err)
+		return err;
+	e = gh_rc_ent_new(r, E_WRAP, first->mr->pd, 0, first->mr, 0, 0);
+	if (!e) {
+		gh_rc_ga_free_if_unused(r);
+		return -ENOSPC;
+	}
+	ST(&e->addr, LD(&first->addr));
+	ST(&e->len, LD(&first->len));
+	/* only the first holds the alias's reference */
+	ST_REL(&e->word, LD(&e->word) & ~W_REFS);
+	e->sib = first->sib ? first->sib : ent_idx(first);
+	first->sib = ent_idx(e);
+	return 0;
+}
+
+void gh_rcache_raced(struct ibv_mr *mr, int alias, const struct gh_range *g)
+{
+	uint32_t ei = 0;
+	int was, i;
+
+	if (!LD_ACQ(&gh_rc.ready) || LD(&gh_rc.forked) || !mr)
+		return;
+	was = gh_guard_enter();
+	gh_mutex_lock(&gh_rc.lock);
+	if (alias) {
+		ei = gh_rc_alias_ent(mr);
+	} else {
+		i = gh_rc_adopt_find(mr);
+		if (i < 0) {
+			/* not tied yet: adopted (tied), or moved onto the
+			 * private page when it cannot be */
+			gh_mutex_unlock(&gh_rc.lock);
+			gh_rcache_adopt(mr, g, 1);
+			gh_guard_leave(was);
+			return;
+		}
+		ei = gh_rc.adopt_ent[i];
+	}
+	if (ei) {
+		struct rc_entry *first = &gh_rc.ent[ei - 1];
+
+		/* a plain MR tied before: its adoption names other memory,
+		 * and a second one cannot be added to it */
+		if (!(LD(&first->word) & W_DEAD) &&
+		    (!alias || ring_add(first, g)))
+			ring_revoke(first);
+	}
+	gh_mutex_unlock(&gh_rc.lock);
+	gh_guard_leave(was);
+}

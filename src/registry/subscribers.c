@@ -55,6 +55,46 @@ static pthread_mutex_t subs_lock = PTHREAD_MUTEX_INITIALIZER;
  * for its own callbacks.
  */
 static __thread uint8_t sub_mine[GH_MAX_SUBSCRIBERS];
+/* this thread's sub_mine is handed back at its end (sub_key) */
+static __thread int sub_keyed;
+static pthread_key_t sub_key;
+static int sub_key_ok;
+
+/*
+ * This thread will not return from the callbacks it is inside (it
+ * jumped out of them, or it ends inside one: pthread_exit): they are
+ * no longer in flight, so an unsubscribe does not wait for them.
+ */
+void gh_subscribers_abandon(void)
+{
+	for (int i = 0; i < GH_MAX_SUBSCRIBERS; i++) {
+		uint8_t n = sub_mine[i];
+
+		if (!n)
+			continue;
+		__atomic_fetch_sub(&subs[i].inflight, n, __ATOMIC_RELEASE);
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		sub_mine[i] = 0;
+	}
+}
+
+static void sub_thread_end(void *v)
+{
+	(void)v;
+	gh_subscribers_abandon();
+}
+
+/* The key's value lives in the thread descriptor only for the first 32
+ * keys; a later one's setspecific may calloc, which a hook must not. */
+__attribute__((constructor)) static void sub_init(void)
+{
+	if (pthread_key_create(&sub_key, sub_thread_end))
+		return;
+	if ((unsigned long)sub_key < 32)
+		__atomic_store_n(&sub_key_ok, 1, __ATOMIC_RELEASE);
+	else
+		pthread_key_delete(sub_key);
+}
 
 static int handle_of(int slot, uint32_t seq)
 {
@@ -172,6 +212,11 @@ void gh_subscribers_notify(uint32_t type, const struct gh_range *r,
 		if (!(seq & 1) ||
 		    !(__atomic_load_n(&s->mask, __ATOMIC_RELAXED) & type))
 			continue;
+		if (GH_UNLIKELY(!sub_keyed) &&
+		    __atomic_load_n(&sub_key_ok, __ATOMIC_ACQUIRE)) {
+			sub_keyed = 1;
+			pthread_setspecific(sub_key, (void *)1);
+		}
 		sub_mine[i]++;
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		__atomic_fetch_add(&s->inflight, 1, __ATOMIC_SEQ_CST);

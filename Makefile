@@ -180,11 +180,13 @@ check: $(LIB) $(LAYER_AS)
 	$(PYTHON) scripts/check-layers.py --link src/layers $(BUILD)/layers $(CC) $(SANFLAGS)
 	$(PYTHON) scripts/check-layers.py src/layers $(BUILD)/obj $(CC) $(ALL_CFLAGS)
 	BUILD=$(BUILD) CC="$(CC)" LAYERS_CC="$(CC) $(ALL_CFLAGS)" tests/layers/run
+	$(PYTHON) scripts/gen-test-map.py --check tests/README.md $(BUILD)/obj
 	@readme_tbl=$$($(PYTHON) scripts/gen-doc.py --check README.md 2>&1) || { echo "$$readme_tbl"; exit 1; }
 	$(PYTHON) scripts/gen-events.py --check --schema hooks/events.schema.json --doc README.md scripts/man/libgdrhook.7
 
 doc: $(LIB)
 	$(PYTHON) scripts/gen-doc.py README.md
+	$(PYTHON) scripts/gen-test-map.py tests/README.md $(BUILD)/obj
 	$(PYTHON) scripts/gen-events.py --schema hooks/events.schema.json --doc README.md scripts/man/libgdrhook.7
 
 # The CPU test suite: unit tests, the shim against the driver test double

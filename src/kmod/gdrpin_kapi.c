@@ -13,6 +13,20 @@
 
 #include "gdrpin.h"
 
+/**
+ * gdrpin_range_get() - find and hold the pin that covers a range
+ * @tgid: the process whose pins are searched
+ * @va: start of the range, in that process's GPU address space
+ * @len: length of the range in bytes, not zero
+ *
+ * Searches every gdrpin context of @tgid for one pin that covers
+ * [@va, @va + @len) and takes a reference on it. Takes the context list
+ * lock and each context's lock; must not be called with either held.
+ *
+ * Return: the pin, to be given back with gdrpin_range_put();
+ * ERR_PTR(-EINVAL) for a NULL @tgid, a zero @len or a range that wraps;
+ * ERR_PTR(-ENOENT) when no pin covers the range.
+ */
 struct gdrpin_range *gdrpin_range_get(struct pid *tgid, u64 va, u64 len)
 {
 	struct gdrpin_range *found = NULL;
@@ -39,6 +53,15 @@ struct gdrpin_range *gdrpin_range_get(struct pid *tgid, u64 va, u64 len)
 }
 EXPORT_SYMBOL_GPL(gdrpin_range_get);
 
+/**
+ * gdrpin_range_get_by_nr() - gdrpin_range_get() for a process number
+ * @tgid: the process's thread group id, in the caller's pid namespace
+ * @va: start of the range
+ * @len: length of the range in bytes, not zero
+ *
+ * Return: as gdrpin_range_get(), or ERR_PTR(-ESRCH) when no process has
+ * that number.
+ */
 struct gdrpin_range *gdrpin_range_get_by_nr(pid_t tgid, u64 va, u64 len)
 {
 	struct gdrpin_range *r;
@@ -53,6 +76,12 @@ struct gdrpin_range *gdrpin_range_get_by_nr(pid_t tgid, u64 va, u64 len)
 }
 EXPORT_SYMBOL_GPL(gdrpin_range_get_by_nr);
 
+/**
+ * gdrpin_range_put() - give back a pin taken by gdrpin_range_get()
+ * @r: the pin; NULL or an error pointer is ignored
+ *
+ * The pin is released once its last reference is gone.
+ */
 void gdrpin_range_put(struct gdrpin_range *r)
 {
 	if (IS_ERR_OR_NULL(r))
@@ -62,6 +91,14 @@ void gdrpin_range_put(struct gdrpin_range *r)
 }
 EXPORT_SYMBOL_GPL(gdrpin_range_put);
 
+/**
+ * gdrpin_range_info() - describe a held pin
+ * @r: the pin, held by gdrpin_range_get()
+ * @info: filled with its range, page size, number of entries, mode, and
+ *        whether it is still active or has been revoked
+ *
+ * Return: 0.
+ */
 int gdrpin_range_info(struct gdrpin_range *r, struct gdrpin_range_info *info)
 {
 	info->va = r->va;
@@ -77,7 +114,12 @@ int gdrpin_range_info(struct gdrpin_range *r, struct gdrpin_range_info *info)
 }
 EXPORT_SYMBOL_GPL(gdrpin_range_info);
 
-/* NULL once the range is revoked or unpinned. */
+/**
+ * gdrpin_range_page_table() - the NVIDIA page table of a held pin
+ * @r: the pin, held by gdrpin_range_get()
+ *
+ * Return: the page table; NULL once the pin is revoked or unpinned.
+ */
 const struct nvidia_p2p_page_table *gdrpin_range_page_table(struct gdrpin_range *r)
 {
 	const struct nvidia_p2p_page_table *pt = NULL;
@@ -90,6 +132,20 @@ const struct nvidia_p2p_page_table *gdrpin_range_page_table(struct gdrpin_range 
 }
 EXPORT_SYMBOL_GPL(gdrpin_range_page_table);
 
+/**
+ * gdrpin_range_dma_map() - map a held pin's pages for a peer device
+ * @r: the pin, held by gdrpin_range_get()
+ * @pdev: the device that will reach the pages
+ * @map_p: set to the mapping on success, for gdrpin_dma_map_mapping() and
+ *         gdrpin_range_dma_unmap()
+ *
+ * May sleep (allocates with GFP_KERNEL and calls nvidia_p2p_dma_map_pages).
+ *
+ * Return: 0; -EOPNOTSUPP when the NVIDIA driver has no DMA mapping call or
+ * the pin is a DMA-BUF one; -ENOMEM; -ESTALE when the pin is revoked or
+ * unpinned (before or while it is mapped); -EPROTO when the driver's
+ * mapping has a version gdrpin does not know; else the driver's error.
+ */
 int gdrpin_range_dma_map(struct gdrpin_range *r, struct pci_dev *pdev,
 			 struct gdrpin_dma_map **map_p)
 {
@@ -142,12 +198,27 @@ int gdrpin_range_dma_map(struct gdrpin_range *r, struct pci_dev *pdev,
 }
 EXPORT_SYMBOL_GPL(gdrpin_range_dma_map);
 
+/**
+ * gdrpin_dma_map_mapping() - the NVIDIA driver's mapping behind a map
+ * @map: a mapping made by gdrpin_range_dma_map()
+ *
+ * Return: the nvidia_p2p_dma_mapping (the peer's DMA addresses); NULL once
+ * it has been unmapped.
+ */
 const struct nvidia_p2p_dma_mapping *gdrpin_dma_map_mapping(struct gdrpin_dma_map *map)
 {
 	return map->m;
 }
 EXPORT_SYMBOL_GPL(gdrpin_dma_map_mapping);
 
+/**
+ * gdrpin_range_dma_unmap() - undo gdrpin_range_dma_map()
+ * @r: the pin the mapping was made on
+ * @w: the mapping; NULL is ignored
+ *
+ * Unmaps and frees @w. While the pin is being revoked or unpinned, gdrpin
+ * unmaps and frees it instead. May sleep.
+ */
 void gdrpin_range_dma_unmap(struct gdrpin_range *r, struct gdrpin_dma_map *w)
 {
 	struct nvidia_p2p_dma_mapping *m;
@@ -177,6 +248,14 @@ void gdrpin_range_dma_unmap(struct gdrpin_range *r, struct gdrpin_dma_map *w)
 }
 EXPORT_SYMBOL_GPL(gdrpin_range_dma_unmap);
 
+/**
+ * gdrpin_range_notifier_register() - be told when a pin is revoked
+ * @r: the pin, held by gdrpin_range_get()
+ * @n: the notifier; its revoke callback must be set
+ *
+ * Return: 0; -EINVAL for a NULL @n or one without a revoke callback;
+ * -ESTALE when the pin's notifiers have already been told.
+ */
 int gdrpin_range_notifier_register(struct gdrpin_range *r,
 				   struct gdrpin_notifier *n)
 {
@@ -195,6 +274,11 @@ int gdrpin_range_notifier_register(struct gdrpin_range *r,
 }
 EXPORT_SYMBOL_GPL(gdrpin_range_notifier_register);
 
+/**
+ * gdrpin_range_notifier_unregister() - stop being told about a pin
+ * @r: the pin @n was registered on
+ * @n: a notifier registered by gdrpin_range_notifier_register()
+ */
 void gdrpin_range_notifier_unregister(struct gdrpin_range *r,
 				      struct gdrpin_notifier *n)
 {

@@ -67,9 +67,11 @@ $(GEN_STAMP): $(HOOK_LISTS) scripts/gen-hooks.py hooks/events.table scripts/gen-
 
 $(GEN_OUT): $(GEN_STAMP)
 
+# -fexceptions: a C++ exception thrown through a wrapper (from a
+# subscriber callback) runs its cleanup (gh_call_unwound).
 $(BUILD)/obj/gen/gh_hooks.o: $(GEN_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(LIB_CFLAGS) -MMD -MP -c $(BUILD)/gen/gh_hooks.c -o $@
+	$(CC) $(LIB_CFLAGS) -fexceptions -MMD -MP -c $(BUILD)/gen/gh_hooks.c -o $@
 
 # The release, for gdrhook_version() and gdrhook-info: the gdrpin DKMS
 # package's (src/kmod/dkms.conf), one version for the tree.

@@ -127,6 +127,8 @@ def wrapper(r):
     else:
         out.append("\tgh_pfn_%s real = (gh_pfn_%s)gh_real_get(%s);" % (r.name, r.name, sid))
     out.append("\tstruct gh_call c;")
+    # ended as gh_leave would, if an exception unwinds this frame
+    out.append("\tstruct gh_call *unw __attribute__((cleanup(gh_call_unwound))) = NULL;")
     out.append("\t%s rc;" % r.ret)
     out.append("")
     out.append("\tif (!real)")
@@ -139,6 +141,7 @@ def wrapper(r):
     out.append("\tcase GH_GUARDED:")
     out += ["\t\t" + s for s in guarded(r)]
     out.append("\t}")
+    out.append("\tunw = &c;")
     if a == "free" and "stream" in o:
         # A free on a capturing stream becomes a graph free node.
         out.append("\tif (!gh_graph_captured_free(&c, (uint64_t)(uintptr_t)(%s), (uint64_t)(uintptr_t)(%s)))"

@@ -3,8 +3,6 @@
 #ifndef GH_GUARD_H
 #define GH_GUARD_H
 
-#include <stdint.h>
-
 /* Guard for gdrhook-initiated work outside a wrapper (guard.c). */
 int gh_guard_enter(void);
 void gh_guard_leave(int was);
@@ -19,7 +17,6 @@ void gh_guard_set_ops(int (*pending)(void), void (*drain)(void),
 struct gh_tls {
 	int busy;		/* inside gdrhook's own code */
 	struct gh_call *rt_outer; /* runtime call in progress */
-	uintptr_t frame;	/* the outermost hook's frame, while it runs */
 };
 extern __thread struct gh_tls gh_tls;
 

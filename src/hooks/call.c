@@ -10,7 +10,7 @@
  * the runtime call the program made.
  */
 #include <errno.h>
-#include <signal.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -18,44 +18,52 @@
 #include "hookrt.h"
 #include "init.h"
 
-static int on_alt_stack(void)
-{
-	stack_t ss;
-
-	return !sigaltstack(NULL, &ss) && (ss.ss_flags & SS_ONSTACK);
-}
-
 /*
- * A hook of this thread is still marked as running, yet this call is not
- * deeper on the stack than it: that hook was left without returning (a
- * siglongjmp, an exception through a subscriber callback).  Its marks
- * would never end: end them now.  A signal handler on its own stack is
- * not that.
+ * A hook left without returning: a siglongjmp out of a signal handler
+ * or a subscriber callback that ran inside it, pthread_exit from one, a
+ * C++ exception through one.  glibc runs the cleanup buffer gh_enter
+ * pushed for a longjmp or pthread_exit that unwinds the wrapper's frame
+ * (__pthread_cleanup_upto); the wrappers' cleanup attribute
+ * (gh_call_unwound) catches an exception.  What the call had open ends
+ * here, as gh_leave would have ended it: its in-flight mark, the
+ * callbacks it was inside, the guard.  Its real call may not have run.
  */
-static __attribute__((noinline)) void left_abnormally(void)
+/* glibc's, exported since 2.2.5: the cleanup list a longjmp runs */
+extern void _pthread_cleanup_push(struct _pthread_cleanup_buffer *buf,
+				  void (*routine)(void *), void *arg);
+extern void _pthread_cleanup_pop(struct _pthread_cleanup_buffer *buf,
+				 int execute);
+
+static void call_abandoned(void *arg)
 {
+	struct gh_call *c = arg;
 	int saved = errno;
 
-	if (on_alt_stack()) {
-		errno = saved;
-		return;
-	}
-	gh_tls.busy = 0;
-	gh_tls.rt_outer = NULL;
-	gh_tls.frame = 0;
-	gh_inflight_abandon();
+	c->pushed = 0;
+	if (gh_tls.rt_outer == c)
+		gh_tls.rt_outer = NULL;
+	gh_inflight_call_end();
 	gh_subscribers_abandon();
-	gh_warn_once("a thread left a hook without returning (siglongjmp, or an exception through a callback): its marks were ended");
+	gh_tls.busy = 0;
+	gh_warn_once("%s: a hook was left without returning (siglongjmp, pthread_exit or an exception through a callback): its marks were ended",
+		     c->api);
 	errno = saved;
+}
+
+void gh_call_unwound(struct gh_call **cp)
+{
+	struct gh_call *c = *cp;
+
+	if (GH_LIKELY(!c || !c->pushed))
+		return;
+	_pthread_cleanup_pop(&c->unwind, 0);
+	call_abandoned(c);
 }
 
 int gh_enter(struct gh_call *c, unsigned int sym)
 {
-	uintptr_t here = (uintptr_t)__builtin_frame_address(0);
 	int saved = errno;
 
-	if (GH_UNLIKELY(gh_tls.frame) && here >= gh_tls.frame)
-		left_abnormally();
 	if (GH_UNLIKELY(gh_tls.busy) && gh_active() &&
 	    gh_syms[sym].family <= GH_FAM_RUNTIME) {
 		/* Our own bookkeeping is running on this thread: the wrapper
@@ -82,10 +90,8 @@ int gh_enter(struct gh_call *c, unsigned int sym)
 		c->outer = gh_tls.rt_outer;
 		c->api = c->outer->api;
 	}
-	if (!gh_tls.frame) {
-		gh_tls.frame = here;
-		c->owns_frame = 1;
-	}
+	_pthread_cleanup_push(&c->unwind, call_abandoned, c);
+	c->pushed = 1;
 	gh_tls.busy = 1;
 	/* a handler's hook after a window's calls queued, before they were
 	 * applied (they came first) */
@@ -124,8 +130,10 @@ void gh_leave(struct gh_call *c)
 	if (GH_UNLIKELY(gh_deferred_pending()))
 		gh_deferred_drain();
 	gh_inflight_call_end();
-	if (c->owns_frame)
-		gh_tls.frame = 0;
 	gh_guard_down(0);
+	if (GH_LIKELY(c->pushed)) {
+		c->pushed = 0;
+		_pthread_cleanup_pop(&c->unwind, 0);
+	}
 	errno = c->saved_errno;
 }

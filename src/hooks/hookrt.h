@@ -21,6 +21,7 @@
 #ifndef GH_HOOKRT_H
 #define GH_HOOKRT_H
 
+#include <pthread.h>
 #include <stdint.h>
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -50,7 +51,10 @@ struct gh_call {
 	 * not (-1); 0: not asked yet.  Kept in the outermost call only. */
 	int capture;
 	uint64_t capture_stream, capture_graph;
-	int owns_frame;		/* the outermost hook: gh_tls.frame is ours */
+	/* pushed while the hook runs: a longjmp or pthread_exit that
+	 * unwinds the wrapper runs it (call.c) */
+	struct _pthread_cleanup_buffer unwind;
+	int pushed;
 	/* Last: gh_enter() leaves it unset, it is read only when has_gone. */
 	struct gh_range gone;	/* what a free unregistered */
 };
@@ -61,6 +65,9 @@ struct gh_call {
 #define GH_GUARDED	2	/* call through, then gh_guarded_*() */
 
 int gh_enter(struct gh_call *c, unsigned int sym);
+/* The wrappers' cleanup attribute on a pointer to their call: a hook an
+ * exception unwound is ended as gh_leave would have. */
+void gh_call_unwound(struct gh_call **cp);
 void gh_leave(struct gh_call *c);
 void gh_real_begin(struct gh_call *c);
 void gh_real_end(struct gh_call *c, int rc);

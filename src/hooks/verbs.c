@@ -225,7 +225,9 @@ void gh_verbs_raced(void *cookie, unsigned int what, const struct gh_range *r,
 	       freed ? "free" : "allocation", (void *)(uintptr_t)r->base,
 	       (unsigned long long)r->size,
 	       freed ? "revoked before the free" : "tied to it");
-	gh_rcache_raced(mr, what == WATCH_ALIAS, r);
+	/* a plain MR may be the first registration the cache hears of */
+	if (gh_rcache_start(r, mr->pd))
+		gh_rcache_raced(mr, what == WATCH_ALIAS, r);
 }
 
 /*

@@ -83,18 +83,18 @@ const struct gh_pin_ops *gh_pin_backend_ops(unsigned int b)
 
 static int dmabuf_possible(int dev, char *why)
 {
-	const char *lib = gh_cfg.libcuda ? gh_cfg.libcuda : "libcuda.so.1";
+	/* the driver the hooks use: a bad GDRHOOK_LIBCUDA is the default */
+	const char *lib = gh_libcuda_loaded();
 	CUresult (*attr)(int *, CUdevice_attribute, CUdevice);
-	void *h = dlopen(lib, RTLD_LAZY | RTLD_NOLOAD);
 	CUresult rc;
+	void *h;
 	int v = 0;
 
 	/* Never load the driver into a program that has not. */
-	if (!h) {
-		say(why, "no CUDA driver in the process (%s)", lib);
+	if (!lib) {
+		say(why, "no CUDA driver in the process (libcuda.so.1)");
 		return 0;
 	}
-	dlclose(h);
 	h = gh_libcuda_handle();
 	if (!h) {
 		say(why, "no CUDA driver (%s)", lib);

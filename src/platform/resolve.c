@@ -203,6 +203,32 @@ static void *open_driver(const char *name, const char **why_p)
 	return h;
 }
 
+/*
+ * The driver library in effect: GDRHOOK_LIBCUDA when it is a CUDA
+ * driver that can be loaded, else the default (what gh_libcuda_handle
+ * loads).  Is it in the process already (loaded by the program, or by
+ * a hook on its behalf)?  Never loads it.
+ */
+const char *gh_libcuda_loaded(void)
+{
+	const char *name = gh_cfg.libcuda;
+	void *h;
+
+	if (name && (h = dlopen(name, RTLD_LAZY | RTLD_NOLOAD))) {
+		int driver = gh_real_dlsym(h, "cuGetProcAddress_v2") ||
+			     gh_real_dlsym(h, "cuInit");
+
+		dlclose(h);
+		if (driver)
+			return name;
+	}
+	h = dlopen(GH_LIBCUDA_DEFAULT, RTLD_LAZY | RTLD_NOLOAD);
+	if (!h)
+		return NULL;
+	dlclose(h);
+	return GH_LIBCUDA_DEFAULT;
+}
+
 void *gh_libcuda_handle(void)
 {
 	void *h = __atomic_load_n(&libcuda, __ATOMIC_ACQUIRE);

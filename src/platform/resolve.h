@@ -12,6 +12,9 @@ void *gh_libc_dlsym_fn(void);
 void *gh_libc_dlvsym_fn(void);
 void *gh_real_dlvsym(void *handle, const char *name, const char *version);
 void *gh_libcuda_handle(void);
+/* The name of the driver library in effect if the process has it loaded,
+ * else NULL (never loads it). */
+const char *gh_libcuda_loaded(void);
 int gh_addr_is_ours(const void *p);
 int gh_sym_find(const char *name);
 /* Record p as the real function of hooked symbol sym (from a resolver);

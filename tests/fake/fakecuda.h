@@ -54,6 +54,18 @@ void fakecuda_fail_next(const char *sym, CUresult rc, int n);
  * from a handler that interrupted one on the same thread).
  */
 void fakecuda_signal_in_lock(const char *sym, int sig, int n);
+/*
+ * The next call of @sym waits at its entry, before it does anything and
+ * holding no lock of the double, until fakecuda_unstall(): a driver call
+ * that takes as long as a test needs (a free waiting for the device, a
+ * large cuMemHostRegister).  fakecuda_stalled(): calls waiting now.
+ */
+void fakecuda_stall_next(const char *sym);
+/* ... at its exit instead: its work is done (memory mapped), the caller
+ * has not heard of it yet. */
+void fakecuda_stall_next_exit(const char *sym);
+int fakecuda_stalled(void);
+void fakecuda_unstall(void);
 /* Every driver call sets errno to @e just before returning; e < 0: off. */
 void fakecuda_set_errno(int e);
 /* Live allocations: every kind above, host registrations included. */

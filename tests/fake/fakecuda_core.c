@@ -129,10 +129,59 @@ struct fc_sym *fc_sym_get(const char *name)
 	return s;
 }
 
+static int fc_stall_count, fc_stall_open;
+static __thread const char *fc_stall_at_exit;
+
+/* A stalled call waits here, no lock held, until fakecuda_unstall(). */
+static void fc_stall(const char *name)
+{
+	struct timespec nap = { 0, 100 * 1000 };
+
+	fc_log("%s: stalled", name);
+	__atomic_add_fetch(&fc_stall_count, 1, __ATOMIC_SEQ_CST);
+	while (!__atomic_load_n(&fc_stall_open, __ATOMIC_ACQUIRE))
+		nanosleep(&nap, NULL);
+	__atomic_sub_fetch(&fc_stall_count, 1, __ATOMIC_SEQ_CST);
+}
+
+FC_API void fakecuda_stall_next(const char *sym)
+{
+	struct fc_sym *s = fc_sym_get(sym);
+
+	if (!s)
+		return;
+	__atomic_store_n(&fc_stall_open, 0, __ATOMIC_RELEASE);
+	sym_lock();
+	s->stall_n = 1;
+	sym_unlock();
+}
+
+FC_API void fakecuda_stall_next_exit(const char *sym)
+{
+	struct fc_sym *s = fc_sym_get(sym);
+
+	if (!s)
+		return;
+	__atomic_store_n(&fc_stall_open, 0, __ATOMIC_RELEASE);
+	sym_lock();
+	s->stall_exit_n = 1;
+	sym_unlock();
+}
+
+FC_API int fakecuda_stalled(void)
+{
+	return __atomic_load_n(&fc_stall_count, __ATOMIC_SEQ_CST);
+}
+
+FC_API void fakecuda_unstall(void)
+{
+	__atomic_store_n(&fc_stall_open, 1, __ATOMIC_RELEASE);
+}
+
 int fc_enter(struct fc_sym **slot, const char *name, CUresult *rc)
 {
 	struct fc_sym *s = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
-	int fail = 0;
+	int fail = 0, stall = 0;
 
 	if (!s) {
 		s = fc_sym_get(name);
@@ -150,7 +199,17 @@ int fc_enter(struct fc_sym **slot, const char *name, CUresult *rc)
 		s->raise_n--;
 		raise_sig = s->raise_sig;
 	}
+	if (!fail && s->stall_n > 0) {
+		s->stall_n--;
+		stall = 1;
+	}
+	if (!fail && s->stall_exit_n > 0) {
+		s->stall_exit_n--;
+		fc_stall_at_exit = s->name;
+	}
 	sym_unlock();
+	if (stall)
+		fc_stall(name);
 	if (fail)
 		fc_log("%s: injected failure %d", name, (int)*rc);
 	else
@@ -161,6 +220,12 @@ int fc_enter(struct fc_sym **slot, const char *name, CUresult *rc)
 void fc_leave(int *unused)
 {
 	(void)unused;
+	if (fc_stall_at_exit) {
+		const char *name = fc_stall_at_exit;
+
+		fc_stall_at_exit = NULL;
+		fc_stall(name);
+	}
 	if (__atomic_load_n(&fc.errno_set, __ATOMIC_RELAXED))
 		errno = __atomic_load_n(&fc.errno_val, __ATOMIC_RELAXED);
 }

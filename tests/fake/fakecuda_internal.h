@@ -37,6 +37,8 @@ struct fc_sym {
 	CUresult fail_rc;
 	int raise_n;		/* fakecuda_signal_in_lock() */
 	int raise_sig;
+	int stall_n;		/* fakecuda_stall_next() */
+	int stall_exit_n;	/* fakecuda_stall_next_exit() */
 };
 
 struct fc_sym *fc_sym_get(const char *name);

@@ -28,7 +28,7 @@ $(FAKEVERBS_LIB): $(FAKEVERBS_OBJS) tests/fakeverbs/libibverbs.map
 		-Wl,--version-script=tests/fakeverbs/libibverbs.map $(LDLIBS)
 
 $(BUILD)/tests/preload/test_verbs $(BUILD)/tests/preload/test_races \
-		$(BUILD)/tests/preload/test_windows: \
+		$(BUILD)/tests/preload/test_windows $(BUILD)/tests/preload/test_inflight: \
 		$(BUILD)/tests/preload/%: tests/preload/%.c \
 		$(wildcard tests/preload/*.h) tests/harness.h $(FAKE_LIBS) $(FAKEVERBS_LIB)
 	@mkdir -p $(dir $@)

@@ -133,3 +133,17 @@ $(BENCH_EXPOSURE): tests/bench/bench_exposure.c tests/fakeverbs/fakeverbs.h \
 		$(FAKEVERBS_LIB) -Wl,--enable-new-dtags \
 		-Wl,-rpath,'$$ORIGIN/../../fake:$$ORIGIN/../../fakeverbs' $(LDLIBS)
 # ---- end bench_exposure ----
+# ---- bench_liveness: registrations beside threads that allocate ----
+# Linked like bench_regcache (the CUDA driver double's soname, libibverbs);
+# run with build/fake (no GPU) and build/fakeverbs (no RDMA device) on
+# LD_LIBRARY_PATH: see the file's header.
+BENCH_LIVENESS	:= $(BUILD)/tests/bench/bench_liveness
+
+.PHONY: bench-liveness
+bench: $(BENCH_LIVENESS)
+bench-liveness: $(BENCH_LIVENESS)
+
+$(BENCH_LIVENESS): tests/bench/bench_liveness.c $(BUILD)/fake/libcuda.so
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD)/fake -lcuda -libverbs $(LDLIBS)
+# ---- end bench_liveness ----

@@ -16,81 +16,59 @@ nothing of gdrhook:
 
 PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync switches PyTorch to
 stream-ordered pool allocations (cudaMallocAsync/cudaFreeAsync in the log).
-With gdrhook preloaded the script also asks the registry (through ctypes,
-the way a library that does not link gdrhook would) which allocation holds
-a weight tensor and with what generation.
+With gdrhook preloaded the script also asks the registry (the gdrhook
+Python package: `make` builds it in build/python, `make install` and the
+python3-gdrhook package install it) which allocation holds a weight
+tensor and with what generation, and prints the counters.
 
 Without PyTorch or without a CUDA GPU it says so and exits 0.
 """
 
 import argparse
-import ctypes
 import errno
+import os
 import sys
 import time
 
 
-class Range(ctypes.Structure):
-    """struct gdrhook_range (include/gdrhook.h)."""
-    _fields_ = [("base", ctypes.c_uint64), ("size", ctypes.c_uint64),
-                ("gen", ctypes.c_uint64), ("ctx", ctypes.c_uint64),
-                ("pool", ctypes.c_uint64), ("dev", ctypes.c_int32),
-                ("kind", ctypes.c_uint32), ("flags", ctypes.c_uint32),
-                ("reserved", ctypes.c_uint32)]
-
-
-class Stats(ctypes.Structure):
-    """struct gdrhook_stats (include/gdrhook.h)."""
-    _fields_ = [(n, ctypes.c_uint64) for n in (
-        "size", "allocs", "frees", "frees_untracked", "failed_calls",
-        "implicit_frees", "live", "live_bytes", "peak_live_bytes",
-        "lookups", "untrusted", "audit_checks", "audit_disagreements",
-        "log_events", "log_dropped")]
-
-
-KINDS = ("none", "device", "managed", "host", "host_registered", "pool",
-         "vmm", "ipc")
-
-
-def gdrhook():
-    """The preloaded gdrhook API, found in the process, or None."""
+def gdrhook_module():
+    """The gdrhook package when this process has the library preloaded,
+    else None.  Installed, or the build tree's (build/python)."""
     try:
-        lib = ctypes.CDLL(None)
-        lib.gdrhook_api_version.restype = ctypes.c_uint
-        lib.gdrhook_api_version()
-    except (AttributeError, OSError):
-        return None
-    lib.gdrhook_lookup.argtypes = [ctypes.c_void_p, ctypes.c_size_t,
-                                   ctypes.POINTER(Range)]
-    lib.gdrhook_lookup.restype = ctypes.c_int
-    lib.gdrhook_get_stats.argtypes = [ctypes.POINTER(Stats)]
-    lib.gdrhook_get_stats.restype = ctypes.c_int
-    lib.gdrhook_trusted.restype = ctypes.c_int
-    return lib
+        import gdrhook
+    except ImportError:
+        tree = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                            "..", "build", "python")
+        sys.path.append(os.path.normpath(tree))
+        try:
+            import gdrhook
+        except ImportError:
+            return None
+    return gdrhook if gdrhook.preloaded() else None
 
 
 def show_lookup(gh, what, tensor):
-    r = Range()
-    nbytes = tensor.numel() * tensor.element_size()
-    rc = gh.gdrhook_lookup(tensor.data_ptr(), nbytes, ctypes.byref(r))
-    if rc == 0:
-        print("  %-22s %#x: in a %s allocation at %#x of %d bytes, gen %d"
-              % (what, tensor.data_ptr(), KINDS[r.kind] if r.kind < len(KINDS)
-                 else "?", r.base, r.size, r.gen))
-    else:
+    try:
+        r = gh.lookup(tensor)
+    except gh.GdrhookError as e:
         print("  %-22s %#x: registry answers -%s" % (
-            what, tensor.data_ptr(), errno.errorcode.get(-rc, str(-rc))))
+            what, tensor.data_ptr(), errno.errorcode.get(e.errno, e.errno)))
+        return
+    if r is None:
+        print("  %-22s %#x: in no tracked allocation" % (what,
+                                                         tensor.data_ptr()))
+    else:
+        print("  %-22s %#x: in a %s allocation at %#x of %d bytes, gen %d"
+              % (what, tensor.data_ptr(), r.kind, r.base, r.size, r.gen))
 
 
 def show_stats(gh, when):
-    st = Stats()
-    st.size = ctypes.sizeof(Stats)
-    if gh.gdrhook_get_stats(ctypes.byref(st)) == 0:
-        print("gdrhook %s: %d allocations, %d frees, %d live (%.1f MiB), "
-              "peak %.1f MiB, registry %s"
-              % (when, st.allocs, st.frees, st.live, st.live_bytes / 2**20,
-                 st.peak_live_bytes / 2**20,
-                 "trusted" if gh.gdrhook_trusted() else "UNTRUSTED"))
+    st = gh.stats()
+    print("gdrhook %s: %d allocations, %d frees, %d live (%.1f MiB), "
+          "peak %.1f MiB, registry %s"
+          % (when, st["allocs"], st["frees"], st["live"],
+             st["live_bytes"] / 2**20, st["peak_live_bytes"] / 2**20,
+             "trusted" if gh.trusted() else "UNTRUSTED"))
 
 
 def main():
@@ -102,9 +80,9 @@ def main():
     if args.steps < 1 or args.hidden < 1:
         ap.error("--steps and --hidden must be at least 1")
 
-    gh = gdrhook()
+    gh = gdrhook_module()
     print("gdrhook %s" % ("is preloaded" if gh else
-                          "is not loaded (run with LD_PRELOAD=.../"
+                          "is not preloaded (run with LD_PRELOAD=.../"
                           "libgdrhook.so to trace this)"))
     try:
         import torch

@@ -17,8 +17,7 @@ except ImportError:             # run from the source tree unbuilt
 SONAME = getattr(_build, "SONAME", "libgdrhook.so.1")
 
 
-def preloaded_path():
-    """The path of the libgdrhook this process has mapped, or None."""
+def _mapped():
     try:
         with open("/proc/self/maps", encoding="utf-8",
                   errors="replace") as f:
@@ -33,6 +32,18 @@ def preloaded_path():
     except OSError:
         pass
     return None
+
+
+# Taken when the package is imported, before it may load a copy itself:
+# a library mapped then came with the process (LD_PRELOAD, a program or
+# extension linked with -lgdrhook), and its hooks are in the call path.
+_PRELOADED = _mapped()
+
+
+def preloaded_path():
+    """The path of the libgdrhook this process had mapped when the
+    package was imported, or None."""
+    return _PRELOADED
 
 
 def candidates():

@@ -752,12 +752,18 @@ int gh_manual_ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 		/* The new range is not tracked: wrap the plain MR. */
 		if (gh_rcache_wrap(nm, NULL, 0, (uintptr_t)q.addr, q.len,
 				   q.access, 1, &na)) {
+			gh_inflight_forget(nm);
 			gh_vreal_dereg_mr(nm);
 			nm = NULL;
 			errno = ENOMEM;
 		} else {
+			/* a call in flight that reaches it ties mr now */
+			gh_inflight_rekey(nm, mr, WATCH_ALIAS);
 			nm = na;
 		}
+	} else if (nm) {
+		/* nm is consumed below: the program keeps mr */
+		gh_inflight_rekey(nm, mr, WATCH_ALIAS);
 	}
 	/*
 	 * Same translation: the new grant is for the memory the old one

@@ -489,6 +489,26 @@ void gh_inflight_forget(void *cookie)
 		}
 }
 
+void gh_inflight_rekey(void *from, void *to, unsigned int flags)
+{
+	if (!from || !LD_ACQ(&if_state.linger))
+		return;
+	for (struct if_chunk *c = &if_first; c; c = LD_ACQ(&c->next))
+		for (int i = 0; i < IF_CHUNK; i++) {
+			struct if_rec *r = &c->rec[i];
+			uint64_t s = LD_ACQ(&r->state);
+
+			if ((s & (R_LINGER | R_DEAD)) != R_LINGER ||
+			    LD(&r->cookie) != from)
+				continue;
+			__atomic_store_n(&r->flags, flags, __ATOMIC_RELAXED);
+			__atomic_store_n(&r->cookie, to, __ATOMIC_RELEASE);
+			/* a callback that read from has returned: from may go */
+			while (LD_ACQ(&r->state) & R_CB)
+				sched_yield();
+		}
+}
+
 void gh_inflight_set_raced(gh_inflight_raced_fn fn)
 {
 	__atomic_store_n(&if_raced, fn, __ATOMIC_RELEASE);
@@ -526,7 +546,8 @@ static void raced(struct if_rec *r, uint64_t s, const struct gh_range *g,
 			break;
 	}
 	if (fn && waits_on_me(r))
-		fn(r->cookie, r->flags, g, freed);
+		fn(__atomic_load_n(&r->cookie, __ATOMIC_ACQUIRE),
+		   __atomic_load_n(&r->flags, __ATOMIC_RELAXED), g, freed);
 	s = __atomic_sub_fetch(&r->state, R_CB_ONE, __ATOMIC_RELEASE);
 	reap(r, s);
 }

@@ -63,6 +63,11 @@ void gh_inflight_leave(struct gh_if_rec *rec);
  * once no raced callback on it is running. */
 void gh_inflight_forget(void *cookie);
 
+/* The program's MR is now `to` (an ibv_rereg_mr moved a registration
+ * made for it from `from`): committed records of from name to, with
+ * flags; returns once no raced callback on from is running. */
+void gh_inflight_rekey(void *from, void *to, unsigned int flags);
+
 /*
  * fn(cookie, flags, r, freed) runs on the thread of a memory call that
  * inserted (freed 0) or is about to free (freed 1) r, which a committed

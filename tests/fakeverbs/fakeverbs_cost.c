@@ -130,6 +130,32 @@ static void prof_load(void)
 	prof.on = 1;
 }
 
+static uint64_t mono_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* FAKEVERBS_COST_SLEEP: a wait of ns.  Under a millisecond it spins: a
+ * sleep overshoots by the timer slack (50-80 us on a VM), more than a
+ * bind costs. */
+static void take_time(uint64_t ns)
+{
+	uint64_t end = mono_ns() + ns;
+	struct timespec t = { (time_t)(ns / 1000000000ull),
+			      (long)(ns % 1000000000ull) };
+
+	if (ns < 1000000) {
+		while (mono_ns() < end)
+			;
+		return;
+	}
+	while (nanosleep(&t, &t) && errno == EINTR)
+		;
+}
+
 void fv_cost_charge(enum fv_cost_op op, uint64_t len)
 {
 	uint64_t ns;
@@ -141,13 +167,8 @@ void fv_cost_charge(enum fv_cost_op op, uint64_t len)
 	ns = prof.ns[op] + (uint64_t)((unsigned __int128)prof.per_mib[op] *
 				      len >> 20);
 	__atomic_add_fetch(&modelled, ns, __ATOMIC_RELAXED);
-	if (prof.sleep) {
-		struct timespec t = { (time_t)(ns / 1000000000ull),
-				      (long)(ns % 1000000000ull) };
-
-		while (nanosleep(&t, &t) && errno == EINTR)
-			;
-	}
+	if (prof.sleep)
+		take_time(ns);
 }
 
 static enum fv_cost_op kind(const struct fv_mr *m, int dereg)

@@ -13,6 +13,11 @@
  * spread of the measurements quoted).  Unset: nothing is charged, every
  * test keeps its speed.
  *
+ * Not charged: ibv_rereg_mr (the model has no figure for it), QPs and CQs
+ * (made once per PD by the shim and the program alike).  A registration
+ * the double refuses after making its MR (a page it cannot pin) is
+ * charged its deregistration only.
+ *
  * The calibration program (tests/hw/calibrate) prints rows in exactly
  * this table's format, measured on a real NIC and GPU: paste them here
  * as a new profile.

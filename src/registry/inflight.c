@@ -289,10 +289,16 @@ static struct if_rec *rec_take(void)
 /* Has every call rec names ended? */
 static int deps_done(const struct if_rec *r)
 {
-	for (uint32_t k = 0; k < r->ndeps; k++) {
-		const struct if_dep *d = &r->deps[k];
+	/* read while its owner may take it again: a stale answer is
+	 * caught by the generation in reap's compare-and-swap */
+	const struct if_dep *deps = LD(&r->deps);
+	uint32_t n = LD(&r->ndeps);
 
-		if (LD_ACQ(&if_threads[d->t].seq) == d->seq)
+	for (uint32_t k = 0; k < n && deps; k++) {
+		uint32_t t = LD(&deps[k].t);
+
+		if (t < IF_THREADS &&
+		    LD_ACQ(&if_threads[t].seq) == LD(&deps[k].seq))
 			return 0;
 	}
 	return 1;
@@ -330,8 +336,8 @@ int gh_inflight_enter(uint64_t lo, uint64_t len, struct gh_if_rec **rec_p)
 		return -ENOMEM;
 	ST(&r->lo, lo);
 	ST(&r->hi, lo + len < lo ? UINT64_MAX : lo + len);
-	r->ndeps = 0;
-	r->cookie = NULL;
+	ST(&r->ndeps, 0);
+	ST(&r->cookie, NULL);
 	/* announced before the caller reads the registry */
 	__atomic_add_fetch(&if_state.busy, 1, __ATOMIC_SEQ_CST);
 	*rec_p = (struct gh_if_rec *)r;
@@ -361,13 +367,13 @@ static int deps_room(struct if_rec *r)
 {
 	void *p;
 
-	if (r->deps)
+	if (LD(&r->deps))
 		return 0;
 	p = mmap(NULL, sizeof(struct if_dep) * IF_THREADS,
 		 PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return -ENOMEM;
-	r->deps = p;
+	ST(&r->deps, (struct if_dep *)p);
 	return 0;
 }
 
@@ -416,9 +422,9 @@ int gh_inflight_settle(struct gh_if_rec *h)
 				return 2;
 			continue;
 		}
-		r->deps[r->ndeps].t = i;
-		r->deps[r->ndeps].seq = seq;
-		r->ndeps++;
+		ST(&r->deps[r->ndeps].t, i);
+		ST(&r->deps[r->ndeps].seq, seq);
+		ST(&r->ndeps, r->ndeps + 1);
 	}
 	if (LD_ACQ(&r->state) & R_HIT)
 		return 1;
@@ -433,8 +439,8 @@ int gh_inflight_commit(struct gh_if_rec *h, void *cookie, unsigned int flags)
 	struct if_rec *r = (struct if_rec *)h;
 	uint64_t s;
 
-	r->cookie = cookie;
-	r->flags = flags;
+	ST(&r->cookie, cookie);
+	ST(&r->flags, flags);
 	s = LD(&r->state);
 	do {
 		if (s & R_HIT) {
@@ -523,8 +529,9 @@ static int waits_on_me(const struct if_rec *r)
 	if (!t || shared(t))
 		return 0;
 	i = (uint32_t)(t - if_threads);
-	for (uint32_t k = 0; k < r->ndeps; k++)
-		if (r->deps[k].t == i && r->deps[k].seq == LD(&t->seq))
+	for (uint32_t k = 0; k < LD(&r->ndeps); k++)
+		if (LD(&r->deps[k].t) == i &&
+		    LD(&r->deps[k].seq) == LD(&t->seq))
 			return 1;
 	return 0;
 }

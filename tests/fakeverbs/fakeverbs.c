@@ -20,6 +20,12 @@
  *  - fakeverbs_stale_mrs() counts live registrations whose memory is no
  *    longer the allocation they were made on (a NIC with access to freed
  *    memory); ibv_dealloc_pd fails with EBUSY while the PD has MRs;
+ *  - a registration over a page nothing is mapped at fails with EFAULT,
+ *    as the kernel's ib_umem_get does (fv_mapped), the holes of a VMM
+ *    reservation of the CUDA double included;
+ *  - the provider profile (FAKEVERBS_PROVIDER, fakeverbs_provider.c)
+ *    decides what differs between providers: rxe imports no DMA-BUF;
+ *    ibv_rereg_mr of a DMA-BUF MR is refused (EINVAL) on every one;
  *  - FAKEVERBS_NO_DMABUF=1 in the environment: a NIC that cannot import
  *    DMA-BUF (soft-RoCE): ibv_reg_dmabuf_mr fails with EOPNOTSUPP;
  *    FAKEVERBS_NO_DMABUF=fakenic1: only that NIC cannot (a second NIC,
@@ -193,13 +199,117 @@ void fv_nic_wait(const char *var)
 		usleep((useconds_t)us);
 }
 
-static void fv_pin_slowly(struct fv_mr *m, uint64_t mem, uint64_t len)
+/* ib_access_writable (the kernel's include/rdma/ib_verbs.h): the pages
+ * are pinned for writing when any of these is asked. */
+static int writable(unsigned int access)
+{
+	return !!(access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+			    IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND));
+}
+
+struct vma { uint64_t lo, hi; int r, w; };
+
+/* The process's mappings, from /proc/self/maps; malloc'd, *n_p of them. */
+static struct vma *read_vmas(int *n_p)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	struct vma *v = NULL;
+	int n = 0, cap = 0;
+	char line[512];
+
+	*n_p = 0;
+	if (!f)
+		return NULL;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long lo, hi;
+		char perm[8];
+
+		if (sscanf(line, "%llx-%llx %7s", &lo, &hi, perm) != 3)
+			continue;
+		if (n == cap) {
+			struct vma *nv = realloc(v, (size_t)(cap = cap ? 2 * cap : 256) *
+						 sizeof(*v));
+
+			if (!nv)
+				break;
+			v = nv;
+		}
+		v[n].lo = lo;
+		v[n].hi = hi;
+		v[n].r = perm[0] == 'r';
+		v[n].w = perm[1] == 'w';
+		n++;
+	}
+	fclose(f);
+	*n_p = n;
+	return v;
+}
+
+/*
+ * Would the kernel pin every page of [addr, addr + len)?  ib_umem_get
+ * (drivers/infiniband/core/umem.c) pins them with pin_user_pages_fast,
+ * FOLL_WRITE for a writable registration, and fails the registration
+ * with EFAULT at the first it cannot pin.  A page counts when it lies in
+ * a live allocation of the CUDA double (the peer-memory client pins GPU
+ * memory the driver has mapped, whatever the CPU's protection: a VMM
+ * mapping before cuMemSetAccess is PROT_NONE here), or in a mapping the
+ * process may read (and write, when writable).  A hole of a VMM
+ * reservation or a freed span is neither.  Without the double (the real
+ * driver: its GPU ranges are PROT_NONE reservations to the CPU) only a
+ * page in no mapping at all is refused.
+ */
+static int fv_mapped(uint64_t addr, uint64_t len, unsigned int access)
+{
+	uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
+	uint64_t cur = addr & ~(pg - 1), hi = (addr + len + pg - 1) & ~(pg - 1);
+	int w = writable(access), nv, ok = 1, dbl;
+	struct vma *v = read_vmas(&nv);
+	size_t n;
+
+	if (!v)
+		return 1;	/* cannot tell: not judged */
+	pthread_mutex_lock(&snap_lock);
+	dbl = dlsym(RTLD_DEFAULT, "fakecuda_snapshot") != NULL;
+	n = snapshot_locked();
+	while (ok && cur < hi) {
+		uint64_t to = cur;
+
+		for (size_t i = 0; i < n; i++)
+			if (cur >= snap[i].base && cur - snap[i].base < snap[i].size &&
+			    snap[i].base + snap[i].size > to)
+				to = snap[i].base + snap[i].size;
+		for (int i = 0; i < nv; i++)
+			if (cur >= v[i].lo && cur < v[i].hi && v[i].hi > to &&
+			    (!dbl || (v[i].r && (!w || v[i].w))))
+				to = v[i].hi;
+		if (to == cur)
+			ok = 0;
+		cur = (to + pg - 1) & ~(pg - 1);
+	}
+	pthread_mutex_unlock(&snap_lock);
+	free(v);
+	if (!ok && fv_debug())
+		fprintf(stderr, "fakeverbs: reg %#llx+%llu refused: page %#llx is not mapped\n",
+			(unsigned long long)addr, (unsigned long long)len,
+			(unsigned long long)cur);
+	return ok;
+}
+
+/* A slow NIC: FAKEVERBS_PIN_DELAY_US before it pins the pages,
+ * FAKEVERBS_REG_DELAY_US after (before the call returns).  0, or
+ * -EFAULT: a page of process memory [mem, mem + len) could not be
+ * pinned (check: not a dma-buf, whose pages the exporter gives). */
+static int fv_pin_slowly(struct fv_mr *m, uint64_t mem, uint64_t len,
+			 int check)
 {
 	fv_nic_wait("FAKEVERBS_PIN_DELAY_US");
+	if (check && !fv_mapped(mem, len, m->access))
+		return -EFAULT;
 	fv_pin(m, mem, len);
 	if (getenv("FAKEVERBS_DEBUG"))
 		fprintf(stderr, "fakeverbs: reg rkey %#x mem %#llx+%llu iova %#llx npins %d id0 %llu dmabuf %d\n", m->mr.rkey, (unsigned long long)mem, (unsigned long long)len, (unsigned long long)m->iova, m->npins, m->npins ? m->pin[0].id : 0, m->map != NULL);
 	fv_nic_wait("FAKEVERBS_REG_DELAY_US");
+	return 0;
 }
 
 static struct fv_mr *fv_new(struct ibv_pd *pd, void *addr, size_t len,
@@ -265,7 +375,7 @@ static int fv_destroy(struct fv_mr *m)
 			if (fv_debug())
 				fprintf(stderr, "fakeverbs: dereg rkey %#x refused: %d windows bound\n",
 					m->mr.rkey, m->nbound);
-			return EBUSY;
+			return fv_rules() ? fv_rules()->dereg_bound_err : EBUSY;
 		}
 		if (mrs[i] == m) {
 			if (fv_debug())
@@ -296,7 +406,11 @@ FV_API struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr,
 	m = fv_new(pd, addr, length, iova, access);
 	if (!m)
 		return NULL;
-	fv_pin_slowly(m, (uintptr_t)addr, length);
+	if (fv_pin_slowly(m, (uintptr_t)addr, length, 1)) {
+		fv_destroy(m);
+		errno = EFAULT;
+		return NULL;
+	}
 	fv_cost_reg(m);
 	return &m->mr;
 }
@@ -341,7 +455,11 @@ FV_API struct ibv_mr *fv_reg_mr_1_0(struct ibv_pd *pd, void *addr, size_t length
 		if (!m)
 			return NULL;
 		m->compat = 1;
-		fv_pin_slowly(m, (uintptr_t)addr, length);
+		if (fv_pin_slowly(m, (uintptr_t)addr, length, 1)) {
+			fv_destroy(m);
+			errno = EFAULT;
+			return NULL;
+		}
 		fv_cost_reg(m);
 		return &m->mr;
 	}
@@ -400,6 +518,7 @@ static struct ibv_mr *reg_real_dmabuf(struct ibv_pd *pd, uint64_t offset,
 		   (unsigned int)access);
 	if (!m)
 		return NULL;
+	m->type = FV_MR_TYPE_DMABUF_MR;
 	fprintf(stderr, "fakeverbs: imported dma-buf fd %d (%s, %lld bytes) for iova %#llx+%zu\n",
 		fd, target, (long long)size, (unsigned long long)iova, length);
 	return &m->mr;
@@ -448,7 +567,7 @@ FV_API struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
 	void *map;
 
 	count(C_REG_DMABUF);
-	if (no_dmabuf(pd)) {
+	if (!fv_rules() || !fv_rules()->dmabuf || no_dmabuf(pd)) {
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
@@ -472,8 +591,9 @@ FV_API struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
 	m->map = map;
 	m->map_len = length + (at & (pg - 1));
 	m->map_delta = at & (pg - 1);
+	m->type = FV_MR_TYPE_DMABUF_MR;
 	/* the exported pages, whatever iova the program chose */
-	fv_pin_slowly(m, va + offset, length);
+	fv_pin_slowly(m, va + offset, length, 0);
 	fv_cost_reg(m);
 	return &m->mr;
 }
@@ -509,17 +629,29 @@ FV_API int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 	struct fv_mr t;
 
 	count(C_REREG);
-	/* not while memory windows are bound to it */
+	/* libibverbs/verbs.c ibv_rereg_mr:608: only an IBV_MR_TYPE_MR */
 	pthread_mutex_lock(&fv_lock);
+	if (fv_find_mr_locked(mr) && m->type != FV_MR_TYPE_MR) {
+		pthread_mutex_unlock(&fv_lock);
+		errno = EINVAL;
+		return IBV_REREG_MR_ERR_INPUT;
+	}
+	/* not while memory windows are bound to it */
 	if (fv_find_mr_locked(mr) && m->nbound) {
 		pthread_mutex_unlock(&fv_lock);
 		return EBUSY;
 	}
+	t.access = (unsigned int)access;
+	if (!(flags & IBV_REREG_MR_CHANGE_ACCESS) && fv_find_mr_locked(mr))
+		t.access = m->access;
 	pthread_mutex_unlock(&fv_lock);
 	/* the new pages pinned first, then the MR changed at once under the
 	 * NIC's lock (a peer's access sees the old or the new, whole) */
-	if (flags & IBV_REREG_MR_CHANGE_TRANSLATION)
-		fv_pin_slowly(&t, (uintptr_t)addr, length);
+	if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) &&
+	    fv_pin_slowly(&t, (uintptr_t)addr, length, 1)) {
+		errno = EFAULT;
+		return IBV_REREG_MR_ERR_CMD;
+	}
 	pthread_mutex_lock(&fv_lock);
 	if (flags & IBV_REREG_MR_CHANGE_PD)
 		m->mr.pd = pd;
@@ -587,8 +719,13 @@ FV_API int ibv_close_device(struct ibv_context *context)
 
 FV_API struct ibv_device **ibv_get_device_list(int *num_devices)
 {
-	struct ibv_device **list = calloc(2, sizeof(*list));
+	struct ibv_device **list;
 
+	if (!fv_rules()) {	/* FAKEVERBS_PROVIDER names no profile */
+		errno = EINVAL;
+		return NULL;
+	}
+	list = calloc(2, sizeof(*list));
 	if (!list) {
 		errno = ENOMEM;
 		return NULL;

@@ -14,6 +14,10 @@ struct ibv_mr;
 struct ibv_pd;
 struct ibv_qp;
 
+/* The provider profile the NIC judges by (FAKEVERBS_PROVIDER: "mlx5",
+ * the default, "rxe", "nomw"), or NULL for an unknown name (then every
+ * device open fails with EINVAL). */
+const char *fakeverbs_provider(void);
 /* A device context to allocate PDs from (ibv_alloc_pd). */
 struct ibv_context *fakeverbs_open(void);
 /* A context of NIC n (0: fakenic0, the listed one; 1: fakenic1). */

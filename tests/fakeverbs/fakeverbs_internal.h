@@ -16,8 +16,12 @@
 #define FV_MAX 4096
 #define FV_PINS 8
 
+/* rdma-core's enum ibv_mr_type (infiniband/driver.h), the kinds used */
+enum fv_mr_type { FV_MR_TYPE_MR, FV_MR_TYPE_DMABUF_MR = 3 };
+
 struct fv_mr {
 	struct ibv_mr mr;
+	enum fv_mr_type type;
 	int live;
 	int compat;
 	int nbound;		/* memory windows bound to it */
@@ -32,6 +36,22 @@ struct fv_mr {
 };
 
 extern pthread_mutex_t fv_lock;
+
+/*
+ * A provider profile (fakeverbs_provider.c, FAKEVERBS_PROVIDER): the
+ * rules the fake NIC judges by where providers differ.
+ */
+struct fv_rules {
+	const char *name;
+	int mw;			/* memory windows at all */
+	int dmabuf;		/* ibv_reg_dmabuf_mr imports */
+	int bind_needs_mr_type;	/* type 1 over a non-IBV_MR_TYPE_MR: ENOTSUP */
+	uint64_t max_bind_len;	/* longer binds: EOPNOTSUPP at post (0: none) */
+	int dereg_bound_err;	/* dereg of a parent with windows bound */
+};
+
+/* The profile, or NULL (an unknown name: said once, the NIC refuses). */
+const struct fv_rules *fv_rules(void);
 
 enum fv_counter {
 	C_REG_MR_1_0, C_REG_MR, C_REG_MR_IOVA, C_REG_MR_IOVA2, C_REG_DMABUF,

@@ -34,6 +34,14 @@
  *    is (mlx5 and rxe do not write it back for type 2): the application
  *    tracks its rkey; an index freed by ibv_dealloc_mw is reused, its tag
  *    going on from the last one, so an old rkey stays refused;
+ *  - a bind or invalidation takes effect for a peer once its completion
+ *    was polled (ibv_bind_mw(3): the window is usable once the bind
+ *    completed); until then a peer reaches what it reached before, so an
+ *    rkey handed out before its CQE, or an unbind not waited for, shows;
+ *  - the provider profile (fakeverbs_provider.c, FAKEVERBS_PROVIDER)
+ *    adds its own checks: mlx5 refuses a type-1 bind over a DMA-BUF MR
+ *    (ENOTSUP) and any bind over 2 GiB (EOPNOTSUPP at post); rxe refuses
+ *    a bind on a zero-based MR at its CQE; nomw has no windows;
  *  - FAKEVERBS_NO_MW=1 or =<nic>: no window capability (ibv_alloc_mw:
  *    EOPNOTSUPP); FAKEVERBS_BIND_DELAY_US=N: every bind and invalidate
  *    takes N us (outside the NIC's lock, before it takes effect);
@@ -92,6 +100,15 @@ struct fv_qp {
 	uint64_t rq_posted;
 };
 
+/* What a window reaches: bound or not, by which rkey, where, how. */
+struct fv_mw_state {
+	int bound;
+	uint32_t rkey;
+	struct fv_mr *mr;
+	uint64_t addr, length;
+	unsigned int access;
+};
+
 struct fv_mw {
 	struct ibv_mw mw;
 	uint32_t index;
@@ -100,11 +117,21 @@ struct fv_mw {
 	struct fv_mr *mr;
 	uint64_t addr, length;
 	unsigned int access;
+	/*
+	 * A bind or invalidation posted on pend_qp as its WR pend_seq
+	 * takes effect for peers once its completion was polled (or a
+	 * later one's: the QP's done passed it); until then a peer reaches
+	 * what it reached before, seen (its MR held by nbound).
+	 */
+	struct fv_qp *pend_qp;
+	uint64_t pend_seq;
+	struct fv_mw_state seen;
 };
 
 static struct fv_mw *mws[FV_MAXMW + 1];
 static uint8_t mw_tag[FV_MAXMW + 1];
 static int nmws;
+static int npend;		/* windows with a bind not yet completed */
 static struct fv_qp *qps[FV_MAXQP];
 static int nqps;
 static uint32_t next_qpn = 0x11;
@@ -161,6 +188,52 @@ int fv_pd_busy_locked(const struct ibv_pd *pd)
 		if (qps[i]->qp.pd == pd)
 			return 1;
 	return 0;
+}
+
+/* ------------------------------------------------- bind completion */
+
+/* The window's state as a peer sees it now. */
+static struct fv_mw_state seen_now(const struct fv_mw *w)
+{
+	struct fv_mw_state st = { w->bound, w->rkey, w->mr, w->addr,
+				  w->length, w->access };
+
+	return w->pend_qp ? w->seen : st;
+}
+
+/* A bind or invalidation of w is about to change it (WR seq on q): peers
+ * keep seeing the state before until it completes. */
+static void pend_begin_locked(struct fv_mw *w, struct fv_qp *q, uint64_t seq)
+{
+	if (!w->pend_qp) {
+		w->seen = seen_now(w);
+		if (w->seen.bound)
+			w->seen.mr->nbound++;
+		npend++;
+	}
+	w->pend_qp = q;
+	w->pend_seq = seq;
+}
+
+static void pend_end_locked(struct fv_mw *w)
+{
+	if (!w->pend_qp)
+		return;
+	if (w->seen.bound)
+		w->seen.mr->nbound--;
+	memset(&w->seen, 0, sizeof(w->seen));
+	w->pend_qp = NULL;
+	npend--;
+}
+
+/* Binds of q whose completion was polled take effect; all of them
+ * (all: the QP is reset or destroyed, the work was done). */
+static void settle_locked(const struct fv_qp *q, int all)
+{
+	for (uint32_t i = 1; npend && i <= FV_MAXMW; i++)
+		if (mws[i] && mws[i]->pend_qp == q &&
+		    (all || mws[i]->pend_seq <= q->done))
+			pend_end_locked(mws[i]);
 }
 
 /* ---------------------------------------------------------------- CQs */
@@ -222,8 +295,10 @@ static int fv_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc)
 		struct fv_cqe *e = &c->ring[c->head];
 
 		wc[k] = e->wc;
-		if (e->seq)	/* retires its WR and the unsignaled ones before */
+		if (e->seq) {	/* retires its WR and the unsignaled ones before */
 			e->qp->done = e->seq;
+			settle_locked(e->qp, 0);
+		}
 		c->head = (c->head + 1) % c->cap;
 		c->n--;
 	}
@@ -369,6 +444,7 @@ FV_API struct ibv_qp *ibv_create_qp(struct ibv_pd *pd,
 
 static void destroy_qp_locked(struct fv_qp *q)
 {
+	settle_locked(q, 1);
 	for (int i = 0; i < nqps; i++)
 		if (qps[i] == q)
 			qps[i] = qps[--nqps];
@@ -450,6 +526,7 @@ FV_API int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 	if (attr_mask & IBV_QP_PATH_MTU)
 		q->mtu = attr->path_mtu;
 	if (next == IBV_QPS_RESET) {
+		settle_locked(q, 1);
 		q->posted = q->done = q->rq_posted = 0;
 		cq_clean_locked(q->scq, q);
 		cq_clean_locked(q->rcq, q);
@@ -497,9 +574,11 @@ FV_API int ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 
 /* ------------------------------------------------------ memory windows */
 
+/* The profile has no windows (nomw), or FAKEVERBS_NO_MW names this NIC. */
 static int no_mw(const struct ibv_context *ctx)
 {
-	return fv_env_nic("FAKEVERBS_NO_MW", ctx);
+	return !fv_rules() || !fv_rules()->mw ||
+	       fv_env_nic("FAKEVERBS_NO_MW", ctx);
 }
 
 static struct ibv_mw *fv_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
@@ -557,6 +636,7 @@ static void unbind_locked(struct fv_mw *w)
 
 static void dealloc_mw_locked(struct fv_mw *w)
 {
+	pend_end_locked(w);
 	unbind_locked(w);
 	mw_tag[w->index] = (uint8_t)w->rkey;
 	mws[w->index] = NULL;
@@ -588,7 +668,8 @@ static long env_long(const char *var)
 /* An IBV_WR_BIND_MW on q: the NIC's checks (rxe_mw.c's, and the IB
  * spec's for type 2), in order. */
 static enum ibv_wc_status bind_locked(struct fv_qp *q,
-				      const struct ibv_send_wr *wr, int verb)
+				      const struct ibv_send_wr *wr, int verb,
+				      uint64_t seq)
 {
 	const struct ibv_mw_bind_info *b = &wr->bind_mw.bind_info;
 	unsigned long nth = fv_count(C_BIND_MW);
@@ -617,6 +698,8 @@ static enum ibv_wc_status bind_locked(struct fv_qp *q,
 		why = "no such MR";
 	else if (m->mr.pd != w->mw.pd)
 		why = "MR of another PD than the window's";
+	else if (m->access & IBV_ACCESS_ZERO_BASED)
+		why = "zero-based MR (rxe_mw.c rxe_check_bind_mw)";
 	else if (!(m->access & IBV_ACCESS_MW_BIND))
 		why = "MR without IBV_ACCESS_MW_BIND";
 	else if (b->mw_access_flags & ~FV_MW_RIGHTS)
@@ -635,6 +718,7 @@ static enum ibv_wc_status bind_locked(struct fv_qp *q,
 			why ? why : unbind ? "unbound" : "bound");
 	if (why)
 		return IBV_WC_MW_BIND_ERR;
+	pend_begin_locked(w, q, seq);
 	unbind_locked(w);	/* a type 1 window moves */
 	w->rkey = wr->bind_mw.rkey;
 	if (unbind)
@@ -650,7 +734,8 @@ static enum ibv_wc_status bind_locked(struct fv_qp *q,
 
 /* IBV_WR_LOCAL_INV of a type 2 window's current rkey. */
 static enum ibv_wc_status local_inv_locked(struct fv_qp *q,
-					   const struct ibv_send_wr *wr)
+					   const struct ibv_send_wr *wr,
+					   uint64_t seq)
 {
 	struct fv_mw *w = mw_by_rkey_locked(wr->invalidate_rkey);
 	const char *why = NULL;
@@ -671,6 +756,7 @@ static enum ibv_wc_status local_inv_locked(struct fv_qp *q,
 			wr->invalidate_rkey, why ? why : "invalidated");
 	if (why)
 		return IBV_WC_LOC_PROT_ERR;
+	pend_begin_locked(w, q, seq);
 	unbind_locked(w);
 	return IBV_WC_SUCCESS;
 }
@@ -680,20 +766,24 @@ int fv_mw_resolve_locked(const struct ibv_pd *pd, uint32_t rkey,
 			 struct fv_mr **m, uint64_t *at)
 {
 	struct fv_mw *w = mw_by_rkey_locked(rkey);
+	struct fv_mw_state st;
 	uint64_t off;
 
-	if (!w || !w->bound || w->rkey != rkey)
+	if (!w)
+		return -ENOENT;
+	st = seen_now(w);	/* a bind not completed yet: the state before */
+	if (!st.bound || st.rkey != rkey)
 		return -ENOENT;
 	if (w->mw.pd != pd)
 		return -EPERM;
-	if (!(w->access & need))
+	if (!(st.access & need))
 		return -EACCES;
-	off = w->access & IBV_ACCESS_ZERO_BASED ? raddr : raddr - w->addr;
-	if ((!(w->access & IBV_ACCESS_ZERO_BASED) && raddr < w->addr) ||
-	    len > w->length || off > w->length - len)
+	off = st.access & IBV_ACCESS_ZERO_BASED ? raddr : raddr - st.addr;
+	if ((!(st.access & IBV_ACCESS_ZERO_BASED) && raddr < st.addr) ||
+	    len > st.length || off > st.length - len)
 		return -ERANGE;
-	*m = w->mr;
-	*at = w->addr + off - w->mr->iova;
+	*m = st.mr;
+	*at = st.addr + off - st.mr->iova;
 	return 0;
 }
 
@@ -723,6 +813,9 @@ static int post_one(struct fv_qp *q, const struct ibv_send_wr *wr, int verb)
 		rc = EINVAL;
 	else if (q->posted - q->done >= q->cap.max_send_wr)
 		rc = ENOMEM;		/* send queue full */
+	else if (wr->opcode == IBV_WR_BIND_MW && fv_rules()->max_bind_len &&
+		 wr->bind_mw.bind_info.length > fv_rules()->max_bind_len)
+		rc = EOPNOTSUPP;	/* mlx5 qp.c set_bind_wr:626 */
 	if (rc) {
 		pthread_mutex_unlock(&fv_lock);
 		return rc;
@@ -743,8 +836,9 @@ static int post_one(struct fv_qp *q, const struct ibv_send_wr *wr, int verb)
 		cq_push_locked(q->scq, q, seq, wr->wr_id, IBV_WC_WR_FLUSH_ERR,
 			       wc_opcode(wr->opcode));
 	} else {
-		st = wr->opcode == IBV_WR_BIND_MW ? bind_locked(q, wr, verb) :
-						    local_inv_locked(q, wr);
+		st = wr->opcode == IBV_WR_BIND_MW ?
+			bind_locked(q, wr, verb, seq) :
+			local_inv_locked(q, wr, seq);
 		if (st != IBV_WC_SUCCESS) {
 			fv_count(C_WR_ERRORS);
 			q->state = IBV_QPS_ERR;
@@ -790,9 +884,26 @@ static int fv_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw,
 	int rc;
 
 	fv_count(C_IBV_BIND_MW);
+	if (no_mw(qp->context))
+		return EOPNOTSUPP;	/* libibverbs dummy_ops.c bind_mw:143 */
+	/* mlx5 qp.c mlx5_bind_mw:3694, rxe.c rxe_bind_mw:176 */
 	if ((b->mw_access_flags & IBV_ACCESS_ZERO_BASED) ||
 	    (!b->mr && (b->addr || b->length)) || mw->type != IBV_MW_TYPE_1)
 		return EINVAL;
+	if (b->mr && fv_rules()->bind_needs_mr_type) {
+		const struct fv_mr *m;
+		int type, zb;
+
+		pthread_mutex_lock(&fv_lock);
+		m = fv_find_mr_locked(b->mr);
+		type = m ? (int)m->type : FV_MR_TYPE_MR;
+		zb = m && (m->access & IBV_ACCESS_ZERO_BASED);
+		pthread_mutex_unlock(&fv_lock);
+		errno = type != FV_MR_TYPE_MR ? ENOTSUP :	/* :3700 */
+			zb ? EINVAL : 0;			/* :3705 */
+		if (errno)
+			return errno;
+	}
 	memset(&wr, 0, sizeof(wr));
 	wr.wr_id = mw_bind->wr_id;
 	wr.opcode = IBV_WR_BIND_MW;
@@ -955,9 +1066,14 @@ FV_API int ibv_query_gid(struct ibv_context *context, uint8_t port_num,
 
 struct ibv_context *fv_ctx_new(struct ibv_device *dev)
 {
-	struct verbs_context *vc = calloc(1, sizeof(*vc));
+	struct verbs_context *vc;
 	struct ibv_context *c;
 
+	if (!fv_rules()) {	/* FAKEVERBS_PROVIDER names no profile */
+		errno = EINVAL;
+		return NULL;
+	}
+	vc = calloc(1, sizeof(*vc));
 	if (!vc) {
 		errno = ENOMEM;
 		return NULL;
@@ -1029,7 +1145,8 @@ FV_API int fakeverbs_bound_mws(void)
 
 	pthread_mutex_lock(&fv_lock);
 	for (uint32_t i = 1; i <= FV_MAXMW; i++)
-		n += mws[i] && mws[i]->bound;
+		n += mws[i] && (mws[i]->bound ||
+				(mws[i]->pend_qp && mws[i]->seen.bound));
 	pthread_mutex_unlock(&fv_lock);
 	return n;
 }

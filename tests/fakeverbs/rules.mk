@@ -13,7 +13,8 @@ FAKEVERBS_LIB	:= $(FAKEVERBS_DIR)/libibverbs.so.1
 all: fakeverbs
 fakeverbs: $(FAKEVERBS_LIB)
 
-FAKEVERBS_OBJS	:= $(FAKEVERBS_DIR)/fakeverbs.o $(FAKEVERBS_DIR)/fakeverbs_qp.o
+FAKEVERBS_OBJS	:= $(FAKEVERBS_DIR)/fakeverbs.o $(FAKEVERBS_DIR)/fakeverbs_qp.o \
+		   $(FAKEVERBS_DIR)/fakeverbs_provider.o
 FAKEVERBS_OBJS	+= $(FAKEVERBS_DIR)/fakeverbs_cost.o
 $(FAKEVERBS_OBJS): tests/fakeverbs/fakeverbs_cost.h
 

@@ -68,11 +68,13 @@ struct mw_eng {
 };
 
 enum { CTX_UNKNOWN = 0, CTX_YES, CTX_NO };
+enum { SAID_DMABUF = 1, SAID_LONG = 2, SAID_ZERO_BASED = 4 };
 
 struct mw_ctx {
 	struct ibv_context *ctx;
 	int state;
 	int bound_once;		/* a bind of this NIC completed */
+	unsigned int said;	/* SAID_*: routes said for this NIC */
 	uint8_t port;
 	char why[128];
 };
@@ -248,6 +250,87 @@ int gh_mw_supported(struct ibv_pd *pd, const char **why)
 		*why = c ? c->why : "too many NICs";
 	pthread_mutex_unlock(&mw.lock);
 	return yes;
+}
+
+/* ------------------------------------------------------------- routes */
+
+/*
+ * Why a DMA-BUF parent gets no window, and what is done instead.
+ * providers/mlx5/qp.c mlx5_bind_mw refuses a type-1 bind whose MR is
+ * not IBV_MR_TYPE_MR (ENOTSUP); an ibv_reg_dmabuf_mr MR is
+ * IBV_MR_TYPE_DMABUF_MR (libibverbs/cmd_mr.c); irdma and zxdh check the
+ * same, and rxe imports no DMA-BUF at all.  Of the ways around it, one
+ * works on every provider that imports DMA-BUF: a registration of
+ * exactly the range from the export the cache already holds (the
+ * dmabuf backend's reg(): ibv_reg_dmabuf_mr at offset addr - pin_base
+ * of the same fd).  It costs a NIC registration and deregistration per
+ * MR, no new export and no new GPU pin.  An mlx5 indirect mkey over the
+ * parent (mlx5dv, UMR) would be cheaper on ConnectX alone; preferring a
+ * window-capable backend in auto needs nvidia-peermem, which DMA-BUF
+ * hosts often lack.
+ */
+static const char *const why_dmabuf =
+	"DMA-BUF parent: mlx5 (like irdma and zxdh) binds no type-1 window over an ibv_reg_dmabuf_mr MR";
+static const char *const why_long =
+	"over 2 GiB: mlx5 binds no window longer (its UMR)";
+static const char *const why_zero_based =
+	"zero-based: no provider binds a zero-based type-1 window";
+
+/* pd's NIC's record, if probed (no lock: published once, read only). */
+static struct mw_ctx *ctx_find(const struct ibv_context *ctx)
+{
+	for (int i = 0; i < MW_CTXS; i++)
+		if (__atomic_load_n(&mw.ctx[i].ctx, __ATOMIC_ACQUIRE) == ctx)
+			return &mw.ctx[i];
+	return NULL;
+}
+
+static void say_once(struct ibv_pd *pd, unsigned int bit, const char *why)
+{
+	struct mw_ctx *c = ctx_find(pd->context);
+
+	if (c && !(__atomic_fetch_or(&c->said, bit, __ATOMIC_RELAXED) & bit))
+		gh_info("memory windows: NIC %s: %s; exact remote exposure registers such MRs with the NIC (the pin%s stays cached)",
+			dev_name(pd->context), why,
+			bit == SAID_DMABUF ? " and the export" : "");
+}
+
+int gh_mw_route(struct ibv_pd *pd, int dmabuf_parent, uint64_t len,
+		unsigned int access)
+{
+	if (!gh_mw_supported(pd, NULL))
+		return 0;	/* said by the probe */
+	if (access & IBV_ACCESS_ZERO_BASED) {
+		say_once(pd, SAID_ZERO_BASED, why_zero_based);
+		return 0;
+	}
+	if (dmabuf_parent) {
+		say_once(pd, SAID_DMABUF, why_dmabuf);
+		return 0;
+	}
+	if (len > GH_MW_MAX_LEN) {
+		say_once(pd, SAID_LONG, why_long);
+		return 0;
+	}
+	return 1;
+}
+
+void gh_mw_route_text(int windows, const char *backend, char *buf,
+		      unsigned int cap)
+{
+	int dmabuf = backend && !strcmp(backend, "dmabuf");
+
+	if (!windows)
+		gh_str_printf(buf, cap,
+			      "a NIC registration of exactly the range: 1 registration + 1 deregistration per MR, the pin cached (no type-1 windows)");
+	else if (dmabuf)
+		gh_str_printf(buf, cap,
+			      "ibv_reg_dmabuf_mr of exactly the range on the cached export: 1 registration + 1 deregistration per MR, no new export or pin (%s)",
+			      why_dmabuf);
+	else
+		gh_str_printf(buf, cap,
+			      "a type-1 window on the cached %s parent: 1 bind + 1 unbind work request per MR, no NIC registration (a NIC registration instead over 2 GiB or zero-based)",
+			      backend ? backend : "MR");
 }
 
 /* ------------------------------------------------------------ engines */

@@ -35,6 +35,33 @@ struct gh_mw;
 int gh_mw_supported(struct ibv_pd *pd, const char **why);
 
 /*
+ * Exact exposure's route for one registration (the cache asks before
+ * each; mwin.c argues each rule): 1, a window bound on the cached
+ * parent; 0, a NIC registration of exactly the range (the pin and, for
+ * DMA-BUF, the export stay cached), the reason said once per NIC.
+ * Windows are taken only where every provider that has them binds them:
+ *   - the parent is an ordinary MR (peermem, gdrpin): providers/mlx5
+ *     refuses a type-1 bind over any other MR type, a DMA-BUF MR
+ *     included (ENOTSUP), as irdma and zxdh do, and rxe imports none;
+ *   - at most GH_MW_MAX_LEN bytes: mlx5 binds no more (its UMR);
+ *   - not zero-based: no provider binds a zero-based type-1 window;
+ *   - the NIC has type-1 windows (gh_mw_supported).
+ * dmabuf_parent: the cache's parents are ibv_reg_dmabuf_mr's.
+ */
+#define GH_MW_MAX_LEN	(1ULL << 31)
+int gh_mw_route(struct ibv_pd *pd, int dmabuf_parent, uint64_t len,
+		unsigned int access);
+
+/*
+ * The same choice in words, for gdrhook-info: the route an exact
+ * registration takes on a NIC with (windows) or without type-1 windows,
+ * over parents of the named backend ("dmabuf", "peermem", "gdrpin"; NULL:
+ * not chosen yet), what it costs in NIC operations, and why.
+ */
+void gh_mw_route_text(int windows, const char *backend, char *buf,
+		      unsigned int cap);
+
+/*
  * Bind a window of pd to [addr, addr + len) of parent (a registration in
  * pd with MW_BIND) with access (remote bits only).  *w_p, *rkey_p on
  * success.  -EOPNOTSUPP: windows are not available on this NIC (said

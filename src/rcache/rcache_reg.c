@@ -247,8 +247,14 @@ int gh_rcache_reg(const struct gh_range *g, struct ibv_pd *pd, uint64_t addr,
 
 	if (!LD_ACQ(&gh_rc.ready) || LD(&gh_rc.stopped) || !pd)
 		return -ENOTSUP;
-	if (!gh_rcache_access_ok(access) || !kind_cacheable(g))
+	if (!kind_cacheable(g))
 		return -ENOTSUP;
+	if (!gh_rcache_access_ok(access)) {
+		/* zero-based: the program's own registration, said once */
+		if (gh_rc.exact && (access & IBV_ACCESS_ZERO_BASED))
+			gh_mw_route(pd, 0, len, access);
+		return -ENOTSUP;
+	}
 	if (!len || addr < g->base || addr - g->base + len > g->size)
 		return -EINVAL;
 	ex = gh_rc.exact && (access & GH_RC_ACCESS_REMOTE);
@@ -270,7 +276,9 @@ int gh_rcache_reg(const struct gh_range *g, struct ibv_pd *pd, uint64_t addr,
 	 * bucket no hit reads; its line loads while the lock is taken.
 	 */
 	__builtin_prefetch(&gh_rc.ga_b[hash_ga(g->gen)]);
-	win = ex && gh_mw_supported(pd, NULL);
+	/* a window where every provider binds one (mwin.h), else exactly
+	 * the range with the NIC */
+	win = ex && gh_mw_route(pd, gh_rc.ops == &gh_pin_dmabuf, len, access);
 	gh_mutex_lock(&gh_rc.lock);
 	if (!ex) {
 		e = lookup_ref(g->base, g->gen, pdk, access, ka, kl);

@@ -10,6 +10,12 @@
  * parent goes, and where the NIC has no windows each MR is a NIC
  * registration of its own, said once.  Each case runs in a fresh process
  * (run_scenario), on the cached backends.
+ *
+ * Windows only where the provider binds them (src/pin/mwin.h): the fake
+ * NIC judges as the provider FAKEVERBS_PROVIDER names (mlx5 by default,
+ * rxe, nomw; tests/fakeverbs/fakeverbs_provider.c).  The window cases run
+ * on MR parents (peermem) over mlx5 and rxe; the byte-exactness cases on
+ * every profile and backend, each with the route that profile allows.
  */
 #include <cuda.h>
 #include <errno.h>
@@ -20,6 +26,7 @@
 #include <unistd.h>
 
 #include "preload_util.h"
+#include "fakecuda.h"
 #include "fakeverbs.h"
 #include "verbs_load.h"
 
@@ -296,7 +303,147 @@ static int scenario_fallback(void)
 	return 0;
 }
 
+/* ------------------------------------------------- routes per profile */
+
+static int env_is(const char *var, const char *val)
+{
+	const char *e = getenv(var);
+
+	return e && !strcmp(e, val);
+}
+
+/* The route this process's exact registrations take (mwin.h): a window
+ * on an MR parent where the NIC has windows; a DMA-BUF parent, or none:
+ * a NIC registration each; rxe imports no DMA-BUF: passed through. */
+enum route { WINDOW, NIC_REG, PASS };
+
+static enum route route(void)
+{
+	int dmabuf = env_is("GDRHOOK_BACKEND", "dmabuf");
+
+	if (dmabuf && env_is("FAKEVERBS_PROVIDER", "rxe"))
+		return PASS;
+	if (dmabuf || env_is("FAKEVERBS_PROVIDER", "nomw"))
+		return NIC_REG;
+	return WINDOW;
+}
+
+/*
+ * A peer reaches exactly the registered bytes, with exactly the access
+ * asked, until the MR's ibv_dereg_mr or the allocation's free, on the
+ * route the profile allows: ranges of odd offsets and lengths, each
+ * written at its first and last byte, refused one byte outside, refused
+ * a read; dead after dereg; an MR still held is dead after the free.
+ * The cost of each route is counted: a window costs no NIC
+ * registration, a NIC registration one each and no new export or pin.
+ */
+static int scenario_bytes(void)
+{
+	unsigned long regs0, exports0, bound0;
+	enum route rt = route();
+	struct ibv_pd *pd;
+	struct ibv_mr *held;
+	uint32_t kh;
+	CUdeviceptr d;
+	char b;
+
+	setup();
+	pd = v.alloc_pd(v.open());
+	d = dev_alloc(4 * MiB);
+	memset((void *)d, '.', 4 * MiB);
+	/* the first registration pins (and, for DMA-BUF, exports) */
+	held = v.reg(pd, (void *)(d + 3 * MiB + 1), 4095, LW | RW);
+	CHECK(held != NULL);
+	if (rt != PASS)
+		CHECK(!v.is_mr(held));	/* the cache's */
+	kh = held->rkey;
+	regs0 = nic_regs();
+	exports0 = fakecuda_calls("cuMemGetHandleForAddressRange");
+	bound0 = (unsigned long)f.bound_mws();
+	for (int i = 0; i < 16; i++) {
+		uint64_t off = (uint64_t)i * 65536 + 37 * (uint64_t)i + 1;
+		uint64_t len = 1 + 997 * (uint64_t)i;
+		uint64_t a = d + off;
+		struct ibv_mr *m = v.reg(pd, (void *)a, len, LW | RW);
+		uint32_t k;
+
+		CHECK(m != NULL);
+		CHECK_EQ(v.write(pd, m->rkey, a, "F", 1), 0);
+		CHECK_EQ(v.write(pd, m->rkey, a + len - 1, "L", 1), 0);
+		CHECK(refused(pd, m->rkey, a - 1));
+		CHECK(refused(pd, m->rkey, a + len));
+		CHECK(f.read(pd, m->rkey, a, &b, 1) != 0);
+		CHECK_EQ(((char *)a)[-1], '.');
+		CHECK_EQ(((char *)a)[len], '.');
+		CHECK_EQ(((char *)a)[len - 1], 'L');
+		if (len > 1)
+			CHECK_EQ(((char *)a)[0], 'F');
+		k = m->rkey;
+		CHECK_EQ(v.dereg(m), 0);
+		CHECK(refused(pd, k, a));
+		CHECK(refused(pd, k, a + len - 1));
+	}
+	/* what the route cost */
+	if (rt == WINDOW)
+		CHECK_EQ(nic_regs(), regs0);
+	else if (rt == NIC_REG)
+		CHECK_EQ(nic_regs(), regs0 + 16);
+	if (rt != PASS)		/* no new export, no new pin */
+		CHECK_EQ(fakecuda_calls("cuMemGetHandleForAddressRange"),
+			 exports0);
+	CHECK_EQ((unsigned long)f.bound_mws(), bound0);
+	CHECK_EQ(v.write(pd, kh, d + 3 * MiB + 1, "h", 1), 0);
+	CU_OK(cuMemFree(d));
+	CHECK(refused(pd, kh, d + 3 * MiB + 1));
+	CHECK_EQ(v.dereg(held), 0);
+	CHECK_EQ(f.bound_mws(), 0);
+	CHECK_EQ(v.calls("stale_writes"), 0);
+	CHECK_EQ(v.stale(), 0);
+	CHECK_EQ(v.live(), 0);
+	return 0;
+}
+
+/*
+ * mlx5 binds at most 2 GiB (providers/mlx5/qp.c set_bind_wr): a range
+ * over it is a NIC registration of exactly the range, said once; 2 GiB
+ * exactly is still a window.
+ */
+static int scenario_long(void)
+{
+	const uint64_t two = 2048 * MiB;
+	struct ibv_mr *m, *w;
+	struct ibv_pd *pd;
+	unsigned long r0;
+	CUdeviceptr d;
+
+	setup();
+	pd = v.alloc_pd(v.open());
+	d = dev_alloc(two + 2 * MiB);
+	w = v.reg(pd, (void *)d, two, LW | RW);
+	CHECK(w != NULL);
+	CHECK_EQ(f.bound_mws(), 1);
+	CHECK_EQ(v.write(pd, w->rkey, d + two - 1, "w", 1), 0);
+	CHECK(refused(pd, w->rkey, d + two));
+	r0 = nic_regs();
+	for (int i = 0; i < 2; i++) {
+		m = v.reg(pd, (void *)(d + 4096), two + 1, LW | RW);
+		CHECK(m != NULL);
+		CHECK_EQ(nic_regs(), r0 + 1 + (unsigned long)i);
+		CHECK_EQ(f.bound_mws(), 1);		/* w's only */
+		CHECK_EQ(v.write(pd, m->rkey, d + 4096 + two, "l", 1), 0);
+		CHECK(refused(pd, m->rkey, d + 4096 + two + 1));
+		CHECK(refused(pd, m->rkey, d + 4095));
+		CHECK_EQ(v.dereg(m), 0);
+	}
+	CHECK_EQ(v.dereg(w), 0);
+	CU_OK(cuMemFree(d));
+	CHECK_EQ(v.live(), 0);
+	return 0;
+}
+
 static const struct scenario scenarios[] = {
+	{ "bytes", scenario_bytes },
+	{ "long", scenario_long },
 	{ "exact", scenario_exact },
 	{ "rotation", scenario_rotation },
 	{ "free", scenario_free },
@@ -309,15 +456,73 @@ static const struct scenario scenarios[] = {
 
 static const char *const cached[] = { "GDRHOOK_BACKEND=dmabuf",
 				       "GDRHOOK_BACKEND=peermem" };
+static const char *const profiles[] = { "FAKEVERBS_PROVIDER=mlx5",
+					"FAKEVERBS_PROVIDER=rxe",
+					"FAKEVERBS_PROVIDER=nomw" };
 
+/* The window cases: an MR parent (peermem) on the NICs that bind
+ * windows over one, mlx5 and rxe. */
 static void both(const char *name, const char *extra)
 {
-	for (int b = 0; b < 2; b++) {
-		const char *env[] = { cached[b], "GDRHOOK_REMOTE_EXPOSURE=exact",
-				      extra, NULL };
+	for (int p = 0; p < 2; p++) {
+		const char *env[] = { "GDRHOOK_BACKEND=peermem", profiles[p],
+				      "GDRHOOK_REMOTE_EXPOSURE=exact", extra,
+				      NULL };
 
 		CHECK_EQ(run_scenario(name, env), 0);
 	}
+}
+
+/* Every profile, every cached backend. */
+static void everywhere(const char *name)
+{
+	for (int p = 0; p < 3; p++)
+		for (int b = 0; b < 2; b++) {
+			const char *env[] = { cached[b], profiles[p],
+					      "GDRHOOK_REMOTE_EXPOSURE=exact",
+					      NULL };
+
+			if (run_scenario(name, env))
+				TH_FAIL("%s, %s", profiles[p], cached[b]);
+		}
+}
+
+TEST(exact_bytes_on_every_profile_and_backend)
+{
+	everywhere("bytes");
+}
+
+TEST(rereg_as_natively_on_every_profile_and_backend)
+{
+	everywhere("rereg");
+}
+
+/* mlx5, DMA-BUF parent: no bind is tried, the reason said once. */
+TEST(dmabuf_parent_per_mr_registration_said_once)
+{
+	char err[512];
+	const char *env[] = { "GDRHOOK_BACKEND=dmabuf",
+			      "FAKEVERBS_PROVIDER=mlx5",
+			      "GDRHOOK_LOG_LEVEL=info", NULL };
+
+	log_path(err, sizeof(err), "dmabuf-route");
+	CHECK_EQ(run_scenario_err("bytes", env, err), 0);
+	CHECK_EQ(count_in_file(err, "DMA-BUF parent: mlx5"), 1);
+	CHECK_EQ(count_in_file(err, "refused gdrhook's first bind"), 0);
+	unlink(err);
+}
+
+TEST(over_2_gib_a_nic_registration_said_once)
+{
+	char err[512];
+	const char *env[] = { "GDRHOOK_BACKEND=peermem",
+			      "FAKEVERBS_PROVIDER=mlx5",
+			      "GDRHOOK_LOG_LEVEL=info", NULL };
+
+	log_path(err, sizeof(err), "long-route");
+	CHECK_EQ(run_scenario_err("long", env, err), 0);
+	CHECK_EQ(count_in_file(err, "over 2 GiB"), 1);
+	unlink(err);
 }
 
 TEST(exact_range_access_and_pd_one_parent)
@@ -340,16 +545,12 @@ TEST(dealloc_pd_and_close_device_as_natively)
 	both("teardown", NULL);
 }
 
-TEST(rereg_of_a_window_mr_as_natively)
-{
-	both("rereg", NULL);
-}
 
 TEST(no_windows_a_nic_registration_each_said_once)
 {
 	char err[512];
-	const char *env[] = { "GDRHOOK_BACKEND=dmabuf", "FAKEVERBS_NO_MW=1",
-			      NULL };
+	const char *env[] = { "GDRHOOK_BACKEND=peermem",
+			      "FAKEVERBS_PROVIDER=nomw", NULL };
 	const char *env2[] = { "GDRHOOK_BACKEND=peermem",
 			       "FAKEVERBS_FAIL_BIND=1", NULL };
 

@@ -225,8 +225,9 @@ void gh_verbs_raced(void *cookie, unsigned int what, const struct gh_range *r,
 	       freed ? "free" : "allocation", (void *)(uintptr_t)r->base,
 	       (unsigned long long)r->size,
 	       freed ? "revoked before the free" : "tied to it");
-	/* a plain MR may be the first registration the cache hears of */
-	if (gh_rcache_start(r, mr->pd))
+	/* a plain MR may be the first registration the cache hears of
+	 * (an alias: the cache runs; its pd may be moving, not read) */
+	if (what == WATCH_ALIAS || gh_rcache_start(r, mr->pd))
 		gh_rcache_raced(mr, what == WATCH_ALIAS, r);
 }
 
@@ -705,7 +706,7 @@ int gh_manual_ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 			   void *addr, size_t length, int access)
 {
 	struct vreq q;
-	struct ibv_mr *nm, *na;
+	struct ibv_mr *nm, *na, *made;
 	int saved = errno, was, e;
 
 	if (!gh_rcache_is_alias(mr))
@@ -748,22 +749,20 @@ int gh_manual_ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 	q.fd = -1;
 	was = gh_guard_enter();
 	nm = vreg_guarded(&q, saved);
+	/* nm is consumed below, the program keeps mr: a memory call that
+	 * raced nm ties mr, once it is moved */
+	made = nm;
+	gh_inflight_hold(made);
 	if (nm && !gh_rcache_is_alias(nm)) {
 		/* The new range is not tracked: wrap the plain MR. */
 		if (gh_rcache_wrap(nm, NULL, 0, (uintptr_t)q.addr, q.len,
 				   q.access, 1, &na)) {
-			gh_inflight_forget(nm);
 			gh_vreal_dereg_mr(nm);
 			nm = NULL;
 			errno = ENOMEM;
 		} else {
-			/* a call in flight that reaches it ties mr now */
-			gh_inflight_rekey(nm, mr, WATCH_ALIAS);
 			nm = na;
 		}
-	} else if (nm) {
-		/* nm is consumed below: the program keeps mr */
-		gh_inflight_rekey(nm, mr, WATCH_ALIAS);
 	}
 	/*
 	 * Same translation: the new grant is for the memory the old one
@@ -778,6 +777,7 @@ int gh_manual_ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 	}
 	e = errno;
 	gh_rcache_move(mr, nm);	/* NULL: the old grant goes too */
+	gh_inflight_unhold(made, nm ? mr : NULL, WATCH_ALIAS);
 	gh_guard_leave(was);
 	if (!nm) {
 		errno = e;

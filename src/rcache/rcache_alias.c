@@ -86,7 +86,7 @@ struct ibv_mr *gh_rc_alias_make(struct rc_entry *e, struct ibv_pd *pd,
 	a->mr.handle = e->handle;
 	a->mr.lkey = e->lkey;
 	a->mr.rkey = e->rkey;
-	a->ent = ent_idx(e);
+	ST(&a->ent, ent_idx(e));
 	a->access = access;
 	ST_REL(&a->state, 1);
 	SHARD(aliases, 1);
@@ -162,8 +162,8 @@ int gh_rcache_dereg(struct ibv_mr *mr)
 					       __ATOMIC_ACQ_REL,
 					       __ATOMIC_ACQUIRE))
 		return -EINVAL;
-	e = a->ent ? &gh_rc.ent[a->ent - 1] : NULL;
-	a->ent = 0;
+	e = LD(&a->ent) ? &gh_rc.ent[LD(&a->ent) - 1] : NULL;
+	ST(&a->ent, 0);	/* gh_rc_alias_ent reads it */
 	alias_put(a);
 	SHARD(aliases, -1);
 	if (e)
@@ -178,17 +178,17 @@ void gh_rcache_move(struct ibv_mr *mr, struct ibv_mr *new_alias)
 
 	if (!a)
 		return;
-	old = a->ent ? &gh_rc.ent[a->ent - 1] : NULL;
+	old = LD(&a->ent) ? &gh_rc.ent[LD(&a->ent) - 1] : NULL;
 	if (n) {
 		a->mr = n->mr;
-		a->ent = n->ent;
+		ST(&a->ent, LD(&n->ent));
 		a->access = n->access;
 		ST(&n->state, 0);
-		n->ent = 0;
+		ST(&n->ent, 0);
 		alias_put(n);
 		SHARD(aliases, -1);
 	} else {
-		a->ent = 0;	/* holds nothing; ibv_dereg_mr still works */
+		ST(&a->ent, 0);	/* holds nothing; ibv_dereg_mr still works */
 	}
 	if (old)
 		gh_rc_put_ref(old);

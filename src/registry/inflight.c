@@ -68,6 +68,7 @@ struct if_dep {
 #define R_HIT		2ull	/* a change touched its range */
 #define R_LINGER	4ull	/* committed: its NIC call has returned */
 #define R_DEAD		8ull	/* its MR is being deregistered */
+#define R_HOLD		16ull	/* its MR is being moved (gh_inflight_hold) */
 #define R_FLAGS		0xffull
 #define R_CB_ONE	(1ull << 8)
 #define R_CB		(0xffffull << 8)
@@ -495,7 +496,7 @@ void gh_inflight_forget(void *cookie)
 		}
 }
 
-void gh_inflight_rekey(void *from, void *to, unsigned int flags)
+void gh_inflight_hold(void *from)
 {
 	if (!from || !LD_ACQ(&if_state.linger))
 		return;
@@ -504,14 +505,39 @@ void gh_inflight_rekey(void *from, void *to, unsigned int flags)
 			struct if_rec *r = &c->rec[i];
 			uint64_t s = LD_ACQ(&r->state);
 
-			if ((s & (R_LINGER | R_DEAD)) != R_LINGER ||
+			if ((s & (R_LINGER | R_DEAD | R_HOLD)) != R_LINGER ||
 			    LD(&r->cookie) != from)
 				continue;
-			__atomic_store_n(&r->flags, flags, __ATOMIC_RELAXED);
-			__atomic_store_n(&r->cookie, to, __ATOMIC_RELEASE);
-			/* a callback that read from has returned: from may go */
-			while (LD_ACQ(&r->state) & R_CB)
+			if (!cas(&r->state, &s, s | R_HOLD))
+				continue;	/* released or taken again */
+			/* a callback that read from has returned */
+			for (s |= R_HOLD; s & R_CB; s = LD_ACQ(&r->state))
 				sched_yield();
+		}
+}
+
+void gh_inflight_unhold(void *from, void *to, unsigned int flags)
+{
+	if (!from || !LD_ACQ(&if_state.linger))
+		return;
+	for (struct if_chunk *c = &if_first; c; c = LD_ACQ(&c->next))
+		for (int i = 0; i < IF_CHUNK; i++) {
+			struct if_rec *r = &c->rec[i];
+			uint64_t s = LD_ACQ(&r->state);
+
+			if (!(s & R_HOLD) || LD(&r->cookie) != from)
+				continue;
+			if (to) {
+				ST(&r->flags, flags);
+				ST(&r->cookie, to);
+			}
+			s = __atomic_and_fetch(&r->state, ~R_HOLD,
+					       __ATOMIC_SEQ_CST);
+			if (!to) {
+				s = __atomic_or_fetch(&r->state, R_DEAD,
+						      __ATOMIC_SEQ_CST);
+				reap(r, s);
+			}
 		}
 }
 
@@ -544,11 +570,17 @@ static void raced(struct if_rec *r, uint64_t s, const struct gh_range *g,
 						  __ATOMIC_ACQUIRE);
 	uint64_t gen = gen_of(s);
 
-	/* hold it against release and against its MR's deregistration */
+	/* hold it against release and against its MR's deregistration;
+	 * while its MR is being moved (a short, lock-free step), wait */
 	for (;;) {
 		if (gen_of(s) != gen ||
 		    (s & (R_LINGER | R_DEAD)) != R_LINGER)
 			return;
+		if (s & R_HOLD) {
+			sched_yield();
+			s = LD_ACQ(&r->state);
+			continue;
+		}
 		if (cas(&r->state, &s, s + R_CB_ONE))
 			break;
 	}

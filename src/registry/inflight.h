@@ -63,10 +63,15 @@ void gh_inflight_leave(struct gh_if_rec *rec);
  * once no raced callback on it is running. */
 void gh_inflight_forget(void *cookie);
 
-/* The program's MR is now `to` (an ibv_rereg_mr moved a registration
- * made for it from `from`): committed records of from name to, with
- * flags; returns once no raced callback on from is running. */
-void gh_inflight_rekey(void *from, void *to, unsigned int flags);
+/*
+ * An ibv_rereg_mr moves the registration made for MR `from` to the
+ * program's MR `to`: hold from's committed records (callbacks on them
+ * wait) while the move runs, then unhold naming to (with flags), or
+ * forgetting them when to is NULL.  hold returns once no callback on
+ * from is running.
+ */
+void gh_inflight_hold(void *from);
+void gh_inflight_unhold(void *from, void *to, unsigned int flags);
 
 /*
  * fn(cookie, flags, r, freed) runs on the thread of a memory call that

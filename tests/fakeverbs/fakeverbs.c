@@ -255,8 +255,8 @@ static struct vma *read_vmas(int *n_p)
  * mapping before cuMemSetAccess is PROT_NONE here), or in a mapping the
  * process may read (and write, when writable).  A hole of a VMM
  * reservation or a freed span is neither.  Without the double (the real
- * driver: its GPU ranges are PROT_NONE reservations to the CPU) only a
- * page in no mapping at all is refused.
+ * driver: its GPU ranges are PROT_NONE reservations to the CPU) a
+ * PROT_NONE mapping is not judged.
  */
 static int fv_mapped(uint64_t addr, uint64_t len, unsigned int access)
 {
@@ -280,7 +280,8 @@ static int fv_mapped(uint64_t addr, uint64_t len, unsigned int access)
 				to = snap[i].base + snap[i].size;
 		for (int i = 0; i < nv; i++)
 			if (cur >= v[i].lo && cur < v[i].hi && v[i].hi > to &&
-			    (!dbl || (v[i].r && (!w || v[i].w))))
+			    ((v[i].r && (!w || v[i].w)) ||
+			     (!dbl && !v[i].r && !v[i].w)))
 				to = v[i].hi;
 		if (to == cur)
 			ok = 0;

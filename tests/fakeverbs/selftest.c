@@ -8,12 +8,14 @@
  * ops, the rules a NIC enforces on binds and invalidations, and the
  * peer's view through fakeverbs_write/fakeverbs_read.
  */
+#include <cuda.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 #include <infiniband/verbs.h>
@@ -390,6 +392,8 @@ TEST(bind_checks_and_error_state)
 		uint64_t addr, len;
 		unsigned int acc;
 	} bad[] = {
+		/* rdma-core providers/mlx5/qp.c set_bind_wr:607-622; the
+		 * kernel's rxe_mw.c rxe_check_bind_mw C10-73, C10-74 */
 		{ mw, nk, nobind, at(0), 64, RW },		/* no MW_BIND */
 		{ mw, nk, ro, at(0), 64, RW },		/* write, no LW */
 		{ mw, nk, ro, at(0), 64, IBV_ACCESS_REMOTE_ATOMIC },
@@ -729,6 +733,380 @@ TEST(close_device_destroys_everything)
 	CHECK_EQ(fakeverbs_qp_state(other.qp), IBV_QPS_RTS);
 	CHECK_EQ(ibv_close_device(other.ctx), 0);
 	CHECK_EQ(fakeverbs_live_cqs(), 0);
+}
+
+/* --------------------------------------------------- provider profiles */
+
+/* One type-1 bind by ibv_bind_mw, signaled; the verb's return. */
+static int bind_k(struct nic *k, struct ibv_mw *mw, struct ibv_mr *mr,
+		 uint64_t addr, uint64_t len, unsigned int access)
+{
+	struct ibv_mw_bind b = { .wr_id = 9, .send_flags = IBV_SEND_SIGNALED,
+				 .bind_info = { .mr = mr, .addr = addr,
+						.length = len,
+						.mw_access_flags = access } };
+
+	return ibv_bind_mw(k->qp, mw, &b);
+}
+
+/* A stand-in dma-buf the double imports as a real one: a file whose
+ * name says dmabuf (reg_real_dmabuf). */
+static int fake_dmabuf(size_t len)
+{
+	int fd = memfd_create("dmabuf", MFD_CLOEXEC);
+
+	CHECK(fd >= 0);
+	CHECK_EQ(ftruncate(fd, (off_t)len), 0);
+	return fd;
+}
+
+/* An unknown FAKEVERBS_PROVIDER: said, and no device opens. */
+TEST(provider_unknown_refuses_to_open)
+{
+	int n = -1;
+
+	setenv("FAKEVERBS_PROVIDER", "cxgb3", 1);
+	CHECK(fakeverbs_provider() == NULL);
+	errno = 0;
+	CHECK(ibv_get_device_list(&n) == NULL);
+	CHECK_EQ(errno, EINVAL);
+	errno = 0;
+	CHECK(fakeverbs_open() == NULL);
+	CHECK_EQ(errno, EINVAL);
+}
+
+TEST(provider_default_is_mlx5)
+{
+	unsetenv("FAKEVERBS_PROVIDER");
+	CHECK_STR(fakeverbs_provider(), "mlx5");
+}
+
+/*
+ * mlx5: rdma-core providers/mlx5/qp.c mlx5_bind_mw:3700 refuses a
+ * type-1 bind over an MR that is not IBV_MR_TYPE_MR with ENOTSUP; an
+ * ibv_reg_dmabuf_mr MR is IBV_MR_TYPE_DMABUF_MR (libibverbs/cmd_mr.c
+ * ibv_cmd_reg_dmabuf_mr:156).  libibverbs/verbs.c ibv_rereg_mr:608
+ * refuses a DMA-BUF MR (EINVAL, IBV_REREG_MR_ERR_INPUT) on every
+ * provider.
+ */
+TEST(provider_mlx5_no_type1_window_over_dmabuf)
+{
+	struct nic k = open_nic(0, 16, 1);
+	int fd = fake_dmabuf(1 << 20);
+	struct ibv_mr *d = ibv_reg_dmabuf_mr(k.pd, 0, 1 << 20, 0x10000000,
+					     fd, LW | BIND);
+	struct ibv_mr *m = ibv_reg_mr(k.pd, buf, sizeof(buf), LW | BIND);
+	struct ibv_mw *mw = ibv_alloc_mw(k.pd, IBV_MW_TYPE_1);
+
+	CHECK(d && m && mw);
+	errno = 0;
+	CHECK_EQ(bind_k(&k, mw, d, 0x10000000, 4096, RW), ENOTSUP);
+	CHECK_EQ(errno, ENOTSUP);
+	expect_none(k.cq);			/* nothing posted */
+	CHECK_EQ(bind_k(&k, mw, m, at(0), 4096, RW), 0);	/* an MR: fine */
+	expect_wc(k.cq, 9, IBV_WC_SUCCESS, IBV_WC_BIND_MW);
+	errno = 0;
+	CHECK_EQ(ibv_rereg_mr(d, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+			      LW), IBV_REREG_MR_ERR_INPUT);
+	CHECK_EQ(errno, EINVAL);
+	CHECK_EQ(ibv_rereg_mr(m, IBV_REREG_MR_CHANGE_PD, k.pd, NULL, 0, 0),
+		 EBUSY);			/* a window bound */
+	close(fd);
+}
+
+/*
+ * No zero-based type-1 window (mlx5 qp.c mlx5_bind_mw:3694, rxe
+ * providers/rxe/rxe.c rxe_bind_mw:176: EINVAL), nor one over a
+ * zero-based MR (mlx5_bind_mw:3705 EINVAL at the verb; rxe_mw.c
+ * rxe_check_bind_mw: the bind completes in error).
+ */
+static void zero_based(int rxe)
+{
+	struct nic k = open_nic(0, 16, 1);
+	struct ibv_mr *m = ibv_reg_mr(k.pd, buf, sizeof(buf), LW | BIND);
+	struct ibv_mr *z = ibv_reg_mr(k.pd, buf, sizeof(buf),
+				      LW | BIND | IBV_ACCESS_ZERO_BASED);
+	struct ibv_mw *mw = ibv_alloc_mw(k.pd, IBV_MW_TYPE_1);
+
+	CHECK(m && z && mw);
+	CHECK_EQ(bind_k(&k, mw, m, at(0), 64, RW | IBV_ACCESS_ZERO_BASED),
+		 EINVAL);
+	if (!rxe) {
+		CHECK_EQ(bind_k(&k, mw, z, at(0), 64, RW), EINVAL);
+		expect_none(k.cq);
+	} else {
+		CHECK_EQ(bind_k(&k, mw, z, at(0), 64, RW), 0);
+		expect_wc(k.cq, 9, IBV_WC_MW_BIND_ERR, 0);
+	}
+}
+
+TEST(provider_mlx5_no_zero_based_type1)
+{
+	zero_based(0);
+}
+
+TEST(provider_rxe_no_zero_based_type1)
+{
+	setenv("FAKEVERBS_PROVIDER", "rxe", 1);
+	zero_based(1);
+}
+
+/* The longest bind: mlx5 qp.c set_bind_wr:626 refuses one over 2 GiB
+ * at post (EOPNOTSUPP: the UMR's KLM); rxe has no such limit. */
+static void long_bind(int rxe)
+{
+	const size_t two = (size_t)1 << 31, len = two + 8192;
+	char *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	struct nic k = open_nic(0, 16, 1);
+	struct ibv_mr *m;
+	struct ibv_mw *mw = ibv_alloc_mw(k.pd, IBV_MW_TYPE_1);
+
+	CHECK(p != MAP_FAILED && mw);
+	m = ibv_reg_mr(k.pd, p, len, LW | BIND);
+	CHECK(m);
+	CHECK_EQ(bind_k(&k, mw, m, (uintptr_t)p, two + 1, RW),
+		 rxe ? 0 : EOPNOTSUPP);
+	if (rxe)
+		expect_wc(k.cq, 9, IBV_WC_SUCCESS, IBV_WC_BIND_MW);
+	else
+		expect_none(k.cq);
+	CHECK_EQ(bind_k(&k, mw, m, (uintptr_t)p, two, RW), 0);
+	expect_wc(k.cq, 9, IBV_WC_SUCCESS, IBV_WC_BIND_MW);
+	CHECK_EQ(fakeverbs_write(k.pd, mw->rkey, (uintptr_t)p + two - 1, "x",
+				 1), 0);
+	CHECK_EQ(fakeverbs_write(k.pd, mw->rkey, (uintptr_t)p + two, "x", 1),
+		 -ERANGE);
+}
+
+TEST(provider_mlx5_binds_at_most_2_gib)
+{
+	long_bind(0);
+}
+
+TEST(provider_rxe_binds_longer)
+{
+	setenv("FAKEVERBS_PROVIDER", "rxe", 1);
+	long_bind(1);
+}
+
+/*
+ * libibverbs/verbs.h ibv_inc_rkey:2791 moves only the low 8 bits: a
+ * window's rkey comes back after 256 binds (mlx5_bind_mw, rxe_bind_mw
+ * both use it).
+ */
+TEST(provider_rkey_tag_is_8_bits)
+{
+	struct nic k = open_nic(0, 16, 1);
+	struct ibv_mr *m = ibv_reg_mr(k.pd, buf, sizeof(buf), LW | BIND);
+	struct ibv_mw *mw = ibv_alloc_mw(k.pd, IBV_MW_TYPE_1);
+	uint32_t first;
+
+	CHECK(m && mw);
+	CHECK_EQ(bind_k(&k, mw, m, at(0), 64, RW), 0);
+	expect_wc(k.cq, 9, IBV_WC_SUCCESS, IBV_WC_BIND_MW);
+	first = mw->rkey;
+	for (int i = 1; i < 256; i++) {
+		CHECK_EQ(bind_k(&k, mw, m, at(0), 64, RW), 0);
+		expect_wc(k.cq, 9, IBV_WC_SUCCESS, IBV_WC_BIND_MW);
+		CHECK(mw->rkey != first);
+		CHECK_EQ(mw->rkey >> 8, first >> 8);
+	}
+	CHECK_EQ(bind_k(&k, mw, m, at(0), 64, RW), 0);
+	expect_wc(k.cq, 9, IBV_WC_SUCCESS, IBV_WC_BIND_MW);
+	CHECK_EQ(mw->rkey, first);
+}
+
+/*
+ * ibv_bind_mw(3): the window is usable once the bind completed, and a
+ * bind of length 0 unbinds it when that completes: a peer reaches the
+ * state of the last bind whose completion was polled.
+ */
+TEST(provider_bind_completes_at_its_cqe)
+{
+	struct nic k = open_nic(0, 16, 1);
+	struct ibv_mr *m = ibv_reg_mr(k.pd, buf, sizeof(buf), LW | BIND);
+	struct ibv_mw *mw = ibv_alloc_mw(k.pd, IBV_MW_TYPE_1);
+	uint32_t r;
+
+	CHECK(m && mw);
+	CHECK_EQ(bind_k(&k, mw, m, at(0), 64, RW), 0);
+	r = mw->rkey;
+	CHECK_EQ(fakeverbs_write(k.pd, r, at(0), "x", 1), -ENOENT);
+	CHECK_EQ(fakeverbs_bound_mws(), 1);
+	expect_wc(k.cq, 9, IBV_WC_SUCCESS, IBV_WC_BIND_MW);
+	CHECK_EQ(fakeverbs_write(k.pd, r, at(0), "x", 1), 0);
+	CHECK_EQ(bind_k(&k, mw, m, 0, 0, 0), 0);		/* unbind */
+	CHECK_EQ(fakeverbs_write(k.pd, r, at(0), "y", 1), 0);	/* not yet */
+	CHECK_EQ(ibv_dereg_mr(m), EBUSY);	/* still bound for the NIC */
+	expect_wc(k.cq, 9, IBV_WC_SUCCESS, IBV_WC_BIND_MW);
+	CHECK_EQ(fakeverbs_write(k.pd, r, at(0), "z", 1), -ENOENT);
+	CHECK_EQ(fakeverbs_bound_mws(), 0);
+	CHECK_EQ(ibv_dereg_mr(m), 0);
+}
+
+/* rxe: no DMA-BUF import (providers/rxe/rxe.c has no reg_dmabuf_mr:
+ * libibverbs/dummy_ops.c reg_dmabuf_mr:602, EOPNOTSUPP); a parent with a
+ * window bound is not deregistered (rxe_mr.c rxe_dereg_mr: EINVAL). */
+TEST(provider_rxe_no_dmabuf_parent_kept_while_bound)
+{
+	struct nic k;
+	struct ibv_mr *m;
+	struct ibv_mw *mw;
+	int fd = fake_dmabuf(1 << 20);
+
+	setenv("FAKEVERBS_PROVIDER", "rxe", 1);
+	k = open_nic(0, 16, 1);
+	errno = 0;
+	CHECK(ibv_reg_dmabuf_mr(k.pd, 0, 4096, 0x10000000, fd, LW) == NULL);
+	CHECK_EQ(errno, EOPNOTSUPP);
+	m = ibv_reg_mr(k.pd, buf, sizeof(buf), LW | BIND);
+	mw = ibv_alloc_mw(k.pd, IBV_MW_TYPE_1);
+	CHECK(m && mw);
+	CHECK_EQ(bind_k(&k, mw, m, at(0), 64, RW), 0);
+	expect_wc(k.cq, 9, IBV_WC_SUCCESS, IBV_WC_BIND_MW);
+	CHECK_EQ(ibv_dereg_mr(m), EINVAL);
+	close(fd);
+}
+
+/* nomw: libibverbs/dummy_ops.c alloc_mw:62 and bind_mw:143 answer
+ * EOPNOTSUPP; the device says max_mw 0, no IBV_DEVICE_MEM_WINDOW. */
+TEST(provider_nomw_has_no_windows)
+{
+	struct ibv_device_attr da;
+	struct nic k;
+	struct ibv_mr *m;
+	struct ibv_mw fake = { 0 };
+
+	setenv("FAKEVERBS_PROVIDER", "nomw", 1);
+	k = open_nic(0, 16, 1);
+	CHECK_EQ(ibv_query_device(k.ctx, &da), 0);
+	CHECK_EQ(da.max_mw, 0);
+	CHECK(!(da.device_cap_flags & IBV_DEVICE_MEM_WINDOW));
+	errno = 0;
+	CHECK(ibv_alloc_mw(k.pd, IBV_MW_TYPE_1) == NULL);
+	CHECK_EQ(errno, EOPNOTSUPP);
+	m = ibv_reg_mr(k.pd, buf, sizeof(buf), LW | BIND);
+	CHECK(m);
+	fake.context = k.ctx;
+	fake.pd = k.pd;
+	fake.type = IBV_MW_TYPE_1;
+	CHECK_EQ(bind_k(&k, &fake, m, at(0), 64, RW), EOPNOTSUPP);
+}
+
+/*
+ * Every profile: the kernel's ib_umem_get (drivers/infiniband/core/
+ * umem.c) pins every page, for writing when the access is writable
+ * (ib_access_writable), and fails with EFAULT where it cannot: a hole in
+ * host memory, a read-only mapping asked writable.
+ */
+static void unmapped_host(void)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	char *p = mmap(NULL, (size_t)pg * 3, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct ibv_context *ctx = fakeverbs_open();
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	struct ibv_mr *m;
+
+	CHECK(p != MAP_FAILED && pd);
+	CHECK_EQ(munmap(p + pg, (size_t)pg), 0);
+	errno = 0;
+	CHECK(ibv_reg_mr(pd, p, (size_t)pg * 3, LW) == NULL);
+	CHECK_EQ(errno, EFAULT);
+	CHECK(ibv_reg_mr(pd, p + pg - 1, 2, 0) == NULL);	/* one byte in */
+	m = ibv_reg_mr(pd, p, (size_t)pg, LW);
+	CHECK(m);
+	CHECK_EQ(ibv_dereg_mr(m), 0);
+	CHECK_EQ(mprotect(p, (size_t)pg, PROT_READ), 0);
+	errno = 0;
+	CHECK(ibv_reg_mr(pd, p, 64, LW) == NULL);
+	CHECK_EQ(errno, EFAULT);
+	CHECK(ibv_reg_mr(pd, p, 64, BIND) == NULL);	/* writable too */
+	m = ibv_reg_mr(pd, p, 64, 0);			/* read only: fine */
+	CHECK(m);
+	CHECK_EQ(ibv_dereg_mr(m), 0);
+	CHECK_EQ(fakeverbs_live_mrs(), 0);
+}
+
+TEST(provider_all_refuse_unmapped_pages)
+{
+	static const char *const names[] = { "mlx5", "rxe", "nomw" };
+
+	for (int i = 0; i < 3; i++) {
+		pid_t pid = fork();
+		int st;
+
+		if (!pid) {
+			setenv("FAKEVERBS_PROVIDER", names[i], 1);
+			unmapped_host();
+			_exit(0);
+		}
+		CHECK(waitpid(pid, &st, 0) == pid);
+		if (!WIFEXITED(st) || WEXITSTATUS(st))
+			TH_FAIL("FAKEVERBS_PROVIDER=%s", names[i]);
+	}
+}
+
+/*
+ * The hole of a VMM reservation of the CUDA double (loaded beside the
+ * NIC as the real driver would be): refused with EFAULT; a mapping of
+ * it, even before cuMemSetAccess (PROT_NONE to the CPU here, pinnable
+ * by the peer-memory client), registers.
+ */
+TEST(provider_all_refuse_a_vmm_hole)
+{
+	char self[4096], path[4200];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	CUresult (*init)(unsigned int);
+	CUresult (*create)(CUmemGenericAllocationHandle *, size_t,
+			   const CUmemAllocationProp *, unsigned long long);
+	CUresult (*reserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr,
+			    unsigned long long);
+	CUresult (*map)(CUdeviceptr, size_t, size_t,
+			CUmemGenericAllocationHandle, unsigned long long);
+	CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+		.location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 } };
+	const size_t g = 2 << 20;
+	CUmemGenericAllocationHandle h;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_mr *m;
+	CUdeviceptr va;
+	void *lib;
+
+	CHECK(n > 0);
+	self[n] = 0;
+	*strrchr(self, '/') = 0;
+	snprintf(path, sizeof(path), "%s/../fake/libcuda.so.1", self);
+	lib = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+	if (!lib)
+		SKIP("the CUDA driver double is not built (%s)", dlerror());
+	init = (CUresult (*)(unsigned int))dlsym(lib, "cuInit");
+	create = (CUresult (*)(CUmemGenericAllocationHandle *, size_t,
+			       const CUmemAllocationProp *,
+			       unsigned long long))dlsym(lib, "cuMemCreate");
+	reserve = (CUresult (*)(CUdeviceptr *, size_t, size_t, CUdeviceptr,
+				unsigned long long))dlsym(lib,
+							  "cuMemAddressReserve");
+	map = (CUresult (*)(CUdeviceptr, size_t, size_t,
+			    CUmemGenericAllocationHandle,
+			    unsigned long long))dlsym(lib, "cuMemMap");
+	CHECK(init && create && reserve && map);
+	CHECK_EQ(init(0), CUDA_SUCCESS);
+	CHECK_EQ(create(&h, g, &prop, 0), CUDA_SUCCESS);
+	CHECK_EQ(reserve(&va, 3 * g, 0, 0, 0), CUDA_SUCCESS);
+	CHECK_EQ(map(va, g, 0, h, 0), CUDA_SUCCESS);
+	ctx = fakeverbs_open();
+	pd = ibv_alloc_pd(ctx);
+	m = ibv_reg_mr(pd, (void *)va, g, LW | RW);
+	CHECK(m);
+	CHECK_EQ(ibv_dereg_mr(m), 0);
+	errno = 0;
+	CHECK(ibv_reg_mr(pd, (void *)(va + g - 4096), 8192, LW) == NULL);
+	CHECK_EQ(errno, EFAULT);
+	CHECK(ibv_reg_mr(pd, (void *)(va + g), 4096, 0) == NULL);
+	CHECK_EQ(fakeverbs_live_mrs(), 0);
 }
 
 TEST_MAIN()

@@ -489,10 +489,10 @@ static int windows_cap(const struct verbs_api *v, struct ibv_device *dev,
 	if (err)
 		gh_str_printf(why, cap, "ibv_query_device: %s", gh_errtext(err));
 	else if (!(da.device_cap_flags & IBV_DEVICE_MEM_WINDOW) || da.max_mw <= 0)
-		gh_str_printf(why, cap, "no memory windows: a NIC registration per MR");
+		gh_str_printf(why, cap, "no memory windows");
 	else {
 		yes = 1;
-		gh_str_printf(why, cap, "type 1, up to %d: a bind per MR, no NIC registration",
+		gh_str_printf(why, cap, "type 1, up to %d",
 			      da.max_mw);
 	}
 	v->close(ctx);
@@ -549,6 +549,43 @@ static int dmabuf_import(const struct verbs_api *v, struct ibv_device *dev,
 }
 
 /* Kept open: the backend probe (gh_vreal_have) looks for this copy. */
+/*
+ * The backend an exact registration on a NIC would use: what the cache
+ * runs, else the verdict, with auto's fallback where this NIC cannot
+ * import DMA-BUF (import 0).
+ */
+static const char *nic_backend(int import)
+{
+	const struct gh_pin_ops *c = gh_pin_chosen(NULL);
+	struct gh_pin_explanation x;
+	unsigned int b;
+
+	if (c)
+		return c->name;
+	gh_pin_explain(-1, 0, &x);
+	b = x.chosen;
+	if (b == GH_PIN_DMABUF && !import)
+		b = gh_cfg.backend == GH_CFG_BACKEND_AUTO ?
+		    gh_pin_auto_fallback() : GH_PIN_NONE;
+	return gh_pin_backend_ops(b)->name;
+}
+
+/* The route of an exact registration on a NIC, its cost and why. */
+static void exact_route(int win, const char *why, int import, char *buf,
+			unsigned int cap)
+{
+	const char *b = nic_backend(import);
+
+	if (gh_cfg.remote_exposure != GH_CFG_EXPOSURE_EXACT)
+		gh_str_printf(buf, cap, "off: GDRHOOK_REMOTE_EXPOSURE=allocation (no NIC operation after the first)");
+	else if (!strcmp(b, "none"))
+		gh_str_printf(buf, cap, "the program's own registration (no cache on this NIC)");
+	else if (win < 0)
+		gh_str_printf(buf, cap, "unknown (%s)", why);
+	else
+		gh_mw_route_text(win, b, buf, cap);
+}
+
 static void *verbs_handle;
 /* RDMA devices found, and those that import DMA-BUF (for backend()). */
 static int rdma_found, rdma_import;
@@ -596,10 +633,12 @@ static void rdma(struct out *o)
 		line(o, "  RDMA devices: none (%s)", why);
 	}
 	for (int i = 0; list && i < n; i++) {
-		char dwhy[GH_PIN_WHY_LEN], wwhy[GH_PIN_WHY_LEN];
+		char dwhy[GH_PIN_WHY_LEN], wwhy[GH_PIN_WHY_LEN], route[320];
 		int yes = dmabuf_import(&v, list[i], dwhy, sizeof(dwhy));
 		int win = windows_cap(&v, list[i], wwhy, sizeof(wwhy));
 		const char *nm = v.dev_name(list[i]);
+
+		exact_route(win, wwhy, yes, route, sizeof(route));
 
 		rdma_found++;
 		rdma_import += yes > 0;
@@ -617,12 +656,12 @@ static void rdma(struct out *o)
 			else
 				j_str(o, "memory_windows", NULL);
 			j_str(o, "memory_windows_why", wwhy);
+			j_str(o, "exact_route", route);
 			j_close(o, '}');
 		} else {
 			line(o, "  RDMA %s: DMA-BUF import %s (%s)", nm ? nm : "?",
 			     yes < 0 ? "unknown" : yes ? "yes" : "no", dwhy);
-			line(o, "    memory windows for exact exposure: %s (%s)",
-			     win < 0 ? "unknown" : win ? "yes" : "no", wwhy);
+			line(o, "    exact exposure: %s", route);
 		}
 	}
 	if (list)

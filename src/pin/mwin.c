@@ -318,19 +318,15 @@ int gh_mw_route(struct ibv_pd *pd, int dmabuf_parent, uint64_t len,
 void gh_mw_route_text(int windows, const char *backend, char *buf,
 		      unsigned int cap)
 {
-	int dmabuf = backend && !strcmp(backend, "dmabuf");
-
 	if (!windows)
 		gh_str_printf(buf, cap,
-			      "a NIC registration of exactly the range: 1 registration + 1 deregistration per MR, the pin cached (no type-1 windows)");
-	else if (dmabuf)
+			      "a NIC registration per MR, the pin cached (no type-1 windows)");
+	else if (backend && !strcmp(backend, "dmabuf"))
 		gh_str_printf(buf, cap,
-			      "ibv_reg_dmabuf_mr of exactly the range on the cached export: 1 registration + 1 deregistration per MR, no new export or pin (%s)",
-			      why_dmabuf);
+			      "a dmabuf registration per MR (DMA-BUF parent: mlx5 binds no type-1 window)");
 	else
 		gh_str_printf(buf, cap,
-			      "a type-1 window on the cached %s parent: 1 bind + 1 unbind work request per MR, no NIC registration (a NIC registration instead over 2 GiB or zero-based)",
-			      backend ? backend : "MR");
+			      "a type-1 window per MR: bind + unbind, no registration (over 2 GiB: one)");
 }
 
 /* ------------------------------------------------------------ engines */

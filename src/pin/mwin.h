@@ -53,10 +53,10 @@ int gh_mw_route(struct ibv_pd *pd, int dmabuf_parent, uint64_t len,
 		unsigned int access);
 
 /*
- * The same choice in words, for gdrhook-info: the route an exact
+ * The same choice in one line, for gdrhook-info: the route an exact
  * registration takes on a NIC with (windows) or without type-1 windows,
- * over parents of the named backend ("dmabuf", "peermem", "gdrpin"; NULL:
- * not chosen yet), what it costs in NIC operations, and why.
+ * over parents of the named backend ("dmabuf", "peermem", "gdrpin"),
+ * what it costs in NIC operations, and why.
  */
 void gh_mw_route_text(int windows, const char *backend, char *buf,
 		      unsigned int cap);

@@ -161,17 +161,24 @@ unsigned int gdrhook_api_version(void);
 /* The library's release, e.g. "1.0". */
 const char *gdrhook_version(void);
 
-#define GDRHOOK_INFO_JSON	0x1u	/* one JSON object instead of text */
+#define GDRHOOK_INFO_JSON	0x1u	/* one JSON object instead of text: all of it */
+/* Text views, any together; none: the summary (a verdict, then one screen). */
+#define GDRHOOK_INFO_DEVICES	0x2u	/* versions, each GPU and RDMA device */
+#define GDRHOOK_INFO_ROUTES	0x4u	/* pin backend, each NIC's route, interception */
+#define GDRHOOK_INFO_CONFIG	0x8u	/* every GDRHOOK_* variable and its meaning */
+#define GDRHOOK_INFO_ALL	0xeu
 
 /*
  * Write to fd what gdrhook would do in this process (the gdrhook-info
- * command): versions, the configuration in effect with each variable's
- * source and meaning, the GPUs and RDMA devices found, the pin backend
- * auto would choose and why each other one was rejected, and whether the
- * four routes to a driver entry point resolve to gdrhook's wrappers.
+ * command): first a one-line verdict, then, by the views in flags (none:
+ * a one-screen summary), versions, the GPUs and RDMA devices found, the
+ * pin backend auto would choose and why each other one was rejected, the
+ * route an exact registration takes on each NIC, whether the four routes
+ * to a driver entry point resolve to gdrhook's wrappers, and the
+ * configuration in effect with each variable's source and meaning.
  * It initializes the CUDA driver and opens RDMA devices: a tool's call,
  * not one for a program's hot path.  Returns 0, -EINVAL for unknown
- * flags, or -errno when writing failed.
+ * flags, -ENOMEM, or -errno when writing failed.
  */
 int gdrhook_info(int fd, unsigned int flags);
 

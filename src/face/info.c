@@ -127,32 +127,34 @@ static void text(struct out *o, const char *fmt, ...)
 
 /*
  * One line of text (fmt ends without a newline), broken at spaces into
- * lines of at most INFO_COLS columns; continuations indented.
+ * at most maxl lines (0: any number) of at most INFO_COLS columns,
+ * continuations indented; what does not fit in maxl ends in "...".
  */
-static void line(struct out *o, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static void line(struct out *o, const char *fmt, ...)
+static void vline(struct out *o, unsigned int maxl, const char *fmt,
+		  va_list ap)
 {
 	static char l[2048];	/* gdrhook_info() holds its lock */
 	struct gh_buf lb;
 	const size_t cont = sizeof(INFO_CONT) - 1;
 	size_t width = INFO_COLS;
 	const char *p;
-	va_list ap;
 
 	gh_buf_init(&lb, l, sizeof(l));
-	va_start(ap, fmt);
 	gh_buf_vprintf(&lb, fmt, ap);
-	va_end(ap);
 	gh_buf_putc(&lb, '\0');
 	l[sizeof(l) - 1] = '\0';
 	p = l;
-	for (;;) {
+	for (unsigned int n_l = 1;; n_l++) {
 		size_t n = strlen(p), cut;
 
 		if (n <= width) {
 			text(o, "%s\n", p);
+			return;
+		}
+		if (maxl && n_l == maxl) {	/* the last one allowed */
+			room(o);
+			gh_buf_putn(&o->b, p, width - 3);
+			gh_buf_lit(&o->b, "...\n");
 			return;
 		}
 		for (cut = width; cut > 0 && p[cut] != ' '; cut--)
@@ -163,14 +165,54 @@ static void line(struct out *o, const char *fmt, ...)
 		room(o);
 		gh_buf_putn(&o->b, p, cut);
 		gh_buf_putc(&o->b, '\n');
-		gh_buf_puts(&o->b, INFO_CONT);
 		p += cut;
 		while (*p == ' ')
 			p++;
 		if (!*p)
 			return;
+		gh_buf_puts(&o->b, INFO_CONT);
 		width = INFO_COLS - cont;
 	}
+}
+
+static void line(struct out *o, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void line(struct out *o, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vline(o, 0, fmt, ap);
+	va_end(ap);
+}
+
+/* At most maxl lines: the summary's length is bounded by construction. */
+static void line_max(struct out *o, unsigned int maxl, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void line_max(struct out *o, unsigned int maxl, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vline(o, maxl, fmt, ap);
+	va_end(ap);
+}
+
+/*
+ * The configuration table's meanings are written for README.md: the
+ * backticks are markdown, noise on a terminal and in JSON.
+ */
+static const char *unmark(const char *s, char *buf, size_t cap)
+{
+	size_t n = 0;
+
+	for (; *s && n + 1 < cap; s++)
+		if (*s != '`')
+			buf[n++] = *s;
+	buf[n] = '\0';
+	return buf;
 }
 
 static void j_key(struct out *o, const char *key)
@@ -222,7 +264,41 @@ static void j_bool(struct out *o, const char *key, int v)
 		gh_buf_lit(&o->b, "false");
 }
 
-/* ----------------------------------------------------------- versions */
+/* A tri-state (-1: unknown) as a JSON boolean or null. */
+static void j_tri(struct out *o, const char *key, int v)
+{
+	if (v >= 0)
+		j_bool(o, key, v);
+	else
+		j_str(o, key, NULL);
+}
+
+static const char *yes_no(int v)
+{
+	return v < 0 ? "unknown" : v ? "yes" : "no";
+}
+
+/* ------------------------------------------------------------- facts */
+
+/*
+ * Everything is found first, then written: the verdict on the first line
+ * needs all of it, and each view is a way of showing the same facts.
+ */
+#define INFO_GPUS	64
+#define INFO_NICS	64
+
+struct gpu {
+	char name[128], pci[32];
+	int dmabuf;		/* -1: unknown */
+	uint64_t bar1;		/* 0: unknown */
+	const char *bar1_src;	/* src/pin/bar.c: sysfs, nvml or unknown */
+};
+
+struct nic {
+	char name[64];
+	int import, win;	/* -1: unknown */
+	char dwhy[GH_PIN_WHY_LEN], wwhy[GH_PIN_WHY_LEN], route[320];
+};
 
 struct gdrpin_state {
 	int present;
@@ -230,6 +306,29 @@ struct gdrpin_state {
 	uint64_t caps;
 	char why[128];
 };
+
+struct facts {
+	struct gdrpin_state pin;
+	int active;
+	/* CUDA */
+	int driver, ngpu;		/* driver 0: unknown */
+	char cuda_why[160];		/* "": the driver answered */
+	struct gpu gpu[INFO_GPUS];
+	/* RDMA */
+	int nnic, nic_listed, nic_import;	/* listed: probed, at most INFO_NICS */
+	char rdma_why[160];
+	struct nic nic[INFO_NICS];
+	/* pin backend */
+	struct gh_pin_explanation x;
+	const struct gh_pin_ops *chosen;	/* in this process, or NULL */
+	const char *chosen_why, *rule, *choice, *note;
+	char reason[sizeof(((struct gh_pin_explanation *)0)->reason) + 160];
+	/* interception */
+	struct gh_route_check r[GH_ROUTES];
+	int missed, unchecked, untrusted;
+};
+
+/* ----------------------------------------------------------- versions */
 
 static void gdrpin_probe(struct gdrpin_state *g)
 {
@@ -257,104 +356,14 @@ static void gdrpin_probe(struct gdrpin_state *g)
 	close(fd);
 }
 
-static void versions(struct out *o)
-{
-	struct gdrpin_state g;
-
-	gdrpin_probe(&g);
-	if (o->json) {
-		j_open(o, "version", '{');
-		j_str(o, "library", GH_VERSION);
-		j_u64(o, "api", GDRHOOK_API_VERSION);
-		j_u64(o, "log_format", GH_EV_FORMAT_VERSION);
-		j_open(o, "gdrpin", '{');
-		j_bool(o, "present", g.present);
-		if (g.present) {
-			j_u64(o, "abi_major", g.major);
-			j_u64(o, "abi_minor", g.minor);
-			j_u64(o, "caps", g.caps);
-		}
-		j_str(o, "where", g.why);
-		j_close(o, '}');
-		j_close(o, '}');
-		return;
-	}
-	line(o, "gdrhook %s (API %u, event log format %u), state: %s", GH_VERSION,
-	     GDRHOOK_API_VERSION, GH_EV_FORMAT_VERSION,
-	     gh_state == GH_STATE_ACTIVE ? "active" :
-	     "pass-through (GDRHOOK_ENABLE=0 or init failed)");
-	if (g.present)
-		line(o, "gdrpin: ABI %u.%u, caps %#llx (%s)", g.major, g.minor,
-		     (unsigned long long)g.caps, g.why);
-	else
-		line(o, "gdrpin: not present (%s)", g.why);
-}
-
-/* ------------------------------------------------------ configuration */
-
-static void configuration(struct out *o)
-{
-	static const char *const src[] = {
-		[GH_CFG_DEFAULT] = "default",
-		[GH_CFG_ENV] = "environment",
-		[GH_CFG_BAD_ENV] = "default (the environment's value is not valid)",
-	};
-	struct gh_config_row r;
-	char name[64];
-
-	if (o->json)
-		j_open(o, "config", '[');
-	else
-		text(o, "\nconfiguration (source, then meaning):\n");
-	for (unsigned int i = 0; !gh_config_row(i, &r); i++) {
-		gh_str_printf(name, sizeof(name), "GDRHOOK_%s", r.name);
-		if (o->json) {
-			j_open(o, NULL, '{');
-			j_str(o, "name", name);
-			j_str(o, "value", *r.value ? r.value : NULL);
-			j_str(o, "source", r.source == GH_CFG_ENV ?
-			      "environment" : "default");
-			j_bool(o, "invalid_in_environment",
-			       r.source == GH_CFG_BAD_ENV);
-			j_str(o, "meaning", r.doc);
-			j_close(o, '}');
-		} else {
-			line(o, "  %s=%s (%s)", name, *r.value ? r.value : "",
-			     src[r.source]);
-			line(o, INFO_CONT "%s", r.doc);
-		}
-	}
-	if (o->json) {
-		j_close(o, ']');
-		j_open(o, "config_unknown", '[');
-	}
-	/* Typos: set, but not a variable gdrhook reads. */
-	for (unsigned int i = 0; gh_config_unknown(i); i++) {
-		if (o->json)
-			j_str(o, NULL, gh_config_unknown(i));
-		else
-			text(o, "  %s (not a gdrhook variable: ignored)\n",
-			     gh_config_unknown(i));
-	}
-	if (o->json)
-		j_close(o, ']');
-}
-
 /* ------------------------------------------------------------- GPUs */
-
-struct gpu {
-	char name[128], pci[32];
-	int dmabuf;		/* -1: unknown */
-	uint64_t bar1;		/* 0: unknown */
-	const char *bar1_src;	/* src/pin/bar.c: sysfs, nvml or unknown */
-};
 
 typedef CUresult (*cu_int_fn)(int *);
 typedef CUresult (*cu_init_fn)(unsigned int);
 typedef CUresult (*cu_name_fn)(char *, int, CUdevice);
 typedef CUresult (*cu_attr_fn)(int *, CUdevice_attribute, CUdevice);
 
-static void gpus(struct out *o)
+static void find_gpus(struct facts *f)
 {
 	void *h = gh_libcuda_handle();
 	cu_init_fn init = h ? (cu_init_fn)gh_real_dlsym(h, "cuInit") : NULL;
@@ -363,79 +372,42 @@ static void gpus(struct out *o)
 	cu_name_fn name = h ? (cu_name_fn)gh_real_dlsym(h, "cuDeviceGetName") : NULL;
 	cu_name_fn pci = h ? (cu_name_fn)gh_real_dlsym(h, "cuDeviceGetPCIBusId") : NULL;
 	cu_attr_fn attr = h ? (cu_attr_fn)gh_real_dlsym(h, "cuDeviceGetAttribute") : NULL;
-	char why[160] = "", e[32];
+	char e[32];
 	int n = 0, v = 0;
 	CUresult rc;
 
 	if (!h) {
-		gh_str_printf(why, sizeof(why), "%s cannot be loaded",
+		gh_str_printf(f->cuda_why, sizeof(f->cuda_why), "%s cannot be loaded",
 		    gh_cfg.libcuda ? gh_cfg.libcuda : "libcuda.so.1");
 	} else if (!init || !count || !name) {
-		gh_str_printf(why, sizeof(why), "the driver lacks cuInit/cuDeviceGetCount/cuDeviceGetName");
+		gh_str_printf(f->cuda_why, sizeof(f->cuda_why), "the driver lacks cuInit/cuDeviceGetCount/cuDeviceGetName");
 	} else if ((rc = init(0)) != CUDA_SUCCESS) {
-		gh_str_printf(why, sizeof(why), "cuInit failed: %s",
+		gh_str_printf(f->cuda_why, sizeof(f->cuda_why), "cuInit failed: %s",
 		    gh_cu_errname(h, rc, e, sizeof(e)));
 	} else if ((rc = count(&n)) != CUDA_SUCCESS) {
-		gh_str_printf(why, sizeof(why), "cuDeviceGetCount failed: %s",
+		gh_str_printf(f->cuda_why, sizeof(f->cuda_why), "cuDeviceGetCount failed: %s",
 		    gh_cu_errname(h, rc, e, sizeof(e)));
 		n = 0;
 	}
 	if (ver && ver(&v) != CUDA_SUCCESS)
 		v = 0;
-	if (o->json) {
-		j_open(o, "cuda", '{');
-		if (v)
-			j_u64(o, "driver_version", (uint64_t)v);
-		j_str(o, "error", *why ? why : NULL);
-		j_open(o, "gpus", '[');
-	} else {
-		text(o, "\ndevices:\n");
-		if (*why)
-			line(o, "  GPUs: none (%s)", why);
-		else
-			text(o, "  CUDA driver %d.%d, %d GPU%s\n", v / 1000,
-			     v % 1000 / 10, n, n == 1 ? "" : "s");
-	}
-	for (int i = 0; i < n && i < 64; i++) {
-		struct gpu g = { .dmabuf = -1 };
-		char bar[64];
+	f->driver = v;
+	f->ngpu = n < INFO_GPUS ? n : INFO_GPUS;
+	for (int i = 0; i < f->ngpu; i++) {
+		struct gpu *g = &f->gpu[i];
 		int d = 0;
 
-		if (name(g.name, sizeof(g.name), i) != CUDA_SUCCESS)
-			gh_str_printf(g.name, sizeof(g.name), "?");
-		if (!pci || pci(g.pci, sizeof(g.pci), i) != CUDA_SUCCESS)
-			g.pci[0] = '\0';
+		g->dmabuf = -1;
+		if (name(g->name, sizeof(g->name), i) != CUDA_SUCCESS)
+			gh_str_printf(g->name, sizeof(g->name), "?");
+		if (!pci || pci(g->pci, sizeof(g->pci), i) != CUDA_SUCCESS)
+			g->pci[0] = '\0';
 		if (attr && attr(&d, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED,
 				 i) == CUDA_SUCCESS)
-			g.dmabuf = !!d;
-		g.bar1_src = "unknown";
-		if (g.pci[0])
-			g.bar1 = gh_bar1_size(g.pci, &g.bar1_src);
-		if (o->json) {
-			j_open(o, NULL, '{');
-			j_u64(o, "index", (uint64_t)i);
-			j_str(o, "name", g.name);
-			j_str(o, "pci", g.pci[0] ? g.pci : NULL);
-			if (g.dmabuf >= 0)
-				j_bool(o, "dmabuf", g.dmabuf);
-			else
-				j_str(o, "dmabuf", NULL);
-			j_u64(o, "bar1_bytes", g.bar1);
-			j_close(o, '}');
-			continue;
-		}
-		if (g.bar1)
-			gh_str_printf(bar, sizeof(bar), "%llu MiB (%s)",
-			    (unsigned long long)(g.bar1 >> 20), g.bar1_src);
-		else
-			gh_str_printf(bar, sizeof(bar), "unknown");
-		line(o, "  GPU %d: %s, %s, DMA-BUF export %s, BAR1 %s", i,
-		     g.name, g.pci[0] ? g.pci : "?",
-		     g.dmabuf < 0 ? "unknown" : g.dmabuf ? "yes" : "no", bar);
-	}
-	if (o->json) {
-		j_close(o, ']');
-		j_close(o, '}');
+			g->dmabuf = !!d;
+		g->bar1_src = "unknown";
+		if (g->pci[0])
+			g->bar1 = gh_bar1_size(g->pci, &g->bar1_src);
 	}
 }
 
@@ -548,7 +520,6 @@ static int dmabuf_import(const struct verbs_api *v, struct ibv_device *dev,
 	return yes;
 }
 
-/* Kept open: the backend probe (gh_vreal_have) looks for this copy. */
 /*
  * The backend an exact registration on a NIC would use: what the cache
  * runs, else the verdict, with auto's fallback where this NIC cannot
@@ -586,18 +557,14 @@ static void exact_route(int win, const char *why, int import, char *buf,
 		gh_mw_route_text(win, b, buf, cap);
 }
 
+/* Kept open: the backend probe (gh_vreal_have) looks for this copy. */
 static void *verbs_handle;
-/* RDMA devices found, and those that import DMA-BUF (for backend()). */
-static int rdma_found, rdma_import;
 
-static void rdma(struct out *o)
+static void find_nics(struct facts *f)
 {
 	struct verbs_api v = { 0 };
 	struct ibv_device **list = NULL;
-	char why[160] = "";
 	int n = 0;
-
-	rdma_found = rdma_import = 0;
 
 	if (!verbs_handle)
 		verbs_handle = dlopen("libibverbs.so.1", RTLD_NOW);
@@ -618,58 +585,31 @@ static void rdma(struct out *o)
 				 gh_real_dlsym(h, "ibv_query_device");
 	}
 	if (!verbs_handle)
-		gh_str_printf(why, sizeof(why), "no libibverbs.so.1");
+		gh_str_printf(f->rdma_why, sizeof(f->rdma_why), "no libibverbs.so.1");
 	else if (!v.get_list || !v.free_list || !v.dev_name || !v.open ||
 		 !v.close)
-		gh_str_printf(why, sizeof(why), "libibverbs.so.1 lacks the device calls");
+		gh_str_printf(f->rdma_why, sizeof(f->rdma_why), "libibverbs.so.1 lacks the device calls");
 	else if (!(list = v.get_list(&n)) || n <= 0)
-		gh_str_printf(why, sizeof(why), "no RDMA device (ibv_get_device_list: %s)",
-		    list ? "empty" : strerror(errno));
-	if (o->json) {
-		j_open(o, "rdma", '{');
-		j_str(o, "error", *why ? why : NULL);
-		j_open(o, "devices", '[');
-	} else if (*why) {
-		line(o, "  RDMA devices: none (%s)", why);
-	}
+		gh_str_printf(f->rdma_why, sizeof(f->rdma_why), "ibv_get_device_list: %s",
+		    list ? "none listed" : strerror(errno));
+	f->nnic = list && n > 0 ? n : 0;
 	for (int i = 0; list && i < n; i++) {
-		char dwhy[GH_PIN_WHY_LEN], wwhy[GH_PIN_WHY_LEN], route[320];
-		int yes = dmabuf_import(&v, list[i], dwhy, sizeof(dwhy));
-		int win = windows_cap(&v, list[i], wwhy, sizeof(wwhy));
-		const char *nm = v.dev_name(list[i]);
+		struct nic *d = &f->nic[f->nic_listed];
+		const char *nm;
 
-		exact_route(win, wwhy, yes, route, sizeof(route));
-
-		rdma_found++;
-		rdma_import += yes > 0;
-
-		if (o->json) {
-			j_open(o, NULL, '{');
-			j_str(o, "name", nm);
-			if (yes >= 0)
-				j_bool(o, "dmabuf_import", yes);
-			else
-				j_str(o, "dmabuf_import", NULL);
-			j_str(o, "why", dwhy);
-			if (win >= 0)
-				j_bool(o, "memory_windows", win);
-			else
-				j_str(o, "memory_windows", NULL);
-			j_str(o, "memory_windows_why", wwhy);
-			j_str(o, "exact_route", route);
-			j_close(o, '}');
-		} else {
-			line(o, "  RDMA %s: DMA-BUF import %s (%s)", nm ? nm : "?",
-			     yes < 0 ? "unknown" : yes ? "yes" : "no", dwhy);
-			line(o, "    exact exposure: %s", route);
-		}
+		if (f->nic_listed == INFO_NICS)
+			break;
+		f->nic_listed++;
+		nm = v.dev_name(list[i]);
+		gh_str_printf(d->name, sizeof(d->name), "%s", nm ? nm : "?");
+		d->import = dmabuf_import(&v, list[i], d->dwhy, sizeof(d->dwhy));
+		d->win = windows_cap(&v, list[i], d->wwhy, sizeof(d->wwhy));
+		exact_route(d->win, d->wwhy, d->import, d->route,
+			    sizeof(d->route));
+		f->nic_import += d->import > 0;
 	}
 	if (list)
 		v.free_list(list);
-	if (o->json) {
-		j_close(o, ']');
-		j_close(o, '}');
-	}
 }
 
 /* ------------------------------------------------------------ backend */
@@ -683,143 +623,552 @@ static void rdma(struct out *o)
  * registered GPU memory, what the cache runs is read from its record
  * (gh_pin_chosen), never decided here.
  */
-static void backend(struct out *o)
+static void find_backend(struct facts *f)
 {
-	struct gh_pin_explanation x;
-	const char *why;
-	const struct gh_pin_ops *c = gh_pin_chosen(&why);
-	const char *rule, *choice, *note = NULL;
-	char reason[sizeof(x.reason) + 160];
-	int auto_ = 0;
+	struct gh_pin_explanation *x = &f->x;
+	int rdma_found = f->nnic > 0;
 
-	gh_pin_explain(-1, 1, &x);
+	f->chosen = gh_pin_chosen(&f->chosen_why);
+	gh_pin_explain(-1, 1, x);
 	/* The verdict is the GPU's and libibverbs'; the NICs have the last word. */
-	if (x.usable[GH_PIN_DMABUF] && rdma_found && !rdma_import) {
+	if (x->usable[GH_PIN_DMABUF] && rdma_found && !f->nic_import) {
 		char gpu[GH_PIN_WHY_LEN];
 
-		gh_str_printf(gpu, sizeof(gpu), "%s", x.why[GH_PIN_DMABUF]);
-		x.usable[GH_PIN_DMABUF] = 0;
-		gh_str_printf(x.why[GH_PIN_DMABUF], sizeof(x.why[GH_PIN_DMABUF]),
+		gh_str_printf(gpu, sizeof(gpu), "%s", x->why[GH_PIN_DMABUF]);
+		x->usable[GH_PIN_DMABUF] = 0;
+		gh_str_printf(x->why[GH_PIN_DMABUF], sizeof(x->why[GH_PIN_DMABUF]),
 		    "no RDMA device here imports DMA-BUF (%s)", gpu);
 	}
-	rule = gh_pin_backend_ops(x.chosen)->name;
-	choice = rdma_found ? rule : NULL;
-	gh_str_printf(reason, sizeof(reason), "%s", x.reason);
-	auto_ = gh_cfg.backend == GH_CFG_BACKEND_AUTO;
-	if (x.chosen == GH_PIN_DMABUF && rdma_found && !rdma_import) {
-		if (auto_) {
-			choice = gh_pin_backend_ops(gh_pin_auto_fallback())->name;
-			gh_str_printf(reason, sizeof(reason),
+	f->rule = gh_pin_backend_ops(x->chosen)->name;
+	f->choice = rdma_found ? f->rule : NULL;
+	gh_str_printf(f->reason, sizeof(f->reason), "%s", x->reason);
+	if (x->chosen == GH_PIN_DMABUF && rdma_found && !f->nic_import) {
+		if (gh_cfg.backend == GH_CFG_BACKEND_AUTO) {
+			f->choice = gh_pin_backend_ops(gh_pin_auto_fallback())->name;
+			gh_str_printf(f->reason, sizeof(f->reason),
 			    "auto: no RDMA device here imports DMA-BUF, so the NIC-import probe at the first registration falls back from dmabuf to %s",
-			    choice);
+			    f->choice);
 		} else {
-			note = "no RDMA device found here imports DMA-BUF: dmabuf registrations would fail on them";
+			f->note = "no RDMA device found here imports DMA-BUF: dmabuf registrations would fail on them";
 		}
-	}
-	if (o->json) {
-		j_open(o, "backend", '{');
-		j_str(o, "requested", x.requested);
-		j_str(o, "choice", choice);
-		j_str(o, "choice_with_rdma", rule);
-		j_str(o, "reason", choice ? reason : "no RDMA device: nothing to register");
-		j_str(o, "note", note);
-		j_str(o, "chosen_in_process", c ? c->name : NULL);
-		j_open(o, "verdicts", '[');
-	} else if (choice) {
-		text(o, "\npin backend: GDRHOOK_BACKEND=%s would choose %s\n",
-		     x.requested, choice);
-		line(o, "  because %s", reason);
-		if (note)
-			line(o, "  note: %s", note);
-		if (c)
-			line(o, "  chosen in this process: %s (%s)", c->name, why);
-	} else {
-		text(o, "\npin backend: none needed: no RDMA device, nothing to register\n");
-		line(o, "  with one, GDRHOOK_BACKEND=%s would choose %s, because %s",
-		     x.requested, rule, x.reason);
-		if (c)
-			line(o, "  chosen in this process: %s (%s)", c->name, why);
-	}
-	for (unsigned int b = 0; b < GH_PIN_NBACKENDS; b++) {
-		const char *nm = gh_pin_backend_ops(b)->name;
-
-		if (o->json) {
-			j_open(o, NULL, '{');
-			j_str(o, "name", nm);
-			j_bool(o, "usable", x.usable[b]);
-			j_str(o, "why", x.why[b]);
-			j_close(o, '}');
-		} else {
-			line(o, "  %s %s: %s", nm,
-			     x.usable[b] ? "usable" : "rejected", x.why[b]);
-		}
-	}
-	if (o->json) {
-		j_close(o, ']');
-		j_close(o, '}');
 	}
 }
 
 /* ------------------------------------------------------- interception */
+
+static void find_routes(struct facts *f)
+{
+	gh_routes_check(f->r);
+	f->untrusted = __atomic_load_n(&gh_untrusted, __ATOMIC_RELAXED);
+	for (int i = 0; i < GH_ROUTES; i++) {
+		f->missed += f->r[i].state == 0;
+		f->unchecked += f->r[i].state < 0;
+	}
+}
 
 /*
  * Complete only when every route was checked and reaches a wrapper; a
  * route that could not be called (no driver, no runtime) leaves the
  * answer open, and says so.
  */
-static void interception(struct out *o)
+static int complete(const struct facts *f)
 {
-	struct gh_route_check r[GH_ROUTES];
-	int missed = 0, unchecked = 0, untrusted, active;
+	return f->active && !f->untrusted && !f->missed && !f->unchecked;
+}
 
-	gh_routes_check(r);
-	untrusted = __atomic_load_n(&gh_untrusted, __ATOMIC_RELAXED);
-	active = gh_state == GH_STATE_ACTIVE;
-	for (int i = 0; i < GH_ROUTES; i++) {
-		missed += r[i].state == 0;
-		unchecked += r[i].state < 0;
-	}
-	if (o->json) {
-		j_open(o, "interception", '{');
-		j_bool(o, "complete", active && !untrusted && !missed && !unchecked);
-		j_u64(o, "unchecked", (uint64_t)unchecked);
-		j_bool(o, "untrusted", untrusted);
-		j_open(o, "routes", '[');
-		for (int i = 0; i < GH_ROUTES; i++) {
-			j_open(o, NULL, '{');
-			j_str(o, "route", r[i].name);
-			if (r[i].state >= 0)
-				j_bool(o, "ours", r[i].state);
-			else
-				j_str(o, "ours", NULL);
-			j_str(o, "detail", r[i].detail);
-			j_close(o, '}');
+/* ------------------------------------------------------------ verdict */
+
+/* "GPU 0 (NVIDIA H200)", "8 GPUs (NVIDIA H200)" or "2 GPUs" (names differ). */
+static void gpus_phrase(const struct facts *f, int named, char *buf,
+			size_t cap)
+{
+	int same = 1;
+
+	for (int i = 1; i < f->ngpu; i++)
+		same &= !strcmp(f->gpu[i].name, f->gpu[0].name);
+	if (f->ngpu == 1)
+		gh_str_printf(buf, cap, named ? "GPU 0 (%s)" : "GPU 0",
+			      f->gpu[0].name);
+	else if (named && same)
+		gh_str_printf(buf, cap, "%d GPUs (%s)", f->ngpu, f->gpu[0].name);
+	else
+		gh_str_printf(buf, cap, "%d GPUs", f->ngpu);
+}
+
+static void nics_phrase(const struct facts *f, int named, char *buf,
+			size_t cap)
+{
+	if (f->nnic == 1)
+		gh_str_printf(buf, cap, "NIC %s", f->nic[0].name);
+	else if (named)
+		gh_str_printf(buf, cap, "%d NICs (%s, ...)", f->nnic,
+			      f->nic[0].name);
+	else
+		gh_str_printf(buf, cap, "%d NICs", f->nnic);
+}
+
+/*
+ * The first line: what gdrhook does here, in words a person can act on,
+ * from the facts alone; next (may be empty): what to do about it.
+ * Names are dropped where they would make the line wrap.
+ */
+static void verdict(const struct facts *f, char *v, size_t cap, char *next,
+		    size_t ncap)
+{
+	const char *be = f->chosen ? f->chosen->name : f->choice;
+	char g[192], n[96];
+
+	*next = '\0';
+	for (int named = 1; named >= 0; named--) {
+		gpus_phrase(f, named, g, sizeof(g));
+		nics_phrase(f, named, n, sizeof(n));
+		if (!f->active) {
+			gh_str_printf(v, cap, "gdrhook %s: pass-through (GDRHOOK_ENABLE=0 or init failed): nothing tracked or cached",
+				      GH_VERSION);
+			gh_str_printf(next, ncap, "  unset GDRHOOK_ENABLE, or see the warnings on stderr");
+		} else if (f->missed) {
+			gh_str_printf(v, cap, "gdrhook %s: NOT ready: %d of %d routes to the CUDA driver miss gdrhook: allocations go untracked",
+				      GH_VERSION, f->missed, GH_ROUTES);
+			gh_str_printf(next, ncap, "  load it with LD_PRELOAD, not dlopen; the routes: gdrhook-info -r");
+		} else if (f->untrusted) {
+			gh_str_printf(v, cap, "gdrhook %s: NOT ready: the registry is not trusted here: registrations pass through uncached",
+				      GH_VERSION);
+		} else if (!f->ngpu && !f->nnic) {
+			gh_str_printf(v, cap, "gdrhook %s: no GPU and no RDMA device here: nothing to track or cache",
+				      GH_VERSION);
+			gh_str_printf(next, ncap, "  to try it without them, in a build tree: LD_LIBRARY_PATH=build/fake:build/fakeverbs (the doubles)");
+		} else if (!f->ngpu) {
+			gh_str_printf(v, cap, "gdrhook %s: %s, no GPU: host memory registrations pass through, nothing to cache",
+				      GH_VERSION, n);
+		} else if (!f->nnic) {
+			gh_str_printf(v, cap, "gdrhook %s: %s, no RDMA device: allocations tracked, nothing to register",
+				      GH_VERSION, g);
+		} else if (!strcmp(be, "none")) {
+			gh_str_printf(v, cap, "gdrhook %s: %s, %s: allocations tracked; no pin backend: registrations pass through uncached",
+				      GH_VERSION, g, n);
+			gh_str_printf(next, ncap, "  why: gdrhook-info -r (pin backend)");
+		} else {
+			gh_str_printf(v, cap, "gdrhook %s: ready: %s, %s, backend %s: registrations cached, revoked at free",
+				      GH_VERSION, g, n, be);
 		}
-		j_close(o, ']');
+		if (strlen(v) <= INFO_COLS)
+			break;
+	}
+}
+
+/* ------------------------------------------------------------- views */
+
+static void show_versions(struct out *o, const struct facts *f)
+{
+	line(o, "gdrhook %s (API %u, event log format %u), state: %s", GH_VERSION,
+	     GDRHOOK_API_VERSION, GH_EV_FORMAT_VERSION,
+	     f->active ? "active" :
+	     "pass-through (GDRHOOK_ENABLE=0 or init failed)");
+	if (f->pin.present)
+		line(o, "gdrpin: ABI %u.%u, caps %#llx (%s)", f->pin.major,
+		     f->pin.minor, (unsigned long long)f->pin.caps, f->pin.why);
+	else
+		line(o, "gdrpin: not present (%s)", f->pin.why);
+}
+
+static void gpu_text(const struct gpu *g, char *buf, size_t cap)
+{
+	char bar[64];
+
+	if (g->bar1)
+		gh_str_printf(bar, sizeof(bar), "%llu MiB (%s)",
+		    (unsigned long long)(g->bar1 >> 20), g->bar1_src);
+	else
+		gh_str_printf(bar, sizeof(bar), "unknown");
+	gh_str_printf(buf, cap, "%s, %s, DMA-BUF export %s, BAR1 %s", g->name,
+		      g->pci[0] ? g->pci : "?", yes_no(g->dmabuf), bar);
+}
+
+static void gpus_head(struct out *o, const struct facts *f)
+{
+	if (*f->cuda_why)
+		line(o, "  GPUs: none (%s)", f->cuda_why);
+	else
+		text(o, "  CUDA driver %d.%d, %d GPU%s\n", f->driver / 1000,
+		     f->driver % 1000 / 10, f->ngpu, f->ngpu == 1 ? "" : "s");
+}
+
+/* The devices view: every GPU and RDMA device, in full. */
+static void show_devices(struct out *o, const struct facts *f)
+{
+	char g[320];
+
+	text(o, "devices:\n");
+	gpus_head(o, f);
+	for (int i = 0; i < f->ngpu; i++) {
+		gpu_text(&f->gpu[i], g, sizeof(g));
+		line(o, "  GPU %d: %s", i, g);
+	}
+	if (*f->rdma_why)
+		line(o, "  RDMA devices: none (%s)", f->rdma_why);
+	for (int i = 0; i < f->nic_listed; i++) {
+		const struct nic *d = &f->nic[i];
+
+		line(o, "  RDMA %s: DMA-BUF import %s (%s)", d->name,
+		     yes_no(d->import), d->dwhy);
+		line(o, "    memory windows: %s (%s)", yes_no(d->win), d->wwhy);
+		line(o, "    exact exposure: %s", d->route);
+	}
+	if (f->nnic > f->nic_listed)
+		text(o, "  %d more RDMA devices not probed\n",
+		     f->nnic - f->nic_listed);
+}
+
+static void show_backend(struct out *o, const struct facts *f, int full)
+{
+	const struct gh_pin_explanation *x = &f->x;
+
+	if (f->choice) {
+		if (full) {
+			text(o, "pin backend: GDRHOOK_BACKEND=%s would choose %s\n",
+			     x->requested, f->choice);
+			line(o, "  because %s", f->reason);
+		} else {
+			line_max(o, 3, "pin backend: GDRHOOK_BACKEND=%s would choose %s, because %s",
+				 x->requested, f->choice, f->reason);
+		}
+		if (f->note)
+			line_max(o, full ? 0 : 1, "  note: %s", f->note);
+	} else {
+		text(o, "pin backend: none needed: no RDMA device, nothing to register\n");
+		if (full)
+			line(o, "  with one, GDRHOOK_BACKEND=%s would choose %s, because %s",
+			     x->requested, f->rule, x->reason);
+		else
+			line_max(o, 1, "  with one, GDRHOOK_BACKEND=%s would choose %s (why: gdrhook-info -r)",
+				 x->requested, f->rule);
+	}
+	if (f->chosen)
+		line_max(o, full ? 0 : 2, "  chosen in this process: %s (%s)",
+			 f->chosen->name, f->chosen_why);
+	if (!full)
+		return;
+	for (unsigned int b = 0; b < GH_PIN_NBACKENDS; b++)
+		line(o, "  %s %s: %s", gh_pin_backend_ops(b)->name,
+		     x->usable[b] ? "usable" : "rejected", x->why[b]);
+}
+
+static void interception_head(struct out *o, const struct facts *f)
+{
+	if (!f->active || f->untrusted || f->missed)
+		text(o, "interception: INCOMPLETE: the registry would miss allocations (gdrhook-info -r)\n");
+	else if (f->unchecked)
+		text(o, "interception: not verified: %d of %d routes could not be checked here\n",
+		     f->unchecked, GH_ROUTES);
+	else
+		text(o, "interception: complete: every route reaches gdrhook's wrappers\n");
+}
+
+/*
+ * The routes view: how a registration is pinned (the backend, each NIC's
+ * route for an exact registration) and how a call reaches gdrhook.
+ */
+static void show_routes(struct out *o, const struct facts *f)
+{
+	show_backend(o, f, 1);
+	if (f->nic_listed) {
+		text(o, "\nexact registrations (GDRHOOK_REMOTE_EXPOSURE=exact), per NIC:\n");
+		for (int i = 0; i < f->nic_listed; i++)
+			line(o, "  %s: %s", f->nic[i].name, f->nic[i].route);
+	}
+	text(o, "\n");
+	interception_head(o, f);
+	for (int i = 0; i < GH_ROUTES; i++)
+		line(o, "  %s %s: %s", f->r[i].name,
+		     f->r[i].state < 0 ? "unchecked" : f->r[i].state ? "ok" : "MISSED",
+		     f->r[i].detail);
+}
+
+static const char *const cfg_src[] = {
+	[GH_CFG_DEFAULT] = "default",
+	[GH_CFG_ENV] = "environment",
+	[GH_CFG_BAD_ENV] = "default (the environment's value is not valid)",
+};
+
+/* Set in the environment (validly or not), or not at its default. */
+static int cfg_changed(const struct gh_config_row *r)
+{
+	return r->source != GH_CFG_DEFAULT ||
+	       strcmp(r->value ? r->value : "", r->def ? r->def : "");
+}
+
+/*
+ * The configuration: every variable and its meaning (all), or only what
+ * differs from the defaults, at most 8 lines of it (the summary).
+ */
+static void show_config(struct out *o, int all)
+{
+	struct gh_config_row r;
+	unsigned int shown = 0, more = 0, i;
+	char doc[2048];
+	const char *u;
+
+	if (all) {
+		text(o, "configuration (source, then meaning):\n");
+	} else {
+		for (i = 0; !gh_config_row(i, &r); i++)
+			more += cfg_changed(&r);
+		for (i = 0; gh_config_unknown(i); i++)
+			more++;
+		if (!more) {
+			text(o, "configuration: the defaults (every variable: gdrhook-info -c)\n");
+			return;
+		}
+		text(o, "configuration, where not the default (every variable: gdrhook-info -c):\n");
+	}
+	for (i = 0; !gh_config_row(i, &r); i++) {
+		if (!all && !cfg_changed(&r))
+			continue;
+		if (!all && ++shown > 8)
+			continue;
+		line(o, "  GDRHOOK_%s=%s (%s)", r.name, r.value ? r.value : "",
+		     cfg_src[r.source]);
+		if (all)
+			line(o, INFO_CONT "%s", unmark(r.doc, doc, sizeof(doc)));
+	}
+	/* Typos: set, but not a variable gdrhook reads. */
+	for (i = 0; (u = gh_config_unknown(i)); i++)
+		if (all || ++shown <= 8)
+			line_max(o, all ? 0 : 1, "  %s (not a gdrhook variable: ignored)", u);
+	if (!all && shown > 8)
+		text(o, "  and %u more\n", shown - 8);
+}
+
+/*
+ * The summary: one screen whatever the machine.  Each part has a fixed
+ * number of lines or a cap: a line per GPU up to 8, a line per NIC up to
+ * 8 and a line per distinct route of an exact registration up to 2, the
+ * backend in 2, the configuration that differs in 8.
+ */
+#define SUM_GPUS	8
+#define SUM_NICS	8
+#define SUM_ROUTES	2
+
+static void show_summary(struct out *o, const struct facts *f)
+{
+	char g[320];
+	int shown = 0;
+
+	show_versions(o, f);
+	gpus_head(o, f);
+	for (int i = 0; i < f->ngpu && i < SUM_GPUS; i++) {
+		gpu_text(&f->gpu[i], g, sizeof(g));
+		line_max(o, 1, "  GPU %d: %s", i, g);
+	}
+	if (f->ngpu > SUM_GPUS)
+		text(o, "  and %d more GPUs (gdrhook-info -d)\n", f->ngpu - SUM_GPUS);
+	if (*f->rdma_why)
+		line_max(o, 1, "  RDMA devices: none (%s)", f->rdma_why);
+	for (int i = 0; i < f->nic_listed && i < SUM_NICS; i++)
+		line_max(o, 1, "  RDMA %s: DMA-BUF import %s, memory windows %s",
+			 f->nic[i].name, yes_no(f->nic[i].import),
+			 yes_no(f->nic[i].win));
+	if (f->nnic > SUM_NICS)
+		text(o, "  and %d more RDMA devices (gdrhook-info -d)\n",
+		     f->nnic - SUM_NICS);
+	/* The route of an exact registration, once per distinct route. */
+	for (int i = 0; i < f->nic_listed; i++) {
+		int seen = 0, k = 0;
+
+		for (int j = 0; j < i && !seen; j++)
+			seen = !strcmp(f->nic[j].route, f->nic[i].route);
+		if (seen)
+			continue;
+		if (++shown > SUM_ROUTES) {
+			text(o, "  other routes on other NICs (gdrhook-info -r)\n");
+			break;
+		}
+		for (int j = i; j < f->nic_listed; j++)
+			k += !strcmp(f->nic[j].route, f->nic[i].route);
+		if (f->nic_listed == 1)
+			line_max(o, 1, "  exact registration: %s", f->nic[i].route);
+		else
+			line_max(o, 1, "  exact registration on %s%s: %s",
+				 f->nic[i].name, k > 1 ? " and alike" : "",
+				 f->nic[i].route);
+	}
+	show_backend(o, f, 0);
+	interception_head(o, f);
+	show_config(o, 0);
+	text(o, "details: gdrhook-info -d devices, -r routes, -c configuration, -a all, --json\n");
+}
+
+/* ------------------------------------------------------------- JSON */
+
+static void json_report(struct out *o, const struct facts *f, const char *v)
+{
+	struct gh_config_row r;
+	char doc[2048], name[64];
+
+	j_open(o, NULL, '{');
+	j_str(o, "verdict", v);
+
+	j_open(o, "version", '{');
+	j_str(o, "library", GH_VERSION);
+	j_u64(o, "api", GDRHOOK_API_VERSION);
+	j_u64(o, "log_format", GH_EV_FORMAT_VERSION);
+	j_open(o, "gdrpin", '{');
+	j_bool(o, "present", f->pin.present);
+	if (f->pin.present) {
+		j_u64(o, "abi_major", f->pin.major);
+		j_u64(o, "abi_minor", f->pin.minor);
+		j_u64(o, "caps", f->pin.caps);
+	}
+	j_str(o, "where", f->pin.why);
+	j_close(o, '}');
+	j_close(o, '}');
+
+	j_open(o, "cuda", '{');
+	if (f->driver)
+		j_u64(o, "driver_version", (uint64_t)f->driver);
+	j_str(o, "error", *f->cuda_why ? f->cuda_why : NULL);
+	j_open(o, "gpus", '[');
+	for (int i = 0; i < f->ngpu; i++) {
+		const struct gpu *g = &f->gpu[i];
+
+		j_open(o, NULL, '{');
+		j_u64(o, "index", (uint64_t)i);
+		j_str(o, "name", g->name);
+		j_str(o, "pci", g->pci[0] ? g->pci : NULL);
+		j_tri(o, "dmabuf", g->dmabuf);
+		j_u64(o, "bar1_bytes", g->bar1);
 		j_close(o, '}');
+	}
+	j_close(o, ']');
+	j_close(o, '}');
+
+	j_open(o, "rdma", '{');
+	j_str(o, "error", *f->rdma_why ? f->rdma_why : NULL);
+	j_open(o, "devices", '[');
+	for (int i = 0; i < f->nic_listed; i++) {
+		const struct nic *d = &f->nic[i];
+
+		j_open(o, NULL, '{');
+		j_str(o, "name", d->name);
+		j_tri(o, "dmabuf_import", d->import);
+		j_str(o, "why", d->dwhy);
+		j_tri(o, "memory_windows", d->win);
+		j_str(o, "memory_windows_why", d->wwhy);
+		j_str(o, "exact_route", d->route);
+		j_close(o, '}');
+	}
+	j_close(o, ']');
+	j_close(o, '}');
+
+	j_open(o, "backend", '{');
+	j_str(o, "requested", f->x.requested);
+	j_str(o, "choice", f->choice);
+	j_str(o, "choice_with_rdma", f->rule);
+	j_str(o, "reason", f->choice ? f->reason : "no RDMA device: nothing to register");
+	j_str(o, "note", f->note);
+	j_str(o, "chosen_in_process", f->chosen ? f->chosen->name : NULL);
+	j_open(o, "verdicts", '[');
+	for (unsigned int b = 0; b < GH_PIN_NBACKENDS; b++) {
+		j_open(o, NULL, '{');
+		j_str(o, "name", gh_pin_backend_ops(b)->name);
+		j_bool(o, "usable", f->x.usable[b]);
+		j_str(o, "why", f->x.why[b]);
+		j_close(o, '}');
+	}
+	j_close(o, ']');
+	j_close(o, '}');
+
+	j_open(o, "interception", '{');
+	j_bool(o, "complete", complete(f));
+	j_u64(o, "unchecked", (uint64_t)f->unchecked);
+	j_bool(o, "untrusted", f->untrusted);
+	j_open(o, "routes", '[');
+	for (int i = 0; i < GH_ROUTES; i++) {
+		j_open(o, NULL, '{');
+		j_str(o, "route", f->r[i].name);
+		j_tri(o, "ours", f->r[i].state);
+		j_str(o, "detail", f->r[i].detail);
+		j_close(o, '}');
+	}
+	j_close(o, ']');
+	j_close(o, '}');
+
+	j_open(o, "config", '[');
+	for (unsigned int i = 0; !gh_config_row(i, &r); i++) {
+		gh_str_printf(name, sizeof(name), "GDRHOOK_%s", r.name);
+		j_open(o, NULL, '{');
+		j_str(o, "name", name);
+		j_str(o, "value", r.value && *r.value ? r.value : NULL);
+		j_str(o, "source", r.source == GH_CFG_ENV ?
+		      "environment" : "default");
+		j_bool(o, "invalid_in_environment", r.source == GH_CFG_BAD_ENV);
+		j_str(o, "meaning", unmark(r.doc, doc, sizeof(doc)));
+		j_close(o, '}');
+	}
+	j_close(o, ']');
+	j_open(o, "config_unknown", '[');
+	for (unsigned int i = 0; gh_config_unknown(i); i++)
+		j_str(o, NULL, gh_config_unknown(i));
+	j_close(o, ']');
+
+	j_close(o, '}');
+	gh_buf_putc(&o->b, '\n');
+}
+
+/* ------------------------------------------------------------ report */
+
+#define INFO_VIEWS	(GDRHOOK_INFO_DEVICES | GDRHOOK_INFO_CONFIG | \
+			 GDRHOOK_INFO_ROUTES)
+
+static void report(struct out *o, const struct facts *f, unsigned int flags)
+{
+	char v[256], next[192];
+	int sep = 0;
+
+	verdict(f, v, sizeof(v), next, sizeof(next));
+	if (o->json) {
+		json_report(o, f, v);
 		return;
 	}
-	if (!active || untrusted || missed)
-		text(o, "\ninterception: INCOMPLETE: the registry would miss allocations (see below)\n");
-	else if (unchecked)
-		text(o, "\ninterception: not verified: %d of %d routes could not be checked here\n",
-		     unchecked, GH_ROUTES);
-	else
-		text(o, "\ninterception: complete: every route reaches gdrhook's wrappers\n");
-	for (int i = 0; i < GH_ROUTES; i++)
-		line(o, "  %s %s: %s", r[i].name,
-		     r[i].state < 0 ? "unchecked" : r[i].state ? "ok" : "MISSED",
-		     r[i].detail);
+	line_max(o, 1, "%s", v);
+	if (*next)
+		line_max(o, 1, "%s", next);
+	text(o, "\n");
+	if (!(flags & INFO_VIEWS)) {
+		show_summary(o, f);
+		return;
+	}
+	if (flags & GDRHOOK_INFO_DEVICES) {
+		show_versions(o, f);
+		show_devices(o, f);
+		sep = 1;
+	}
+	if (flags & GDRHOOK_INFO_ROUTES) {
+		if (sep)
+			text(o, "\n");
+		show_routes(o, f);
+		sep = 1;
+	}
+	if (flags & GDRHOOK_INFO_CONFIG) {
+		if (sep)
+			text(o, "\n");
+		show_config(o, 1);
+	}
 }
 
 GH_EXPORT int gdrhook_info(int fd, unsigned int flags)
 {
 	static struct out o;	/* 16 KiB: not on the caller's stack */
 	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	struct facts *f;
 	int was, err;
 
-	if (flags & ~GDRHOOK_INFO_JSON)
+	if (flags & ~(GDRHOOK_INFO_JSON | INFO_VIEWS))
 		return -EINVAL;
+	/* A tool's call: the facts (some 50 KiB) are not kept in every process. */
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
 	gh_init();
 	pthread_mutex_lock(&lock);
 	memset(&o, 0, offsetof(struct out, buf));
@@ -827,25 +1176,20 @@ GH_EXPORT int gdrhook_info(int fd, unsigned int flags)
 	o.json = !!(flags & GDRHOOK_INFO_JSON);
 	o.first = 1;
 	gh_buf_init(&o.b, o.buf, sizeof(o.buf));
-	if (o.json)
-		j_open(&o, NULL, '{');
-	/* The answers first, the configuration after them. */
-	versions(&o);
+	gdrpin_probe(&f->pin);
+	f->active = gh_state == GH_STATE_ACTIVE;
 	/* Devices first: cuInit, and libibverbs loaded for the probe. */
 	was = gh_guard_enter();
-	gpus(&o);
-	rdma(&o);
-	backend(&o);
+	find_gpus(f);
+	find_nics(f);
+	find_backend(f);
 	gh_guard_leave(was);
 	/* The routes are called as a program calls them: no guard. */
-	interception(&o);
-	configuration(&o);
-	if (o.json) {
-		j_close(&o, '}');
-		gh_buf_putc(&o.b, '\n');
-	}
+	find_routes(f);
+	report(&o, f, flags);
 	flush(&o);
 	err = o.err;
 	pthread_mutex_unlock(&lock);
+	free(f);
 	return err;
 }

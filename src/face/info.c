@@ -744,9 +744,8 @@ static void verdict(const struct facts *f, char *v, size_t cap, char *next,
 			gh_str_printf(v, cap, "gdrhook %s: %s, no RDMA device: allocations tracked, nothing to register",
 				      GH_VERSION, g);
 		} else if (!strcmp(be, "none")) {
-			gh_str_printf(v, cap, "gdrhook %s: %s, %s: allocations tracked; no pin backend: registrations pass through uncached",
+			gh_str_printf(v, cap, "gdrhook %s: %s, %s, no pin backend: allocations tracked, registrations not cached",
 				      GH_VERSION, g, n);
-			gh_str_printf(next, ncap, "  why: gdrhook-info -r (pin backend)");
 		} else {
 			gh_str_printf(v, cap, "gdrhook %s: ready: %s, %s, backend %s: registrations cached, revoked at free",
 				      GH_VERSION, g, n, be);
@@ -758,17 +757,19 @@ static void verdict(const struct facts *f, char *v, size_t cap, char *next,
 
 /* ------------------------------------------------------------- views */
 
-static void show_versions(struct out *o, const struct facts *f)
+static void show_versions(struct out *o, const struct facts *f,
+			  unsigned int maxl)
 {
-	line(o, "gdrhook %s (API %u, event log format %u), state: %s", GH_VERSION,
+	line_max(o, maxl, "gdrhook %s (API %u, event log format %u), state: %s", GH_VERSION,
 	     GDRHOOK_API_VERSION, GH_EV_FORMAT_VERSION,
 	     f->active ? "active" :
 	     "pass-through (GDRHOOK_ENABLE=0 or init failed)");
 	if (f->pin.present)
-		line(o, "gdrpin: ABI %u.%u, caps %#llx (%s)", f->pin.major,
-		     f->pin.minor, (unsigned long long)f->pin.caps, f->pin.why);
+		line_max(o, maxl, "gdrpin: ABI %u.%u, caps %#llx (%s)",
+			 f->pin.major, f->pin.minor,
+			 (unsigned long long)f->pin.caps, f->pin.why);
 	else
-		line(o, "gdrpin: not present (%s)", f->pin.why);
+		line_max(o, maxl, "gdrpin: not present (%s)", f->pin.why);
 }
 
 static void gpu_text(const struct gpu *g, char *buf, size_t cap)
@@ -784,10 +785,10 @@ static void gpu_text(const struct gpu *g, char *buf, size_t cap)
 		      g->pci[0] ? g->pci : "?", yes_no(g->dmabuf), bar);
 }
 
-static void gpus_head(struct out *o, const struct facts *f)
+static void gpus_head(struct out *o, const struct facts *f, unsigned int maxl)
 {
 	if (*f->cuda_why)
-		line(o, "  GPUs: none (%s)", f->cuda_why);
+		line_max(o, maxl, "  GPUs: none (%s)", f->cuda_why);
 	else
 		text(o, "  CUDA driver %d.%d, %d GPU%s\n", f->driver / 1000,
 		     f->driver % 1000 / 10, f->ngpu, f->ngpu == 1 ? "" : "s");
@@ -799,7 +800,7 @@ static void show_devices(struct out *o, const struct facts *f)
 	char g[320];
 
 	text(o, "devices:\n");
-	gpus_head(o, f);
+	gpus_head(o, f, 0);
 	for (int i = 0; i < f->ngpu; i++) {
 		gpu_text(&f->gpu[i], g, sizeof(g));
 		line(o, "  GPU %d: %s", i, g);
@@ -829,7 +830,7 @@ static void show_backend(struct out *o, const struct facts *f, int full)
 			     x->requested, f->choice);
 			line(o, "  because %s", f->reason);
 		} else {
-			line_max(o, 3, "pin backend: GDRHOOK_BACKEND=%s would choose %s, because %s",
+			line_max(o, 2, "pin backend: GDRHOOK_BACKEND=%s would choose %s, because %s",
 				 x->requested, f->choice, f->reason);
 		}
 		if (f->note)
@@ -844,7 +845,7 @@ static void show_backend(struct out *o, const struct facts *f, int full)
 				 x->requested, f->rule);
 	}
 	if (f->chosen)
-		line_max(o, full ? 0 : 2, "  chosen in this process: %s (%s)",
+		line_max(o, full ? 0 : 1, "  chosen in this process: %s (%s)",
 			 f->chosen->name, f->chosen_why);
 	if (!full)
 		return;
@@ -899,8 +900,10 @@ static int cfg_changed(const struct gh_config_row *r)
 
 /*
  * The configuration: every variable and its meaning (all), or only what
- * differs from the defaults, at most 8 lines of it (the summary).
+ * differs from the defaults, at most SUM_CONFIG lines of it (the summary).
  */
+#define SUM_CONFIG	5
+
 static void show_config(struct out *o, int all)
 {
 	struct gh_config_row r;
@@ -924,7 +927,7 @@ static void show_config(struct out *o, int all)
 	for (i = 0; !gh_config_row(i, &r); i++) {
 		if (!all && !cfg_changed(&r))
 			continue;
-		if (!all && ++shown > 8)
+		if (!all && ++shown > SUM_CONFIG)
 			continue;
 		line(o, "  GDRHOOK_%s=%s (%s)", r.name, r.value ? r.value : "",
 		     cfg_src[r.source]);
@@ -933,17 +936,20 @@ static void show_config(struct out *o, int all)
 	}
 	/* Typos: set, but not a variable gdrhook reads. */
 	for (i = 0; (u = gh_config_unknown(i)); i++)
-		if (all || ++shown <= 8)
+		if (all || ++shown <= SUM_CONFIG)
 			line_max(o, all ? 0 : 1, "  %s (not a gdrhook variable: ignored)", u);
-	if (!all && shown > 8)
-		text(o, "  and %u more\n", shown - 8);
+	if (!all && shown > SUM_CONFIG)
+		text(o, "  and %u more (gdrhook-info -c)\n", shown - SUM_CONFIG);
 }
 
 /*
- * The summary: one screen whatever the machine.  Each part has a fixed
- * number of lines or a cap: a line per GPU up to 8, a line per NIC up to
- * 8 and a line per distinct route of an exact registration up to 2, the
- * backend in 2, the configuration that differs in 8.
+ * The summary: one screen whatever the machine, its length bounded by
+ * construction: the verdict and its advice, 2 lines of versions, the GPUs
+ * (a line each up to SUM_GPUS, then one), the RDMA devices (the same, up to
+ * SUM_NICS), the routes of an exact registration (one per distinct route
+ * up to SUM_ROUTES, then one), the backend in at most 4, interception in
+ * 1, the variables that differ in at most SUM_CONFIG + 2, and the pointer
+ * to the views: 40 lines at most.
  */
 #define SUM_GPUS	8
 #define SUM_NICS	8
@@ -954,8 +960,8 @@ static void show_summary(struct out *o, const struct facts *f)
 	char g[320];
 	int shown = 0;
 
-	show_versions(o, f);
-	gpus_head(o, f);
+	show_versions(o, f, 1);
+	gpus_head(o, f, 1);
 	for (int i = 0; i < f->ngpu && i < SUM_GPUS; i++) {
 		gpu_text(&f->gpu[i], g, sizeof(g));
 		line_max(o, 1, "  GPU %d: %s", i, g);
@@ -1139,7 +1145,7 @@ static void report(struct out *o, const struct facts *f, unsigned int flags)
 		return;
 	}
 	if (flags & GDRHOOK_INFO_DEVICES) {
-		show_versions(o, f);
+		show_versions(o, f, 0);
 		show_devices(o, f);
 		sep = 1;
 	}

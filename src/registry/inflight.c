@@ -80,12 +80,19 @@ struct if_rec {
 	void *cookie;		/* committed: the program's MR */
 	uint32_t flags;		/* ... for the callback */
 	uint32_t ndeps;
-	struct if_dep *deps;	/* IF_THREADS entries, at first need */
+	struct if_dep *deps;	/* IF_THREADS entries, in its chunk */
 } __attribute__((aligned(64)));
 
+/*
+ * The dependencies live beside the records, made with them: a record
+ * needs room for them at the moment another thread is in a long call,
+ * and an mmap then waits for that call if it holds the process's
+ * mappings (a cuMemHostRegister pinning gigabytes does).
+ */
 struct if_chunk {
 	struct if_rec rec[IF_CHUNK];
 	struct if_chunk *next;	/* atomic: set once */
+	struct if_dep deps[IF_CHUNK][IF_THREADS];
 };
 
 static struct if_chunk if_first;
@@ -265,8 +272,10 @@ static struct if_rec *rec_take(void)
 		return if_mine;
 	for (c = &if_first; c; c = LD_ACQ(&c->next)) {
 		for (int i = 0; i < IF_CHUNK; i++)
-			if (rec_try(&c->rec[i]))
+			if (rec_try(&c->rec[i])) {
+				ST(&c->rec[i].deps, c->deps[i]);
 				return if_mine = &c->rec[i];
+			}
 		last = c;
 	}
 	n = mmap(NULL, sizeof(*n), PROT_READ | PROT_WRITE,
@@ -274,6 +283,7 @@ static struct if_rec *rec_take(void)
 	if (n == MAP_FAILED)
 		return NULL;
 	n->rec[0].state = (1ull << R_GEN_SHIFT) | R_ANN;
+	n->rec[0].deps = n->deps[0];
 	for (c = last;;) {
 		struct if_chunk *z = NULL;
 
@@ -363,21 +373,6 @@ static int wait_thread(struct if_thread *t, uint64_t seq, uint64_t *t0)
 	}
 }
 
-/* Room for a dependency on every mark; 0, or -ENOMEM. */
-static int deps_room(struct if_rec *r)
-{
-	void *p;
-
-	if (LD(&r->deps))
-		return 0;
-	p = mmap(NULL, sizeof(struct if_dep) * IF_THREADS,
-		 PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
-		return -ENOMEM;
-	ST(&r->deps, (struct if_dep *)p);
-	return 0;
-}
-
 int gh_inflight_settle(struct gh_if_rec *h)
 {
 	struct if_rec *r = (struct if_rec *)h;
@@ -418,11 +413,6 @@ int gh_inflight_settle(struct gh_if_rec *h)
 		 * the registry change (a removal's range is known then):
 		 * it is handed the record, however far away it is now.
 		 */
-		if (deps_room(r)) {
-			if (wait_thread(t, seq, &t0))
-				return 2;
-			continue;
-		}
 		ST(&r->deps[r->ndeps].t, i);
 		ST(&r->deps[r->ndeps].seq, seq);
 		ST(&r->ndeps, r->ndeps + 1);

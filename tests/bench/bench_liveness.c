@@ -32,7 +32,6 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,45 +97,10 @@ static void setup(void)
 
 static int stop;	/* atomic */
 
-/* The calling thread on the i-th CPU of the process's set (mod its size):
- * the registering thread alone on the first, as a library's progress
- * thread would be. */
-static void pin_cpu(int i)
-{
-	cpu_set_t set, one;
-	int n = 0;
-
-	if (sched_getaffinity(0, sizeof(set), &set))
-		return;
-	n = CPU_COUNT(&set);
-	if (n < 2)
-		return;
-	i = i % n;
-	for (int c = 0; c < CPU_SETSIZE; c++) {
-		if (!CPU_ISSET(c, &set) || i--)
-			continue;
-		CPU_ZERO(&one);
-		CPU_SET(c, &one);
-		pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
-		return;
-	}
-}
-
-static int ncpus(void)
-{
-	cpu_set_t set;
-
-	return sched_getaffinity(0, sizeof(set), &set) ? 1 : CPU_COUNT(&set);
-}
-
 static void *churn(void *arg)
 {
 	unsigned int seed = (unsigned int)(uintptr_t)arg * 2654435761u;
-	int n = ncpus();
 
-	/* the others' CPUs, when there are more than one */
-	if (n > 2)
-		pin_cpu(1 + ((int)(uintptr_t)arg - 1) % (n - 1));
 	cu(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
 	while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
 		CUdeviceptr d;
@@ -172,8 +136,6 @@ static int child_threads(int nthreads, int regs)
 	void *host = aligned_alloc(4096, LEN);
 	CUdeviceptr a;
 
-	if (ncpus() > 2)
-		pin_cpu(0);
 	setup();
 	if (!lat || !host)
 		die("malloc");

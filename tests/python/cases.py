@@ -120,6 +120,18 @@ def case_not_preloaded():
     check(gdrhook.api_version() == _abi.API_VERSION, "api_version()")
 
 
+def case_info():
+    """info(): gdrhook_info()'s JSON as a dict, its text as a str."""
+    gdrhook = need_preload()
+    j = gdrhook.info(json=True)
+    check(j["version"]["library"] == gdrhook.version() and
+          len(j["cuda"]["gpus"]) == 2, "version and the double's 2 GPUs",
+          j.get("version"))
+    text = gdrhook.info()
+    check(isinstance(text, str) and gdrhook.version() in text,
+          "the text names the version", text[:200])
+
+
 def case_lookup():
     """lookup: inside, past the end (ERANGE, with the range), host memory,
     after the free, a tensor-like object."""

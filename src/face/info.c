@@ -719,9 +719,10 @@ static void verdict(const struct facts *f, char *v, size_t cap, char *next,
 	char g[192], n[96];
 
 	*next = '\0';
-	for (int named = 1; named >= 0; named--) {
-		gpus_phrase(f, named, g, sizeof(g));
-		nics_phrase(f, named, n, sizeof(n));
+	/* Names dropped as needed: the NICs' first, then the GPUs'. */
+	for (int named = 2; named >= 0; named--) {
+		gpus_phrase(f, named >= 1, g, sizeof(g));
+		nics_phrase(f, named >= 2, n, sizeof(n));
 		if (!f->active) {
 			gh_str_printf(v, cap, "gdrhook %s: pass-through (GDRHOOK_ENABLE=0 or init failed): nothing tracked or cached",
 				      GH_VERSION);
@@ -747,7 +748,7 @@ static void verdict(const struct facts *f, char *v, size_t cap, char *next,
 			gh_str_printf(v, cap, "gdrhook %s: %s, %s, no pin backend: allocations tracked, registrations not cached",
 				      GH_VERSION, g, n);
 		} else {
-			gh_str_printf(v, cap, "gdrhook %s: ready: %s, %s, backend %s: registrations cached, revoked at free",
+			gh_str_printf(v, cap, "gdrhook %s: ready: %s, %s: %s registrations cached, revoked at free",
 				      GH_VERSION, g, n, be);
 		}
 		if (strlen(v) <= INFO_COLS)

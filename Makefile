@@ -171,9 +171,11 @@ PRELOAD_ENV	:= LD_PRELOAD="$(SAN_RT)$(if $(SAN_RT), ,)$(abspath $(LIB))" \
 all: examples bench
 
 # Per-component fragments (test doubles, preload tests, benchmarks).
-# (tools before examples and install.mk: their prerequisites name the
-# tools, and a prerequisite is expanded where it is read.)
--include $(sort $(wildcard tests/*/rules.mk)) scripts/tools/rules.mk examples/rules.mk \
+# (the doubles first, tools before examples and install.mk: the others'
+# prerequisites name them, and a prerequisite is expanded where it is read.)
+DOUBLES_MK	:= tests/fake/rules.mk tests/fakeverbs/rules.mk
+-include $(DOUBLES_MK) $(filter-out $(DOUBLES_MK),$(sort $(wildcard tests/*/rules.mk))) \
+	scripts/tools/rules.mk examples/rules.mk \
 	scripts/python/rules.mk scripts/install.mk scripts/packaging/rules.mk
 -include $(wildcard $(BUILD)/obj/*/*.d $(BUILD)/obj/*/*/*.d)
 

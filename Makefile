@@ -154,6 +154,14 @@ $(BUILD)/tests/preload/die_cxx: tests/preload/die_cxx.cc $(FAKE_LIBS)
 
 $(BUILD)/tests/preload/test_evlog_proc: $(BUILD)/tests/preload/die_cxx
 
+# A subscriber callback that throws through a hook (test_inflight runs it).
+$(BUILD)/tests/preload/throw_cxx: tests/preload/throw_cxx.cc include/gdrhook.h $(FAKE_LIBS)
+	@mkdir -p $(dir $@)
+	$(CXX) -O1 -g -Wall -Werror $(SANFLAGS) $(CUDA_CPPFLAGS) -Iinclude -o $@ $< \
+		-L$(BUILD) -lgdrhook -L$(BUILD)/fake -lcuda -lpthread
+
+$(BUILD)/tests/preload/test_inflight: $(BUILD)/tests/preload/throw_cxx
+
 $(BUILD)/tests/preload/test_symbols: $(GEN_STAMP) $(wildcard tests/preload/*.h) tests/harness.h $(FAKE_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(PRELOAD_CFLAGS) -o $@ $(BUILD)/gen/test_symbols.c $(PRELOAD_LIBS)

@@ -9,8 +9,8 @@
  *    no registration of other memory: they all return while it is still
  *    inside the driver;
  *  - a thread that leaves a hook without returning (pthread_exit from a
- *    subscriber callback, siglongjmp out of one) leaves registrations
- *    and gdrhook_unsubscribe unaffected;
+ *    subscriber callback, siglongjmp out of one, a C++ exception through
+ *    one) leaves registrations and gdrhook_unsubscribe unaffected;
  *  - 100 registrations inside a slow NIC at once all succeed;
  *  - a registration whose NIC call returned while an allocation of its
  *    memory was still inside the driver is tied to that allocation (the
@@ -644,6 +644,29 @@ TEST_TIMEOUT(a_thread_that_exits_inside_a_callback, 60)
 TEST_TIMEOUT(a_thread_that_jumps_out_of_a_callback, 60)
 {
 	each_cached("left_by_jump", NULL, NULL);
+}
+
+/* A C++ exception thrown by a callback through cuMemFree's hook and
+ * caught by the program (tests/preload/throw_cxx.cc). */
+TEST_TIMEOUT(an_exception_through_a_callback, 60)
+{
+	char prog[4096];
+	ssize_t n = readlink("/proc/self/exe", prog, sizeof(prog) - 16);
+	pid_t pid;
+	int st;
+
+	CHECK(n > 0);
+	prog[n] = 0;
+	strcpy(strrchr(prog, '/') + 1, "throw_cxx");
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		execl(prog, prog, (char *)NULL);
+		_exit(121);
+	}
+	CHECK_EQ(waitpid(pid, &st, 0), pid);
+	CHECK(WIFEXITED(st));
+	CHECK_EQ(WEXITSTATUS(st), 0);
 }
 
 TEST_TIMEOUT(a_hundred_registrations_inside_a_slow_nic, 120)

@@ -474,10 +474,13 @@ void gh_inflight_forget(void *cookie)
 			struct if_rec *r = &c->rec[i];
 			uint64_t s = LD_ACQ(&r->state);
 
+			/* a callback taking it meanwhile fails the CAS: again */
+			while ((s & (R_LINGER | R_DEAD)) == R_LINGER &&
+			       LD(&r->cookie) == cookie &&
+			       !cas(&r->state, &s, s | R_DEAD))
+				;
 			if ((s & (R_LINGER | R_DEAD)) != R_LINGER ||
 			    LD(&r->cookie) != cookie)
-				continue;
-			if (!cas(&r->state, &s, s | R_DEAD))
 				continue;	/* released or taken again */
 			/* a callback on it runs our own code: it ends */
 			for (s |= R_DEAD; s & R_CB; s = LD_ACQ(&r->state))
@@ -495,10 +498,12 @@ void gh_inflight_hold(void *from)
 			struct if_rec *r = &c->rec[i];
 			uint64_t s = LD_ACQ(&r->state);
 
+			while ((s & (R_LINGER | R_DEAD | R_HOLD)) == R_LINGER &&
+			       LD(&r->cookie) == from &&
+			       !cas(&r->state, &s, s | R_HOLD))
+				;
 			if ((s & (R_LINGER | R_DEAD | R_HOLD)) != R_LINGER ||
 			    LD(&r->cookie) != from)
-				continue;
-			if (!cas(&r->state, &s, s | R_HOLD))
 				continue;	/* released or taken again */
 			/* a callback that read from has returned */
 			for (s |= R_HOLD; s & R_CB; s = LD_ACQ(&r->state))

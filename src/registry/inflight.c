@@ -465,7 +465,21 @@ void gh_inflight_leave(struct gh_if_rec *h)
 	rec_put((struct if_rec *)h);
 }
 
-void gh_inflight_forget(void *cookie)
+/* Is r (state s) committed to cookie, not being forgotten or moved? */
+static int committed_to(struct if_rec *r, uint64_t s, const void *cookie)
+{
+	return (s & (R_LINGER | R_DEAD | R_HOLD)) == R_LINGER &&
+	       LD(&r->cookie) == cookie;
+}
+
+/*
+ * Set bit (R_DEAD: the MR goes; R_HOLD: it is being moved) on every
+ * record committed to cookie, and return once no callback that took one
+ * of them before runs (callbacks run our own code: they end).  A
+ * callback taking a record between the look and the CAS fails the CAS:
+ * it is tried again, never given up on.
+ */
+static void mark_committed(const void *cookie, uint64_t bit)
 {
 	if (!cookie || !LD_ACQ(&if_state.linger))
 		return;
@@ -474,41 +488,26 @@ void gh_inflight_forget(void *cookie)
 			struct if_rec *r = &c->rec[i];
 			uint64_t s = LD_ACQ(&r->state);
 
-			/* a callback taking it meanwhile fails the CAS: again */
-			while ((s & (R_LINGER | R_DEAD)) == R_LINGER &&
-			       LD(&r->cookie) == cookie &&
-			       !cas(&r->state, &s, s | R_DEAD))
+			while (committed_to(r, s, cookie) &&
+			       !cas(&r->state, &s, s | bit))
 				;
-			if ((s & (R_LINGER | R_DEAD)) != R_LINGER ||
-			    LD(&r->cookie) != cookie)
+			if (!committed_to(r, s, cookie))
 				continue;	/* released or taken again */
-			/* a callback on it runs our own code: it ends */
-			for (s |= R_DEAD; s & R_CB; s = LD_ACQ(&r->state))
+			for (s |= bit; s & R_CB; s = LD_ACQ(&r->state))
 				sched_yield();
-			reap(r, s);
+			if (bit == R_DEAD)
+				reap(r, s);
 		}
+}
+
+void gh_inflight_forget(void *cookie)
+{
+	mark_committed(cookie, R_DEAD);
 }
 
 void gh_inflight_hold(void *from)
 {
-	if (!from || !LD_ACQ(&if_state.linger))
-		return;
-	for (struct if_chunk *c = &if_first; c; c = LD_ACQ(&c->next))
-		for (int i = 0; i < IF_CHUNK; i++) {
-			struct if_rec *r = &c->rec[i];
-			uint64_t s = LD_ACQ(&r->state);
-
-			while ((s & (R_LINGER | R_DEAD | R_HOLD)) == R_LINGER &&
-			       LD(&r->cookie) == from &&
-			       !cas(&r->state, &s, s | R_HOLD))
-				;
-			if ((s & (R_LINGER | R_DEAD | R_HOLD)) != R_LINGER ||
-			    LD(&r->cookie) != from)
-				continue;	/* released or taken again */
-			/* a callback that read from has returned */
-			for (s |= R_HOLD; s & R_CB; s = LD_ACQ(&r->state))
-				sched_yield();
-		}
+	mark_committed(from, R_HOLD);
 }
 
 void gh_inflight_unhold(void *from, void *to, unsigned int flags)
@@ -525,14 +524,16 @@ void gh_inflight_unhold(void *from, void *to, unsigned int flags)
 			if (to) {
 				ST(&r->flags, flags);
 				ST(&r->cookie, to);
+				__atomic_and_fetch(&r->state, ~R_HOLD,
+						   __ATOMIC_SEQ_CST);
+				continue;
 			}
+			/* from is gone: dead before a callback may take it */
+			s = __atomic_or_fetch(&r->state, R_DEAD,
+					      __ATOMIC_SEQ_CST);
 			s = __atomic_and_fetch(&r->state, ~R_HOLD,
 					       __ATOMIC_SEQ_CST);
-			if (!to) {
-				s = __atomic_or_fetch(&r->state, R_DEAD,
-						      __ATOMIC_SEQ_CST);
-				reap(r, s);
-			}
+			reap(r, s);
 		}
 }
 

@@ -39,6 +39,7 @@
 #include "fakecuda.h"
 #include "fakeverbs.h"
 #include "verbs_load.h"
+#include "vmm_remap.h"
 
 static CUcontext ctx0;
 
@@ -363,18 +364,6 @@ static int scenario_slow_nic(void)
 	return 0;
 }
 
-/* Device 0 may read and write [va, va + n) (the double maps VMM memory
- * PROT_NONE until then, as the device does). */
-static CUresult set_rw(CUdeviceptr va, size_t n)
-{
-	CUmemAccessDesc d = { 0 };
-
-	d.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-	d.location.id = 0;
-	d.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-	return cuMemSetAccess(va, n, &d, 1);
-}
-
 /* ------------------------------------- an allocation still in the driver */
 
 struct mapper {
@@ -480,40 +469,6 @@ static int scenario_raced_alloc(void)
 
 /* ------------------------------------------- VMM chunks being remapped */
 
-struct remap {
-	CUdeviceptr va;
-	size_t gran;
-	CUmemAllocationProp prop;
-	unsigned long cycles;	/* atomic: whole unmap + map cycles done */
-	int stop;		/* atomic */
-	int bad;
-};
-
-static void *remap_thread(void *arg)
-{
-	struct remap *m = arg;
-
-	CU_OK(cuCtxSetCurrent(ctx0));
-	while (!__atomic_load_n(&m->stop, __ATOMIC_ACQUIRE)) {
-		CUmemGenericAllocationHandle h;
-
-		if (cuMemUnmap(m->va + m->gran, m->gran) ||
-		    cuMemCreate(&h, m->gran, &m->prop, 0) ||
-		    cuMemMap(m->va + m->gran, m->gran, 0, h, 0) ||
-		    set_rw(m->va + m->gran, m->gran) ||
-		    cuMemRelease(h)) {
-			m->bad = 1;
-			break;
-		}
-		__atomic_add_fetch(&m->cycles, 1, __ATOMIC_RELEASE);
-		/* mapped and writable a while: a registration can be made
-		 * across both chunks (over an unmapped or PROT_NONE page the
-		 * NIC refuses it), however slow the build (TSan) */
-		sleep_us(200);
-	}
-	return NULL;
-}
-
 /*
  * Registrations across two VMM chunks while another thread unmaps and
  * maps the second again and again.  Each is kept until a whole remap
@@ -533,6 +488,7 @@ static int scenario_vmm_remapped(void)
 
 	setup();
 	pd = v.alloc_pd(v.open());
+	m.ctx = ctx0;
 	m.gran = 2 * MiB;
 	m.prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
 	m.prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;

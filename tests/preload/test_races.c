@@ -29,6 +29,7 @@
 #include "preload_util.h"
 #include "fakeverbs.h"
 #include "verbs_load.h"
+#include "vmm_remap.h"
 
 static CUcontext ctx0;
 
@@ -337,33 +338,6 @@ static int scenario_wrap_churn(void)
  * (PyTorch's expandable segments) while another thread unmaps and maps
  * the second chunk again with new memory: no crash, no stale write.
  */
-struct remap {
-	CUdeviceptr va;
-	size_t gran;
-	CUmemAllocationProp prop;
-	int stop;	/* atomic */
-	int bad;
-};
-
-static void *remap_thread(void *arg)
-{
-	struct remap *m = arg;
-
-	thread_ctx();
-	while (!__atomic_load_n(&m->stop, __ATOMIC_ACQUIRE)) {
-		CUmemGenericAllocationHandle h;
-
-		if (cuMemUnmap(m->va + m->gran, m->gran) ||
-		    cuMemCreate(&h, m->gran, &m->prop, 0) ||
-		    cuMemMap(m->va + m->gran, m->gran, 0, h, 0) ||
-		    cuMemRelease(h)) {
-			m->bad = 1;
-			break;
-		}
-	}
-	return NULL;
-}
-
 static int scenario_vmm_churn(void)
 {
 	struct remap m = { 0 };
@@ -375,6 +349,7 @@ static int scenario_vmm_churn(void)
 
 	setup();
 	pd = v.alloc_pd(v.open());
+	m.ctx = ctx0;
 	m.gran = 2 * MiB;
 	m.prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
 	m.prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -383,6 +358,7 @@ static int scenario_vmm_churn(void)
 	CU_OK(cuMemCreate(&h1, m.gran, &m.prop, 0));
 	CU_OK(cuMemMap(m.va, m.gran, 0, h0, 0));
 	CU_OK(cuMemMap(m.va + m.gran, m.gran, 0, h1, 0));
+	CU_OK(set_rw(m.va, 2 * m.gran));
 	CU_OK(cuMemRelease(h1));
 	CHECK_EQ(pthread_create(&t, NULL, remap_thread, &m), 0);
 	end = time(NULL) + 2;

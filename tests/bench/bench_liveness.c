@@ -298,7 +298,7 @@ static int child_slow_nic(void)
 static void run_child(const char *lib, int shim, const char *extra_env,
 		      char *const args[], char *buf, size_t cap)
 {
-	int fd[2];
+	int fd[2], st;
 	pid_t pid;
 	ssize_t n, got = 0;
 
@@ -325,7 +325,11 @@ static void run_child(const char *lib, int shim, const char *extra_env,
 		got += n;
 	buf[got] = 0;
 	close(fd[0]);
-	waitpid(pid, NULL, 0);
+	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st)) {
+		fprintf(stderr, "bench_liveness: %s, %s: the child failed\n",
+			args[1], shim ? "shim" : "no shim");
+		exit(1);
+	}
 }
 
 int main(int argc, char **argv)

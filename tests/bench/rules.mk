@@ -141,7 +141,8 @@ BENCH_LIVENESS	:= $(BUILD)/tests/bench/bench_liveness
 
 .PHONY: bench-liveness
 bench: $(BENCH_LIVENESS)
-bench-liveness: $(BENCH_LIVENESS)
+# what its command line uses: the library and both doubles
+bench-liveness: $(BENCH_LIVENESS) $(LIB) $(FAKEVERBS_LIB)
 
 $(BENCH_LIVENESS): tests/bench/bench_liveness.c $(BUILD)/fake/libcuda.so
 	@mkdir -p $(dir $@)

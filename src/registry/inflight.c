@@ -655,6 +655,7 @@ void gh_inflight_call_end(void)
 
 	if (!if_depth || --if_depth)
 		return;
+	t = if_me;
 	if (if_free_hi) {
 		/*
 		 * The memory is released now: a registration that read the
@@ -664,14 +665,16 @@ void gh_inflight_call_end(void)
 		 */
 		scan(if_free_lo, if_free_hi, NULL, 1, 0);
 		if_free_lo = if_free_hi = 0;
+		/* unpublished before the mark ends (only a free published) */
+		if (t && !shared(t)) {
+			ST(&t->lo, 0);
+			ST(&t->hi, 0);
+		}
 	}
-	t = if_me;
 	if (GH_UNLIKELY(!t || shared(t))) {
 		mark_rare(0);
 		return;
 	}
-	ST(&t->lo, 0);
-	ST(&t->hi, 0);
 	ST_REL(&t->seq, LD(&t->seq) + 1);
 }
 

@@ -660,6 +660,8 @@ static int rereg_real(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 			break;
 		/* the range changed under the call: make it again */
 	}
+	/* what follows may change mr again: a racing memory call waits */
+	gh_inflight_hold(mr);
 	/*
 	 * A free of its old memory moved it onto the private page during
 	 * the call (before or after the call took effect: not knowable):
@@ -670,6 +672,7 @@ static int rereg_real(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 		if (!rc)
 			gh_vreal_rereg_mr(mr, both, NULL,
 					  gh_rcache_dummy_page(), 4096, 0);
+		gh_inflight_unhold(mr, mr, WATCH_PLAIN);
 		gh_guard_leave(was);
 		errno = EINVAL;
 		return IBV_REREG_MR_ERR_CMD;
@@ -684,6 +687,7 @@ static int rereg_real(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 		rc = IBV_REREG_MR_ERR_CMD;
 		e = ENOMEM;
 	}
+	gh_inflight_unhold(mr, mr, WATCH_PLAIN);
 	gh_guard_leave(was);
 	errno = e;
 	return rc;

@@ -711,7 +711,7 @@ int gh_manual_ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 {
 	struct vreq q;
 	struct ibv_mr *nm, *na, *made;
-	int saved = errno, was, e;
+	int saved = errno, was, e, ua;
 
 	if (!gh_rcache_is_alias(mr))
 		return rereg_real(mr, flags, pd, addr, length, access);
@@ -757,6 +757,16 @@ int gh_manual_ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd,
 	 * raced nm ties mr, once it is moved */
 	made = nm;
 	gh_inflight_hold(made);
+	/* a memory call that raced it adopted it before the hold: it is
+	 * tied elsewhere and cannot be wrapped too (a free would deregister
+	 * it twice): made again by the program, as a failed command */
+	if (nm && !gh_rcache_is_alias(nm) && (ua = gh_rcache_unadopt(nm))) {
+		gh_inflight_unhold(made, NULL, 0);
+		if (ua > 0)	/* else a free deregistered it */
+			gh_vreal_dereg_mr(nm);
+		nm = made = NULL;
+		errno = EAGAIN;
+	}
 	if (nm && !gh_rcache_is_alias(nm)) {
 		/* The new range is not tracked: wrap the plain MR. */
 		if (gh_rcache_wrap(nm, NULL, 0, (uintptr_t)q.addr, q.len,

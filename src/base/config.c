@@ -90,7 +90,7 @@ static const struct gh_opt gh_opts[] = {
 	GH_OPT("STRICT", "0", GH_OPT_BOOL, strict,
 	       "`1` aborts the process when the registry becomes untrusted, instead of running on with caching off."),
 	GH_OPT_WORDS("BACKEND", "auto", backend,
-	       "How GPU memory is pinned for RDMA: `dmabuf` (DMA-BUF export + `ibv_reg_dmabuf_mr`), `peermem` (plain `ibv_reg_mr`, nvidia-peermem pins), `none` (no registration cache: pass-through), `gdrpin` (the gdrpin kernel module pins and reports revocations, plain `ibv_reg_mr` registers: combine with nvidia-peermem), or `auto` (dmabuf if the device and libibverbs support it, else peermem if loaded, else gdrpin if `/dev/gdrpin` answers, else none). An unusable choice falls back to none, with the reason logged.",
+	       "How GPU memory is pinned for RDMA: `dmabuf` (DMA-BUF export + `ibv_reg_dmabuf_mr`), `peermem` (plain `ibv_reg_mr`, nvidia-peermem pins), `none` (no registration cache: pass-through), `gdrpin` (the gdrpin kernel module pins and reports revocations, plain `ibv_reg_mr` registers: combine with nvidia-peermem), or `auto` (dmabuf if the device and libibverbs support it, else peermem if loaded, else gdrpin if `/dev/gdrpin` answers, else none; with `exact` exposure, peermem first where the NIC binds memory windows and a peer-memory client registers GPU memory). An unusable choice falls back to none, with the reason logged.",
 		     gh_cfg_backend_words),
 	GH_OPT("CACHE_MAX_SIZE", "0", GH_OPT_SIZE_INF, cache_max_size,
 	       "Most bytes the registration cache keeps pinned (suffixes k, m, g; `0` or `inf`: no limit). Idle registrations are evicted, least recently used first."),

@@ -553,6 +553,12 @@ static void exact_route(int win, const char *why, int import, char *buf,
 		gh_str_printf(buf, cap, "the program's own registration (no cache on this NIC)");
 	else if (win < 0)
 		gh_str_printf(buf, cap, "unknown (%s)", why);
+	else if (win > 0 && gh_cfg.windows && !gh_pin_chosen(NULL) &&
+		 gh_cfg.backend == GH_CFG_BACKEND_AUTO && !strcmp(b, "dmabuf"))
+		/* auto's window preference (src/pin/pin_choose.c) is decided
+		 * by a registration of GPU memory this tool does not make */
+		gh_str_printf(buf, cap,
+			      "a window per MR over peermem if a peer-memory client serves (auto tries one GPU page at the first registration), else a dmabuf registration per MR (DMA-BUF parent: mlx5 binds no type-1 window)");
 	else
 		gh_mw_route_text(win, b, buf, cap);
 }

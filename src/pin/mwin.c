@@ -265,9 +265,9 @@ int gh_mw_supported(struct ibv_pd *pd, const char **why)
  * dmabuf backend's reg(): ibv_reg_dmabuf_mr at offset addr - pin_base
  * of the same fd).  It costs a NIC registration and deregistration per
  * MR, no new export and no new GPU pin.  An mlx5 indirect mkey over the
- * parent (mlx5dv, UMR) would be cheaper on ConnectX alone; preferring a
- * window-capable backend in auto needs nvidia-peermem, which DMA-BUF
- * hosts often lack.
+ * parent (mlx5dv, UMR) would be cheaper on ConnectX alone.  auto takes
+ * a window-capable parent instead where a peer-memory client serves the
+ * NIC (src/pin/pin_choose.c), so this route is for hosts without one.
  */
 static const char *const why_dmabuf =
 	"DMA-BUF parent: mlx5 (like irdma and zxdh) binds no type-1 window over an ibv_reg_dmabuf_mr MR";

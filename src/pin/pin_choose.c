@@ -30,6 +30,13 @@
  * one imported passes through too (the cache has one backend).  Each
  * failure is said once at the warn level.
  *
+ * Under exact exposure (with GDRHOOK_WINDOWS) the first NIC probed
+ * decides between parents first: windows bind only over an ordinary MR
+ * (src/pin/mwin.h), so where that NIC binds type-1 windows and a plain
+ * registration of one page of GPU memory succeeds (a peer-memory client
+ * serves it), auto takes peermem: an exact MR costs a bind and an
+ * unbind, where over DMA-BUF it costs a NIC registration and its dereg.
+ *
  * gh_pin_explain() is the one place the verdicts are made: the choice
  * below and gdrhook-info's prediction (src/face/info.c) read it.  What
  * the cache then runs is recorded by it (gh_pin_record): the banner and
@@ -45,6 +52,7 @@
 
 #include "registry/registry.h"
 #include "backend.h"
+#include "mwin.h"
 
 static const struct gh_pin_ops *chosen;	/* gh_pin_choose()'s decision */
 
@@ -61,6 +69,7 @@ struct verdict {
 };
 static struct verdict v_static;		/* gh_pin_choose() */
 static struct verdict v_refused;	/* the first NIC probed refused */
+static struct verdict v_peer;		/* exact exposure: window-capable peermem */
 static struct verdict v_imported;	/* the first NIC that imported */
 static struct verdict v_cache_failed;	/* the cache could not start */
 static struct verdict *verdict;		/* what the process should run */
@@ -406,6 +415,76 @@ out:
 	return err;
 }
 
+/*
+ * Does a peer-memory client serve pd's NIC?  A plain registration of one
+ * page of GPU memory (the probe's own buffer, else the program's): the
+ * kernel's ib_umem_get pins device memory only through a peer-memory
+ * client (nvidia-peermem, or gdrpin as one); without one it fails
+ * (EFAULT).  Asking the NIC, not /sys/module, finds any such client and
+ * only where it serves.  0 or -errno.
+ */
+static int peer_probe(const struct gh_range *g, struct ibv_pd *pd)
+{
+	struct ibv_mr *mr = NULL;
+	CUdeviceptr own = 0;
+	int err, have = !probe_buffer(g, 1, &own);
+	uint64_t base = have ? (uint64_t)own : g->base;
+	uint64_t len = have ? 4096 : g->size < 4096 ? g->size : 4096;
+	struct gh_pin p;
+
+	memset(&p, 0, sizeof(p));
+	p.base = base;
+	p.size = len;
+	p.fd = -1;
+	err = gh_pin_peermem.pin(&p);
+	if (!err)
+		err = gh_pin_peermem.reg(&p, pd, base, len,
+					 IBV_ACCESS_LOCAL_WRITE |
+					 IBV_ACCESS_MW_BIND, &mr);
+	if (!err)
+		gh_pin_peermem.dereg(mr);
+	gh_pin_peermem.unpin(&p);
+	if (have)
+		probe_buffer(g, 0, &own);
+	return err;
+}
+
+/*
+ * With the lock, at the first NIC probed: exact exposure takes windows
+ * only over an ordinary MR (gh_mw_route: mlx5 binds none over a DMA-BUF
+ * MR), so where this NIC binds windows and a peer-memory client serves
+ * it, auto takes peermem (a bind and an unbind per exact MR, where
+ * DMA-BUF costs a NIC registration and its dereg).  1: taken.
+ */
+static int prefer_windows(const struct gh_range *g, struct ibv_pd *pd,
+			  const char *name, char *no, size_t cap)
+{
+	const char *why = NULL;
+	int err;
+
+	if (gh_cfg.remote_exposure != GH_CFG_EXPOSURE_EXACT || !gh_cfg.windows)
+		return 0;
+	if (!gh_mw_supported(pd, &why)) {
+		gh_str_printf(no, cap, "; NIC %s: %s", name,
+			      why ? why : "no type-1 windows");
+		return 0;
+	}
+	err = peer_probe(g, pd);
+	if (err) {
+		gh_str_printf(no, cap,
+			      "; NIC %s binds windows, but no peer-memory client registered GPU memory (ibv_reg_mr: %s): exact MRs are DMA-BUF registrations",
+			      name, gh_errtext(-err));
+		return 0;
+	}
+	v_peer.ops = &gh_pin_peermem;
+	gh_str_printf(v_peer.why, sizeof(v_peer.why),
+		      "%s; exact exposure: NIC %s binds type-1 windows, over an ordinary MR only (mlx5 binds none over DMA-BUF), and a peer-memory client registered GPU memory: peermem (a bind per MR, no NIC registration)",
+		      v_static.why, name);
+	__atomic_store_n(&verdict, &v_peer, __ATOMIC_RELEASE);
+	gh_info("pin backend: %s", v_peer.why);
+	return 1;
+}
+
 /* With the lock: probe pd's NIC (auto chose dmabuf); dmabuf from the
  * first NIC that imports, the fallback when the first NIC refuses. */
 static void probe_nic(const struct gh_range *g, struct ibv_pd *pd)
@@ -414,9 +493,12 @@ static void probe_nic(const struct gh_range *g, struct ibv_pd *pd)
 	const char *what = "", *name = dev ?
 		((const struct ibv_device *)dev)->name : "?";
 	int err, imported = verdict == &v_imported;
+	char no_win[GH_PIN_WHY_LEN * 2] = "";
 	unsigned int fb;
 
 	if (nic_known(dev) >= 0 || n_nics >= NIC_MAX)
+		return;
+	if (!n_nics && prefer_windows(g, pd, name, no_win, sizeof(no_win)))
 		return;
 	err = dmabuf_probe(g, pd, &what);
 	/* published after the verdict: a lock-free reader that finds an
@@ -430,8 +512,8 @@ static void probe_nic(const struct gh_range *g, struct ibv_pd *pd)
 			v_imported.ops = &gh_pin_dmabuf;
 			v_imported.per_nic = 1;
 			gh_str_printf(v_imported.why, sizeof(v_imported.why),
-				      "%s; NIC %s imported a probe DMA-BUF",
-				      v_static.why, name);
+				      "%s; NIC %s imported a probe DMA-BUF%s",
+				      v_static.why, name, no_win);
 			__atomic_store_n(&verdict, &v_imported,
 					 __ATOMIC_RELEASE);
 		}

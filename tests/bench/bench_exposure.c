@@ -18,8 +18,11 @@
  * in the no-shim child, per kind).  Every configuration
  * runs in a child of the same run, the same program exec'ed again:
  *
- *   auto        LD_PRELOAD=libgdrhook.so, GDRHOOK_BACKEND=auto (on the
- *               doubles: dmabuf), exact exposure, windows where they work
+ *   auto        LD_PRELOAD=libgdrhook.so, GDRHOOK_BACKEND=auto, exact
+ *               exposure: on the doubles (a peer-memory client serves,
+ *               the NIC binds windows) windows over a peermem parent
+ *   no-peermem  auto on a host without a peer-memory client
+ *               (FAKEVERBS_PEERMEM=0): DMA-BUF, a NIC registration per MR
  *   peermem     GDRHOOK_BACKEND=peermem: windows over a peer-memory parent
  *   nowin       auto with GDRHOOK_WINDOWS=0: a NIC registration per MR
  *   allocation  auto with GDRHOOK_REMOTE_EXPOSURE=allocation
@@ -72,6 +75,9 @@ struct config {
 static const struct config configs[] = {
 	{ "auto", 1, { "GDRHOOK_BACKEND=auto", "GDRHOOK_REMOTE_EXPOSURE=exact",
 		       "GDRHOOK_WINDOWS=1" } },
+	{ "no-peermem", 1, { "GDRHOOK_BACKEND=auto",
+			     "GDRHOOK_REMOTE_EXPOSURE=exact",
+			     "FAKEVERBS_PEERMEM=0" } },
 	{ "peermem", 1, { "GDRHOOK_BACKEND=peermem",
 			  "GDRHOOK_REMOTE_EXPOSURE=exact", "GDRHOOK_WINDOWS=1" } },
 	{ "nowin", 1, { "GDRHOOK_BACKEND=auto", "GDRHOOK_REMOTE_EXPOSURE=exact",

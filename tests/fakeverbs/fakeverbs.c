@@ -23,6 +23,9 @@
  *  - a registration over a page nothing is mapped at fails with EFAULT,
  *    as the kernel's ib_umem_get does (fv_mapped), the holes of a VMM
  *    reservation of the CUDA double included;
+ *  - FAKEVERBS_PEERMEM=0: no peer-memory client (no nvidia-peermem): a
+ *    plain registration of the CUDA double's device memory fails with
+ *    EFAULT; default: one serves it;
  *  - the provider profile (FAKEVERBS_PROVIDER, fakeverbs_provider.c)
  *    decides what differs between providers: rxe imports no DMA-BUF;
  *    ibv_rereg_mr of a DMA-BUF MR is refused (EINVAL) on every one;
@@ -258,11 +261,30 @@ static struct vma *read_vmas(int *n_p)
  * driver: its GPU ranges are PROT_NONE reservations to the CPU) a
  * PROT_NONE mapping is not judged.
  */
+/*
+ * Device memory of the CUDA double (not managed or host memory, which the
+ * CPU maps): without a peer-memory client (FAKEVERBS_PEERMEM=0, a host
+ * without nvidia-peermem) ib_umem_get cannot pin it, as it cannot pin
+ * the real driver's device ranges, and the registration fails (EFAULT).
+ */
+static int device_kind(int kind)
+{
+	return kind != FAKECUDA_MANAGED && kind != FAKECUDA_HOST_ALLOC &&
+	       kind != FAKECUDA_HOST_REG;
+}
+
+static int no_peer_client(void)
+{
+	const char *e = getenv("FAKEVERBS_PEERMEM");
+
+	return e && !strcmp(e, "0");
+}
+
 static int fv_mapped(uint64_t addr, uint64_t len, unsigned int access)
 {
 	uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
 	uint64_t cur = addr & ~(pg - 1), hi = (addr + len + pg - 1) & ~(pg - 1);
-	int w = writable(access), nv, ok = 1, dbl;
+	int w = writable(access), nv, ok = 1, dbl, peer = !no_peer_client();
 	struct vma *v = read_vmas(&nv);
 	size_t n;
 
@@ -273,17 +295,22 @@ static int fv_mapped(uint64_t addr, uint64_t len, unsigned int access)
 	n = snapshot_locked();
 	while (ok && cur < hi) {
 		uint64_t to = cur;
+		int stop = 0;
 
-		for (size_t i = 0; i < n; i++)
-			if (cur >= snap[i].base && cur - snap[i].base < snap[i].size &&
-			    snap[i].base + snap[i].size > to)
+		for (size_t i = 0; i < n; i++) {
+			if (cur < snap[i].base || cur - snap[i].base >= snap[i].size)
+				continue;
+			if (!peer && device_kind(snap[i].kind))
+				stop = 1;
+			if (snap[i].base + snap[i].size > to)
 				to = snap[i].base + snap[i].size;
+		}
 		for (int i = 0; i < nv; i++)
 			if (cur >= v[i].lo && cur < v[i].hi && v[i].hi > to &&
 			    ((v[i].r && (!w || v[i].w)) ||
 			     (!dbl && !v[i].r && !v[i].w)))
 				to = v[i].hi;
-		if (to == cur)
+		if (to == cur || stop)
 			ok = 0;
 		cur = (to + pg - 1) & ~(pg - 1);
 	}

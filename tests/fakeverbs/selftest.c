@@ -1052,9 +1052,10 @@ TEST(provider_all_refuse_unmapped_pages)
  * The hole of a VMM reservation of the CUDA double (loaded beside the
  * NIC as the real driver would be): refused with EFAULT; a mapping of
  * it, even before cuMemSetAccess (PROT_NONE to the CPU here, pinnable
- * by the peer-memory client), registers.
+ * by the peer-memory client), registers; without a peer-memory client
+ * it does not.
  */
-TEST(provider_all_refuse_a_vmm_hole)
+TEST(provider_all_refuse_a_vmm_hole_and_device_memory_without_peermem)
 {
 	char self[4096], path[4200];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -1106,6 +1107,26 @@ TEST(provider_all_refuse_a_vmm_hole)
 	CHECK(ibv_reg_mr(pd, (void *)(va + g - 4096), 8192, LW) == NULL);
 	CHECK_EQ(errno, EFAULT);
 	CHECK(ibv_reg_mr(pd, (void *)(va + g), 4096, 0) == NULL);
+	CHECK_EQ(fakeverbs_live_mrs(), 0);
+	/*
+	 * FAKEVERBS_PEERMEM=0, no peer-memory client: ib_umem_get
+	 * (drivers/infiniband/core/umem.c) pins with pin_user_pages_fast,
+	 * which cannot pin the driver's device mappings; only a peer-memory
+	 * client (nvidia-peermem's nv_mem_acquire) claims them.  Device
+	 * memory refuses with EFAULT, host memory still registers.
+	 */
+	setenv("FAKEVERBS_PEERMEM", "0", 1);
+	errno = 0;
+	CHECK(ibv_reg_mr(pd, (void *)va, 4096, LW) == NULL);
+	CHECK_EQ(errno, EFAULT);
+	m = ibv_reg_mr(pd, self, sizeof(self), LW);
+	CHECK(m);
+	CHECK_EQ(ibv_dereg_mr(m), 0);
+	setenv("FAKEVERBS_PEERMEM", "1", 1);
+	m = ibv_reg_mr(pd, (void *)va, 4096, LW);
+	CHECK(m);
+	CHECK_EQ(ibv_dereg_mr(m), 0);
+	unsetenv("FAKEVERBS_PEERMEM");
 	CHECK_EQ(fakeverbs_live_mrs(), 0);
 }
 

@@ -152,8 +152,11 @@ static int banners(const char *path, char *last, size_t cap, int *n_p)
 
 TEST(auto_fallback_banner_info_and_json_name_what_the_cache_runs)
 {
+	/* a NIC without windows: auto has no window-capable parent to
+	 * prefer (test_windows) */
 	const char *env[] = { "GDRHOOK_BACKEND=auto", "FAKEVERBS_NO_DMABUF=1",
-			      "GDRHOOK_LOG_LEVEL=info", NULL };
+			      "FAKEVERBS_PROVIDER=nomw", "GDRHOOK_LOG_LEVEL=info",
+			      NULL };
 	char err[512], last[64];
 	int n;
 
@@ -172,6 +175,7 @@ TEST(auto_second_nic_imports_banner_follows_the_cache)
 {
 	const char *env[] = { "GDRHOOK_BACKEND=auto",
 			      "FAKEVERBS_NO_DMABUF=fakenic1",
+			      "FAKEVERBS_PROVIDER=nomw",
 			      "GDRHOOK_LOG_LEVEL=info", NULL };
 	char err[512], last[64];
 	int n;

@@ -230,7 +230,8 @@ static int scenario_none(void)
 }
 
 /* Auto choice: the double exports DMA-BUF, has ibv_reg_dmabuf_mr, and
- * its NIC imports DMA-BUF. */
+ * its NIC imports DMA-BUF; no peer-memory client (FAKEVERBS_PEERMEM=0),
+ * so exact exposure has no window-capable parent to prefer. */
 static int scenario_auto(void)
 {
 	struct ibv_pd *pd;
@@ -1016,7 +1017,8 @@ TEST(verbs_backend_none_passes_through)
 
 TEST(verbs_backend_auto)
 {
-	const char *env[] = { "GDRHOOK_BACKEND=auto", NULL };
+	const char *env[] = { "GDRHOOK_BACKEND=auto", "FAKEVERBS_PEERMEM=0",
+			      NULL };
 
 	CHECK_EQ(run_scenario("auto", env), 0);
 }
@@ -1113,8 +1115,10 @@ TEST_TIMEOUT(random_shapes_every_peer_write_checked, 600)
 
 TEST(auto_on_a_nic_without_dmabuf_import)
 {
+	/* a NIC without windows: auto has no window-capable parent to
+	 * prefer (test_windows) */
 	const char *env[] = { "GDRHOOK_BACKEND=auto", "FAKEVERBS_NO_DMABUF=1",
-			      NULL };
+			      "FAKEVERBS_PROVIDER=nomw", NULL };
 
 	CHECK_EQ(run_scenario("auto_noimport", env), 0);
 }
@@ -1122,7 +1126,8 @@ TEST(auto_on_a_nic_without_dmabuf_import)
 TEST(auto_probes_each_nic)
 {
 	const char *env[] = { "GDRHOOK_BACKEND=auto",
-			      "FAKEVERBS_NO_DMABUF=fakenic1", NULL };
+			      "FAKEVERBS_NO_DMABUF=fakenic1",
+			      "FAKEVERBS_PROVIDER=nomw", NULL };
 
 	CHECK_EQ(run_scenario("auto_nic0_first", env), 0);
 	CHECK_EQ(run_scenario("auto_nic1_first", env), 0);

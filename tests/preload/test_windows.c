@@ -321,6 +321,12 @@ static enum route route(void)
 {
 	int dmabuf = env_is("GDRHOOK_BACKEND", "dmabuf");
 
+	/* auto under exact exposure: peermem where the NIC binds windows
+	 * and a peer-memory client serves it, else dmabuf; rxe imports no
+	 * DMA-BUF and no nvidia-peermem module is loaded here: none */
+	if (env_is("GDRHOOK_BACKEND", "auto"))
+		dmabuf = env_is("FAKEVERBS_PEERMEM", "0") ||
+			 env_is("FAKEVERBS_PROVIDER", "nomw");
 	if (dmabuf && env_is("FAKEVERBS_PROVIDER", "rxe"))
 		return PASS;
 	if (dmabuf || env_is("FAKEVERBS_PROVIDER", "nomw"))
@@ -403,6 +409,30 @@ static int scenario_bytes(void)
 	return 0;
 }
 
+/* GDRHOOK_REMOTE_EXPOSURE=allocation: a remote-access registration is
+ * the cached parent itself (no window), its DMA-BUF under auto. */
+static int scenario_exposure_allocation(void)
+{
+	struct ibv_mr *m;
+	struct ibv_pd *pd;
+	CUdeviceptr d;
+
+	setup();
+	pd = v.alloc_pd(v.open());
+	d = dev_alloc(MiB);
+	m = v.reg(pd, (void *)(d + 4096), 4096, LW | RW);
+	CHECK(m && !v.is_mr(m));
+	CHECK_EQ(f.bound_mws(), 0);
+	/* the probe's and the parent's */
+	CHECK_EQ(v.calls("ibv_reg_dmabuf_mr"), 2);
+	CHECK_EQ(v.calls("ibv_reg_mr_iova2"), 0);
+	CHECK_EQ(v.write(pd, m->rkey, d + 4096, "a", 1), 0);
+	CHECK_EQ(v.dereg(m), 0);
+	CU_OK(cuMemFree(d));
+	CHECK_EQ(v.live(), 0);
+	return 0;
+}
+
 /*
  * mlx5 binds at most 2 GiB (providers/mlx5/qp.c set_bind_wr): a range
  * over it is a NIC registration of exactly the range, said once; 2 GiB
@@ -443,6 +473,7 @@ static int scenario_long(void)
 
 static const struct scenario scenarios[] = {
 	{ "bytes", scenario_bytes },
+	{ "exposure_allocation", scenario_exposure_allocation },
 	{ "long", scenario_long },
 	{ "exact", scenario_exact },
 	{ "rotation", scenario_rotation },
@@ -495,6 +526,65 @@ TEST(exact_bytes_on_every_profile_and_backend)
 TEST(rereg_as_natively_on_every_profile_and_backend)
 {
 	everywhere("rereg");
+}
+
+/*
+ * auto under exact exposure takes a window-capable parent where there is
+ * one: peermem where the NIC binds windows and a peer-memory client
+ * registers GPU memory (FAKEVERBS_PEERMEM, 1 by default), else dmabuf;
+ * byte-exact on every profile either way, the reason in the banner.
+ */
+TEST(auto_takes_windows_where_a_peer_client_serves)
+{
+	static const char *const peer[] = { "FAKEVERBS_PEERMEM=1",
+					    "FAKEVERBS_PEERMEM=0" };
+	char err[512];
+
+	for (int p = 0; p < 3; p++)
+		for (int c = 0; c < 2; c++) {
+			const char *env[] = { "GDRHOOK_BACKEND=auto",
+					      profiles[p], peer[c],
+					      "GDRHOOK_REMOTE_EXPOSURE=exact",
+					      NULL };
+
+			/* rxe imports no DMA-BUF: without a peer-memory
+			 * client no GPU memory registers there, natively
+			 * either */
+			if (p == 1 && c == 1)
+				continue;
+			if (run_scenario("bytes", env))
+				TH_FAIL("%s, %s", profiles[p], peer[c]);
+		}
+	log_path(err, sizeof(err), "auto-route");
+	{
+		const char *env[] = { "GDRHOOK_BACKEND=auto",
+				      "GDRHOOK_LOG_LEVEL=info", NULL };
+
+		/* the decision, then the banner of what the cache runs */
+		CHECK_EQ(run_scenario_err("bytes", env, err), 0);
+		CHECK_EQ(count_in_file(err, "a peer-memory client registered GPU memory: peermem"), 2);
+		CHECK_EQ(count_in_file(err, "pin backend peermem (chosen; "), 1);
+	}
+	{
+		const char *env[] = { "GDRHOOK_BACKEND=auto",
+				      "FAKEVERBS_PEERMEM=0",
+				      "GDRHOOK_LOG_LEVEL=info", NULL };
+
+		CHECK_EQ(run_scenario_err("bytes", env, err), 0);
+		CHECK_EQ(count_in_file(err, "no peer-memory client registered GPU memory"), 1);
+		CHECK_EQ(count_in_file(err, "DMA-BUF parent: mlx5"), 1);
+	}
+	{
+		const char *env[] = { "GDRHOOK_BACKEND=auto",
+				      "GDRHOOK_REMOTE_EXPOSURE=allocation",
+				      "GDRHOOK_LOG_LEVEL=info", NULL };
+
+		/* no windows wanted: auto keeps DMA-BUF, no peer probe */
+		CHECK_EQ(run_scenario_err("exposure_allocation", env, err), 0);
+		CHECK_EQ(count_in_file(err, "peer-memory client"), 0);
+		CHECK_EQ(count_in_file(err, "pin backend dmabuf (chosen; auto: device 0 exports DMA-BUF and libibverbs has ibv_reg_dmabuf_mr; NIC fakenic0 imported a probe DMA-BUF)"), 1);
+	}
+	unlink(err);
 }
 
 /* mlx5, DMA-BUF parent: no bind is tried, the reason said once. */

@@ -313,6 +313,43 @@ static struct {
 	uint64_t peak;	/* most bytes at once, for the counters */
 } gh_rtab_tot __attribute__((aligned(64))) = { .gen_next = 1 };
 
+/*
+ * Generations are handed out in blocks per thread, so that an insert
+ * does not fetch the shared line for each: unique and never reused, but
+ * not in allocation order across threads (nothing compares them).
+ */
+#define GH_REG_GEN_BLOCK	64
+static __thread uint64_t gh_rtab_gen_next, gh_rtab_gen_end;
+
+static uint64_t gh_rtab_gen_take(void)
+{
+	if (GH_REG_UNLIKELY(gh_rtab_gen_next == gh_rtab_gen_end)) {
+		gh_rtab_gen_next = __atomic_fetch_add(&gh_rtab_tot.gen_next,
+						      GH_REG_GEN_BLOCK,
+						      __ATOMIC_RELAXED);
+		gh_rtab_gen_end = gh_rtab_gen_next + GH_REG_GEN_BLOCK;
+	}
+	return gh_rtab_gen_next++;
+}
+
+/*
+ * The live bytes and their peak, after the shard's lock is dropped: the
+ * shared line is not fetched while other writers of the shard wait.
+ * Each sum is the total at one instant: the peak is their maximum.
+ */
+static void gh_rtab_bytes_add(uint64_t size)
+{
+	uint64_t bytes = __atomic_add_fetch(&gh_rtab_tot.bytes, size,
+					    __ATOMIC_RELAXED);
+	uint64_t peak = GH_LD(&gh_rtab_tot.peak);
+
+	while (bytes > peak &&
+	       !__atomic_compare_exchange_n(&gh_rtab_tot.peak, &peak, bytes,
+					    true, __ATOMIC_RELAXED,
+					    __ATOMIC_RELAXED))
+		;
+}
+
 static inline struct gh_rtab_shard *gh_rtab_shard_of(uint64_t a)
 {
 	return &gh_rtab_shard[(a >> GH_REG_REG_SHIFT) & (GH_REG_SHARDS - 1)];
@@ -1712,10 +1749,10 @@ static int gh_rtab_prepare_gran(uint64_t base, uint64_t end)
 }
 
 /* Unpublish @e, kill it and free it. */
+/* The caller accounts the bytes (gh_rtab_bytes_sub). */
 static void gh_rtab_unlink(struct gh_rtab_ent *e)
 {
 	struct gh_rtab_shard *sh = gh_rtab_shard_of(e->base);
-	uint64_t size = e->size;
 
 	gh_rtab_publish(e, false);
 	/* Kill: readers holding a stale pointer now see a dead entry. */
@@ -1725,6 +1762,11 @@ static void gh_rtab_unlink(struct gh_rtab_ent *e)
 	GH_ST_REL(&e->seq, e->seq + 1);
 	gh_rtab_ent_release(sh, e);
 	GH_ST(&sh->count, sh->count - 1);
+}
+
+/* After the lock is dropped, as gh_rtab_bytes_add. */
+static void gh_rtab_bytes_sub(uint64_t size)
+{
 	__atomic_sub_fetch(&gh_rtab_tot.bytes, size, __ATOMIC_RELAXED);
 }
 
@@ -1749,9 +1791,9 @@ int gh_registry_init(void)
 	return 0;	/* everything is static or created on demand */
 }
 
-static int gh_rtab_insert_locked(const struct gh_range *r, uint64_t *gen_p)
+static int gh_rtab_insert_locked(const struct gh_range *r, uint64_t gen)
 {
-	uint64_t base = r->base, end = r->base + r->size, gen, bytes, peak;
+	uint64_t base = r->base, end = r->base + r->size;
 	struct gh_rtab_shard *sh;
 	struct gh_rtab_ent *e;
 	int rc;
@@ -1770,7 +1812,6 @@ static int gh_rtab_insert_locked(const struct gh_range *r, uint64_t *gen_p)
 	e = gh_rtab_ent_alloc(sh);
 	if (!e)
 		return -ENOMEM;
-	gen = __atomic_fetch_add(&gh_rtab_tot.gen_next, 1, __ATOMIC_RELAXED);
 
 	GH_ST(&e->seq, e->seq + 1);
 	GH_FENCE_REL();
@@ -1786,39 +1827,36 @@ static int gh_rtab_insert_locked(const struct gh_range *r, uint64_t *gen_p)
 
 	gh_rtab_publish(e, true);
 	GH_ST(&sh->count, sh->count + 1);
-	bytes = __atomic_add_fetch(&gh_rtab_tot.bytes, r->size, __ATOMIC_RELAXED);
-	/* Each sum is the total at one instant: the peak is their maximum. */
-	peak = GH_LD(&gh_rtab_tot.peak);
-	while (bytes > peak &&
-	       !__atomic_compare_exchange_n(&gh_rtab_tot.peak, &peak, bytes, true,
-					    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-		;
-	if (gen_p)
-		*gen_p = gen;
 	return 0;
 }
 
 int gh_registry_insert(const struct gh_range *r, uint64_t *gen_p)
 {
-	uint64_t end = r->base + r->size, m;
+	uint64_t end = r->base + r->size, m, gen;
 	int rc;
 
 	if (r->size == 0 || end < r->base || end > GH_REG_VA_END)
 		return -EINVAL;
+	gen = gh_rtab_gen_take();	/* a failed insert wastes one */
 	if (gh_rtab_one_region(r->base, end)) {
 		/* The common case, one shard: no mask to walk. */
 		pthread_mutex_t *l = &gh_rtab_shard_of(r->base)->lock;
 
 		pthread_mutex_lock(l);
-		rc = gh_rtab_insert_locked(r, gen_p);
+		rc = gh_rtab_insert_locked(r, gen);
 		pthread_mutex_unlock(l);
-		return rc;
+	} else {
+		m = gh_rtab_shard_mask(r->base, end);
+		gh_rtab_lock_mask(m);
+		rc = gh_rtab_insert_locked(r, gen);
+		gh_rtab_unlock_mask(m);
 	}
-	m = gh_rtab_shard_mask(r->base, end);
-	gh_rtab_lock_mask(m);
-	rc = gh_rtab_insert_locked(r, gen_p);
-	gh_rtab_unlock_mask(m);
-	return rc;
+	if (rc)
+		return rc;
+	gh_rtab_bytes_add(r->size);
+	if (gen_p)
+		*gen_p = gen;
+	return 0;
 }
 
 int gh_registry_remove(uint64_t base, struct gh_range *out_p)
@@ -1860,6 +1898,7 @@ int gh_registry_remove(uint64_t base, struct gh_range *out_p)
 		pthread_mutex_unlock(l);
 	if (!e)
 		return -ENOENT;
+	gh_rtab_bytes_sub(r.size);
 	if (out_p)
 		*out_p = r;
 	return 0;
@@ -1903,6 +1942,7 @@ static bool gh_rtab_rm_if_one(struct gh_rtab_ent *e, void *arg)
 	if (a->on_remove)
 		a->on_remove(&r, a->cb_arg);
 	gh_rtab_unlink(e);
+	gh_rtab_bytes_sub(r.size);
 	return true;
 }
 
@@ -1948,6 +1988,7 @@ size_t gh_registry_remove_overlap(uint64_t start, uint64_t len,
 		if (on_remove)
 			on_remove(&r, cb_arg);
 		gh_rtab_unlink(e);
+		gh_rtab_bytes_sub(r.size);
 		n++;
 		if (e_end > start)
 			start = e_end;	/* the next overlap starts at or after */
@@ -2048,6 +2089,7 @@ void gh_registry_atfork_child(void)
 
 static bool gh_rtab_reset_one(struct gh_rtab_ent *e, void *arg)
 {
+	gh_rtab_bytes_sub(e->size);
 	gh_rtab_unlink(e);
 	return true;
 }

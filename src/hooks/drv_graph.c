@@ -214,6 +214,40 @@ static void add_node(struct gh_call *c, uint64_t graph, uint64_t ptr,
 }
 
 /*
+ * Set before the first capture can begin (the wrappers of every
+ * cuStreamBeginCapture* entry point), never cleared: until then no stream
+ * can be capturing, and the driver is not asked.
+ */
+static int capture_seen;
+
+static void capture_may_begin(void)
+{
+	if (!__atomic_load_n(&capture_seen, __ATOMIC_RELAXED))
+		__atomic_store_n(&capture_seen, 1, __ATOMIC_RELEASE);
+}
+
+void gh_capture_begin_pre(struct gh_call *c, CUstream hStream,
+			  CUstreamCaptureMode mode)
+{
+	capture_may_begin();
+}
+
+void gh_capture_begin_legacy_pre(struct gh_call *c, CUstream hStream)
+{
+	capture_may_begin();
+}
+
+void gh_capture_begin_to_graph_pre(struct gh_call *c, CUstream hStream,
+				   CUgraph hGraph,
+				   const CUgraphNode *dependencies,
+				   const CUgraphEdgeData *dependencyData,
+				   size_t numDependencies,
+				   CUstreamCaptureMode mode)
+{
+	capture_may_begin();
+}
+
+/*
  * Is stream capturing (1, *graph_p), or not (0)?  Decided once per call the
  * program made: a runtime call and the driver call it makes share the
  * answer, whichever wrapper asks first (the driver call for an
@@ -233,7 +267,8 @@ static int capturing(struct gh_call *c, uint64_t stream, uint64_t *graph_p,
 	*first_p = 1;
 	top->capture_stream = stream;
 	top->capture_graph = 0;
-	top->capture = gh_drv_capture_graph(stream, &top->capture_graph) ?
+	top->capture = __atomic_load_n(&capture_seen, __ATOMIC_ACQUIRE) &&
+		       gh_drv_capture_graph(stream, &top->capture_graph) ?
 		       1 : -1;
 	*graph_p = top->capture_graph;
 	return top->capture > 0;

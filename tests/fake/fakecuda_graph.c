@@ -153,13 +153,11 @@ CUresult fc_graph_capture_free(CUgraph g, uintptr_t va)
 	return add_free(g, va);
 }
 
-FC_API CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream hStream,
-						CUstreamCaptureMode mode)
+static CUresult begin_capture(CUstream hStream)
 {
 	CUresult rc = CUDA_SUCCESS;
 	CUgraph g;
 
-	FC_ENTER_INIT();
 	fc_lock();
 	if (!hStream || hStream == CU_STREAM_LEGACY ||
 	    hStream == CU_STREAM_PER_THREAD || !fc_stream_ok(hStream)) {
@@ -182,15 +180,39 @@ out:
 	return rc;
 }
 
+/* Every exported begin and end of capture, as libcuda.so.1 has them (the
+ * capture mode is not modelled). */
+FC_API CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream hStream,
+						CUstreamCaptureMode mode)
+{
+	FC_ENTER_INIT();
+	return begin_capture(hStream);
+}
+
+FC_API CUresult CUDAAPI cuStreamBeginCapture_v2_ptsz(CUstream hStream,
+						     CUstreamCaptureMode mode)
+{
+	FC_ENTER_INIT();
+	return begin_capture(hStream);
+}
+
+FC_API CUresult CUDAAPI cuStreamBeginCapture(CUstream hStream)
+{
+	FC_ENTER_INIT();
+	return begin_capture(hStream);
+}
+
+FC_API CUresult CUDAAPI cuStreamBeginCapture_ptsz(CUstream hStream)
+{
+	FC_ENTER_INIT();
+	return begin_capture(hStream);
+}
+
 /* Capture into an existing graph: what is captured joins its nodes. */
-FC_API CUresult CUDAAPI cuStreamBeginCaptureToGraph(CUstream hStream,
-		CUgraph hGraph, const CUgraphNode *dependencies,
-		const CUgraphEdgeData *dependencyData, size_t numDependencies,
-		CUstreamCaptureMode mode)
+static CUresult begin_capture_to(CUstream hStream, CUgraph hGraph)
 {
 	CUresult rc = CUDA_SUCCESS;
 
-	FC_ENTER_INIT();
 	fc_lock();
 	if (!hStream || hStream == CU_STREAM_LEGACY ||
 	    hStream == CU_STREAM_PER_THREAD || !fc_stream_ok(hStream))
@@ -205,11 +227,28 @@ FC_API CUresult CUDAAPI cuStreamBeginCaptureToGraph(CUstream hStream,
 	return rc;
 }
 
-FC_API CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
+FC_API CUresult CUDAAPI cuStreamBeginCaptureToGraph(CUstream hStream,
+		CUgraph hGraph, const CUgraphNode *dependencies,
+		const CUgraphEdgeData *dependencyData, size_t numDependencies,
+		CUstreamCaptureMode mode)
+{
+	FC_ENTER_INIT();
+	return begin_capture_to(hStream, hGraph);
+}
+
+FC_API CUresult CUDAAPI cuStreamBeginCaptureToGraph_ptsz(CUstream hStream,
+		CUgraph hGraph, const CUgraphNode *dependencies,
+		const CUgraphEdgeData *dependencyData, size_t numDependencies,
+		CUstreamCaptureMode mode)
+{
+	FC_ENTER_INIT();
+	return begin_capture_to(hStream, hGraph);
+}
+
+static CUresult end_capture(CUstream hStream, CUgraph *phGraph)
 {
 	CUresult rc = CUDA_SUCCESS;
 
-	FC_ENTER_INIT();
 	fc_lock();
 	if (!fc_stream_ok(hStream) || !fc_capturing(hStream)) {
 		rc = CUDA_ERROR_ILLEGAL_STATE;
@@ -224,6 +263,19 @@ FC_API CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
 out:
 	fc_unlock();
 	return rc;
+}
+
+FC_API CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
+{
+	FC_ENTER_INIT();
+	return end_capture(hStream, phGraph);
+}
+
+FC_API CUresult CUDAAPI cuStreamEndCapture_ptsz(CUstream hStream,
+					       CUgraph *phGraph)
+{
+	FC_ENTER_INIT();
+	return end_capture(hStream, phGraph);
 }
 
 FC_API CUresult CUDAAPI cuStreamGetCaptureInfo_v3(CUstream hStream,

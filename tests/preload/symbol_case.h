@@ -58,7 +58,7 @@ static int ends_with(const char *s, const char *suffix)
 static int resolver_reaches(const char *name, const char *base)
 {
 	static const int versions[] = { 13000, 12030, 12020, 12000, 11030, 11020, 11000,
-					10020, 10010, 9020, 8000, 7000, 6050,
+					10020, 10010, 10000, 9020, 8000, 7000, 6050,
 					6000, 5000, 4010, 4000, 3020, 3010,
 					3000, 2000 };
 	cuuint64_t flags = ends_with(name, "_ptsz") || ends_with(name, "_ptds") ?

@@ -147,9 +147,54 @@ static int scenario_entry_point(void)
 	return torch_like(&r);
 }
 
+/*
+ * A capture begun through one driver entry point (GH_BEGIN names it, from
+ * dlsym of libcuda), first in the process: an allocation on the
+ * capturing stream is a graph node, not live memory.  A begin the shim
+ * did not see would leave the capture query off and register it.
+ */
+static int scenario_begin(void)
+{
+	const char *sym = getenv("GH_BEGIN");
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+	void *fn = h && sym ? dlsym(h, sym) : NULL;
+	CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+	CUdeviceptr d;
+	CUstream s;
+	CUgraph g = NULL;
+
+	CHECK(fn != NULL);
+	primary_ctx(0);
+	CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	if (strstr(sym, "ToGraph")) {
+		CU_OK(cuGraphCreate(&g, 0));
+		CU_OK(((CUresult (*)(CUstream, CUgraph, const CUgraphNode *,
+				     const CUgraphEdgeData *, size_t,
+				     CUstreamCaptureMode))fn)(s, g, NULL, NULL,
+							      0, mode));
+	} else if (strstr(sym, "_v2")) {
+		CU_OK(((CUresult (*)(CUstream, CUstreamCaptureMode))fn)(s,
+									mode));
+	} else {
+		CU_OK(((CUresult (*)(CUstream))fn)(s));
+	}
+	CU_OK(cuMemAllocAsync(&d, MIB, s));
+	CHECK_EQ(tracked(d, NULL), -ENOENT);	/* a graph node */
+	CU_OK(cuMemFreeAsync(d, s));
+	{
+		CUgraph out;
+
+		CU_OK(cuStreamEndCapture(s, &out));
+		CU_OK(cuGraphDestroy(out));
+	}
+	CHECK_EQ(gdrhook_trusted(), 1);
+	return 0;
+}
+
 static const struct scenario scenarios[] = {
 	{ "runtime", scenario_runtime },
 	{ "entry_point", scenario_entry_point },
+	{ "begin", scenario_begin },
 };
 
 /* Run scenario name under GDRHOOK_VALIDATE=1: no audit record, no
@@ -182,7 +227,9 @@ TEST(torch_graph_through_driver_entry_point)
 
 /* A runtime call and the driver call inside it share one capture query
  * (and so one decision): allocations decide in the driver wrapper, frees
- * in the runtime wrapper. */
+ * in the runtime wrapper.  Before the process's first capture begins no
+ * stream can be capturing, and the driver is not asked at all; from then
+ * on it is, also after the capture ended. */
 TEST(one_capture_query_per_runtime_call)
 {
 	const char *q = "cuStreamGetCaptureInfo_v3";
@@ -195,19 +242,22 @@ TEST(one_capture_query_per_runtime_call)
 	/* the runtime loaded the driver locally: its test hooks need it global */
 	CHECK(dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL));
 	CHECK_EQ(cudaStreamCreate(&s), cudaSuccess);
-	for (int capture = 0; capture < 2; capture++) {
-		if (capture)
+	/* 0: before any capture; 1: capturing; 2: after it ended */
+	for (int capture = 0; capture < 3; capture++) {
+		unsigned long asked = capture > 0;
+
+		if (capture == 1)
 			CHECK_EQ(cudaStreamBeginCapture(
 					 s, cudaStreamCaptureModeGlobal),
 				 cudaSuccess);
 		before = fake_calls(q);
 		CHECK_EQ(cudaMallocAsync(&p, MIB, s), cudaSuccess);
-		CHECK_EQ(fake_calls(q), before + 1);
+		CHECK_EQ(fake_calls(q), before + asked);
 		CHECK_EQ(cudaMallocAsync(&t, MIB, s), cudaSuccess);
 		before = fake_calls(q);
 		CHECK_EQ(cudaFreeAsync(t, s), cudaSuccess);
-		CHECK_EQ(fake_calls(q), before + 1);
-		if (capture) {
+		CHECK_EQ(fake_calls(q), before + asked);
+		if (capture == 1) {
 			CHECK_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
 			CHECK_EQ(cudaGraphDestroy(g), cudaSuccess);
 			CHECK_EQ(tracked((uintptr_t)p, NULL), -ENOENT);
@@ -217,6 +267,27 @@ TEST(one_capture_query_per_runtime_call)
 		}
 	}
 	CHECK_EQ(gdrhook_trusted(), 1);
+}
+
+
+/* Every cuStreamBeginCapture* entry point turns the capture query on. */
+TEST(each_capture_begin_turns_the_query_on)
+{
+	static const char *const syms[] = {
+		"GH_BEGIN=cuStreamBeginCapture_v2",
+		"GH_BEGIN=cuStreamBeginCapture_v2_ptsz",
+		"GH_BEGIN=cuStreamBeginCapture",
+		"GH_BEGIN=cuStreamBeginCapture_ptsz",
+		"GH_BEGIN=cuStreamBeginCaptureToGraph",
+		"GH_BEGIN=cuStreamBeginCaptureToGraph_ptsz",
+	};
+
+	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
+		const char *env[] = { syms[i], NULL };
+
+		if (run_scenario("begin", env))
+			TH_FAIL("%s", syms[i]);
+	}
 }
 
 SCENARIO_MAIN(scenarios)

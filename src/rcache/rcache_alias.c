@@ -220,22 +220,6 @@ unsigned int gh_rcache_alias_access(const struct ibv_mr *mr)
 	return a ? a->access : 0;
 }
 
-struct ibv_mr *gh_rcache_wrapped(const struct ibv_mr *mr)
-{
-	struct rc_alias *a = alias_of(mr);
-	struct rc_entry *e;
-	struct ibv_mr *real = NULL;
-
-	if (!a || !a->ent)
-		return NULL;
-	e = &gh_rc.ent[a->ent - 1];
-	gh_mutex_lock(&gh_rc.lock);
-	if (LD(&e->type) == E_WRAP && !(LD(&e->word) & W_DEAD))
-		real = e->mr;
-	gh_mutex_unlock(&gh_rc.lock);
-	return real;
-}
-
 void gh_rcache_counters(struct gh_rc_counters *c_p)
 {
 	struct gh_rc_counters c;

@@ -39,8 +39,6 @@ struct ibv_mr;
 int gh_rcache_init(const struct gh_pin_ops *ops, uint64_t max_size,
 		   uint64_t max_count, unsigned int flags);
 int gh_rcache_ready(void);
-const struct gh_pin_ops *gh_rcache_ops(void);
-int gh_rcache_exact(void);
 /* A private page an MR can be moved onto to take its access away. */
 void *gh_rcache_dummy_page(void);
 
@@ -173,9 +171,6 @@ int gh_rcache_still_granted(const struct ibv_mr *mr);
 
 /* The access flags the program asked for when it got alias mr. */
 unsigned int gh_rcache_alias_access(const struct ibv_mr *mr);
-
-/* The real MR behind an alias that wraps a program registration, or NULL. */
-struct ibv_mr *gh_rcache_wrapped(const struct ibv_mr *mr);
 
 /*
  * The free path (src/hooks/events.c), before the real free: deregister and unpin

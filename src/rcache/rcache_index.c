@@ -88,6 +88,8 @@ int gh_rcache_init(const struct gh_pin_ops *ops, uint64_t max_size,
 		       RC_ENT_CAP;
 	pthread_atfork(atfork_prepare, atfork_release, atfork_child);
 	gh_pin_on_revoked(gh_rcache_revoke);
+	/* every free from now on: first listener, before subscribers */
+	gh_frees_listen(gh_rcache_invalidate);
 	ST_REL(&gh_rc.ready, 1);
 out:
 	pthread_mutex_unlock(&init_lock);
@@ -99,19 +101,9 @@ int gh_rcache_ready(void)
 	return LD_ACQ(&gh_rc.ready);
 }
 
-const struct gh_pin_ops *gh_rcache_ops(void)
-{
-	return LD_ACQ(&gh_rc.ready) ? gh_rc.ops : NULL;
-}
-
 void *gh_rcache_dummy_page(void)
 {
 	return gh_rc.dummy;
-}
-
-int gh_rcache_exact(void)
-{
-	return LD_ACQ(&gh_rc.ready) && gh_rc.exact;
 }
 
 int gh_rcache_access_ok(unsigned int access)

@@ -44,7 +44,7 @@ else
 bench: bench-no-cudart
 .PHONY: bench-no-cudart
 bench-no-cudart:
-	@echo "bench: $(BENCH_CUDA_LIB)/libcudart.so not found: bench_driver and bench_queries not built (they link the CUDA runtime)"
+	@echo "bench: $(BENCH_CUDA_LIB)/libcudart.so not found: bench_driver, bench_queries and bench_alloc_path not built (they link the CUDA runtime)"
 endif
 bench-driver: $(BENCH_DRIVER)
 
@@ -82,6 +82,23 @@ $(BENCH_QUERIES): tests/bench/bench_queries.c tests/bench/drvsym.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< -Wl,--no-as-needed $(BENCH_DRIVER_LIBS)
 # ---- end bench_queries ----
+# ---- bench_alloc_path: the allocation path against the pass-through ----
+# Linked like bench_driver; it runs itself again as native, pass-through
+# (GDRHOOK_ENABLE=0), library and library + log children (bench-gpu
+# --alloc-path; the file's header).
+BENCH_ALLOC_PATH := $(BUILD)/tests/bench/bench_alloc_path
+
+.PHONY: bench-alloc-path
+ifeq ($(BENCH_HAVE_CUDART),1)
+bench: $(BENCH_ALLOC_PATH)
+endif
+bench-alloc-path: $(BENCH_ALLOC_PATH)
+
+$(BENCH_ALLOC_PATH): tests/bench/bench_alloc_path.c include/gdrhook.h \
+		include/gdrhook_preload.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(BENCH_DRIVER_LIBS)
+# ---- end bench_alloc_path ----
 # ---- bench_evlog: event log writer throughput, drop vs block ----
 BENCH_EVLOG	:= $(BUILD)/tests/bench/bench_evlog
 

@@ -439,8 +439,7 @@ pass:
 }
 
 /* Registrations this thread brought to vreg (reg_mr_1_0 watches it). */
-static __thread unsigned int vreg_calls
-	__attribute__((tls_model("initial-exec")));
+static __thread unsigned int vreg_calls;
 
 static struct ibv_mr *vreg(const struct vreq *q)
 {

@@ -18,9 +18,8 @@
 
 struct rc_shard gh_rc_shards[RC_SHARDS];
 uint32_t gh_rc_shard_next;
-__thread struct rc_shard *gh_rc_my_shard
-	__attribute__((tls_model("initial-exec")));
-__thread int gh_rc_my_shared __attribute__((tls_model("initial-exec")));
+__thread struct rc_shard *gh_rc_my_shard;
+__thread int gh_rc_my_shared;
 
 static struct rc_alias *alias_get(void)
 {

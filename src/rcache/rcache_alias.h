@@ -36,10 +36,9 @@ struct rc_shard {
 _Static_assert(sizeof(struct rc_shard) == 64, "a shard is one line");
 extern struct rc_shard gh_rc_shards[RC_SHARDS];
 extern uint32_t gh_rc_shard_next;
-/* initial-exec: a hit reads these; no __tls_get_addr call (as in call.c) */
-extern __thread struct rc_shard *gh_rc_my_shard
-	__attribute__((tls_model("initial-exec")));
-extern __thread int gh_rc_my_shared __attribute__((tls_model("initial-exec")));
+/* a hit reads these: initial-exec (the build's flag), no __tls_get_addr */
+extern __thread struct rc_shard *gh_rc_my_shard;
+extern __thread int gh_rc_my_shared;
 
 static inline struct rc_shard *shard_mine(void)
 {

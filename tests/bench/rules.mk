@@ -8,7 +8,8 @@
 # that layer's archive and those below it only.
 
 GH_BENCH_UCX	?= $(shell echo 'int main(void) { return 0; }' | \
-		     $(CC) -include ucs/datastruct/pgtable.h -x c - \
+	$(call say,CCLD,$@)
+	$(Q)	     $(CC) -include ucs/datastruct/pgtable.h -x c - \
 		     -o /dev/null -lucs >/dev/null 2>&1 && echo 1 || echo 0)
 BENCH_UCX_CFLAGS := $(if $(filter 1,$(GH_BENCH_UCX)),-DGH_BENCH_HAVE_UCX,)
 BENCH_UCX_LIBS	:= $(if $(filter 1,$(GH_BENCH_UCX)),-lucs,)
@@ -20,7 +21,8 @@ bench: $(BENCH_BINS)
 
 $(BUILD)/tests/bench/bench_registry: tests/bench/bench_registry.c $(LAYER_AS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(BENCH_UCX_CFLAGS) -o $@ $< \
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) $(BENCH_UCX_CFLAGS) -o $@ $< \
 		$(call layer_link,registry) \
 		$(BENCH_UCX_LIBS) $(LDLIBS)
 
@@ -51,7 +53,8 @@ bench-driver: $(BENCH_DRIVER)
 $(BENCH_DRIVER): tests/bench/bench_driver.c tests/bench/drvsym.h include/gdrhook.h \
 		include/gdrhook_preload.h
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $< $(BENCH_DRIVER_LIBS)
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< $(BENCH_DRIVER_LIBS)
 # ---- end bench_driver ----
 # ---- bench_regcache: registration cache on a real verbs stack ----
 # Links the CUDA driver double and libibverbs; runs in the QEMU lab
@@ -64,7 +67,8 @@ bench-regcache: $(BENCH_REGCACHE)
 
 $(BENCH_REGCACHE): tests/bench/bench_regcache.c $(BUILD)/fake/libcuda.so
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD)/fake -lcuda -libverbs $(LDLIBS)
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD)/fake -lcuda -libverbs $(LDLIBS)
 # ---- end bench_regcache ----
 # ---- bench_queries: pointer queries, gdrhook vs the driver ----
 # Linked like bench_driver (the toolkit's runtime and driver stub); run it
@@ -80,7 +84,8 @@ bench-queries: $(BENCH_QUERIES)
 
 $(BENCH_QUERIES): tests/bench/bench_queries.c tests/bench/drvsym.h
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $< -Wl,--no-as-needed $(BENCH_DRIVER_LIBS)
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< -Wl,--no-as-needed $(BENCH_DRIVER_LIBS)
 # ---- end bench_queries ----
 # ---- bench_alloc_path: the allocation path against the pass-through ----
 # Linked like bench_driver; it runs itself again as native, pass-through
@@ -97,7 +102,8 @@ bench-alloc-path: $(BENCH_ALLOC_PATH)
 $(BENCH_ALLOC_PATH): tests/bench/bench_alloc_path.c include/gdrhook.h \
 		include/gdrhook_preload.h
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $< $(BENCH_DRIVER_LIBS)
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< $(BENCH_DRIVER_LIBS)
 # ---- end bench_alloc_path ----
 # ---- bench_evlog: event log writer throughput, drop vs block ----
 BENCH_EVLOG	:= $(BUILD)/tests/bench/bench_evlog
@@ -108,7 +114,8 @@ bench-evlog: $(BENCH_EVLOG)
 
 $(BENCH_EVLOG): tests/bench/bench_evlog.c $(LAYER_AS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $< \
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< \
 		$(call layer_link,evlog) $(LDLIBS)
 # ---- end bench_evlog ----
 # ---- bench_rcache: the registration cache's CPU cost next to UCX's ----
@@ -123,7 +130,8 @@ bench-rcache: $(BENCH_RCACHE)
 
 $(BENCH_RCACHE): tests/bench/bench_rcache.c $(LAYER_AS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Itests -o $@ $< \
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) -Itests -o $@ $< \
 		$(call layer_link,rcache) $(LDLIBS)
 # ---- end bench_rcache ----
 
@@ -132,7 +140,8 @@ SPIN_SHIM	:= $(BUILD)/tests/bench/libspin_shim.so
 bench: $(SPIN_SHIM)
 $(SPIN_SHIM): tests/bench/spin_shim.c
 	@mkdir -p $(dir $@)
-	$(CC) $(filter-out -fvisibility=hidden,$(ALL_CFLAGS)) -shared -o $@ $< -ldl -lpthread
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(filter-out -fvisibility=hidden,$(ALL_CFLAGS)) -shared -o $@ $< -ldl -lpthread
 # ---- bench_exposure: register-per-transfer under exact exposure, modelled ----
 # Runs on the doubles only (the fake NIC's cost profiles and peer writes):
 # linked against the CUDA driver double and the fake libibverbs, found
@@ -146,7 +155,8 @@ bench-exposure: $(BENCH_EXPOSURE)
 $(BENCH_EXPOSURE): tests/bench/bench_exposure.c tests/fakeverbs/fakeverbs.h \
 		tests/fakeverbs/fakeverbs_cost.h $(BUILD)/fake/libcuda.so $(FAKEVERBS_LIB) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Itests/fakeverbs -o $@ $< -L$(BUILD)/fake -lcuda \
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) -Itests/fakeverbs -o $@ $< -L$(BUILD)/fake -lcuda \
 		$(FAKEVERBS_LIB) -Wl,--enable-new-dtags \
 		-Wl,-rpath,'$$ORIGIN/../../fake:$$ORIGIN/../../fakeverbs' $(LDLIBS)
 # ---- end bench_exposure ----
@@ -163,5 +173,6 @@ bench-liveness: $(BENCH_LIVENESS) $(LIB) $(FAKEVERBS_LIB)
 
 $(BENCH_LIVENESS): tests/bench/bench_liveness.c $(BUILD)/fake/libcuda.so
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD)/fake -lcuda -libverbs $(LDLIBS)
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD)/fake -lcuda -libverbs $(LDLIBS)
 # ---- end bench_liveness ----

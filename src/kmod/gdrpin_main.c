@@ -351,4 +351,4 @@ module_exit(gdrpin_exit);
 
 MODULE_LICENSE("GPL");
 MODULE_DESCRIPTION("Pin GPU memory for peer devices (nv-p2p) with revocation");
-MODULE_VERSION("1.0");
+MODULE_VERSION(GDRPIN_VERSION);

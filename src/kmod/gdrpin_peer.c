@@ -289,7 +289,7 @@ static void gdrpin_peer_release(void *client_context)
 
 static const struct peer_memory_client gdrpin_peer_client = {
 	.name = "gdrpin",
-	.version = "1.0",
+	.version = GDRPIN_VERSION,
 	.acquire = gdrpin_peer_acquire,
 	.get_pages = gdrpin_peer_get_pages,
 	.dma_map = gdrpin_peer_dma_map,

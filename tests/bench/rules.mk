@@ -8,8 +8,7 @@
 # that layer's archive and those below it only.
 
 GH_BENCH_UCX	?= $(shell echo 'int main(void) { return 0; }' | \
-	$(call say,CCLD,$@)
-	$(Q)	     $(CC) -include ucs/datastruct/pgtable.h -x c - \
+		     $(CC) -include ucs/datastruct/pgtable.h -x c - \
 		     -o /dev/null -lucs >/dev/null 2>&1 && echo 1 || echo 0)
 BENCH_UCX_CFLAGS := $(if $(filter 1,$(GH_BENCH_UCX)),-DGH_BENCH_HAVE_UCX,)
 BENCH_UCX_LIBS	:= $(if $(filter 1,$(GH_BENCH_UCX)),-lucs,)

@@ -25,6 +25,20 @@ LIB_CFLAGS	:= $(ALL_CFLAGS) -fvisibility=hidden -fno-semantic-interposition \
 		   -ftls-model=initial-exec
 LDLIBS		:= -ldl -lpthread
 
+# Quiet by default: one line per file made, the kernel's way ("  CC
+# src/pin/mwin.c"); V=1 prints the commands instead, make -s neither.
+# Compiler errors and warnings show either way.  Each rule is
+#	$(call say,TAG,what)	(the line; empty with V=1 or -s)
+#	$(Q)command		(echoed with V=1 only)
+V		?= 0
+ifeq ($(V),1)
+Q		:=
+say		=
+else
+Q		:= @
+say		= $(if $(findstring s,$(firstword -$(MAKEFLAGS))),,@printf '  %-7s %s\n' '$(1)' '$(2)')
+endif
+
 HOOK_LISTS	:= $(sort $(wildcard hooks/*.hooks))
 GEN_OUT		:= $(BUILD)/gen/gh_hooks.h $(BUILD)/gen/gh_hooks.c $(BUILD)/gen/gh_symtab.c \
 		   $(BUILD)/gen/libgdrhook.map $(BUILD)/gen/test_symbols.c
@@ -61,8 +75,9 @@ lib: $(LIB)
 # and its checked-in schema and doc tables with `make doc`.
 $(GEN_STAMP): $(HOOK_LISTS) scripts/gen-hooks.py hooks/events.table scripts/gen-events.py
 	@mkdir -p $(dir $@)
-	$(PYTHON) scripts/gen-hooks.py --out $(BUILD)/gen $(HOOK_LISTS)
-	$(PYTHON) scripts/gen-events.py --out $(BUILD)/gen
+	$(call say,GEN,$(BUILD)/gen)
+	$(Q)$(PYTHON) scripts/gen-hooks.py --out $(BUILD)/gen $(HOOK_LISTS)
+	$(Q)$(PYTHON) scripts/gen-events.py --out $(BUILD)/gen
 	@touch $@
 
 $(GEN_OUT): $(GEN_STAMP)
@@ -71,7 +86,8 @@ $(GEN_OUT): $(GEN_STAMP)
 # subscriber callback) runs its cleanup (gh_call_unwound).
 $(BUILD)/obj/gen/gh_hooks.o: $(GEN_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(LIB_CFLAGS) -fexceptions -MMD -MP -c $(BUILD)/gen/gh_hooks.c -o $@
+	$(call say,CC,$(BUILD)/gen/gh_hooks.c)
+	$(Q)$(CC) $(LIB_CFLAGS) -fexceptions -MMD -MP -c $(BUILD)/gen/gh_hooks.c -o $@
 
 # The release, for gdrhook_version() and gdrhook-info: the gdrpin DKMS
 # package's (src/kmod/dkms.conf), one version for the tree.
@@ -80,15 +96,18 @@ $(BUILD)/obj/src/face/info.o: LIB_CFLAGS += -DGH_VERSION='"$(GH_VERSION)"'
 $(BUILD)/obj/src/face/info.o: src/kmod/dkms.conf
 $(BUILD)/obj/gen/gh_symtab.o: $(GEN_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(LIB_CFLAGS) -MMD -MP -c $(BUILD)/gen/gh_symtab.c -o $@
+	$(call say,CC,$(BUILD)/gen/gh_symtab.c)
+	$(Q)$(CC) $(LIB_CFLAGS) -MMD -MP -c $(BUILD)/gen/gh_symtab.c -o $@
 
 $(BUILD)/obj/gen/gh_events.o: $(GEN_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(LIB_CFLAGS) -MMD -MP -c $(BUILD)/gen/gh_events.c -o $@
+	$(call say,CC,$(BUILD)/gen/gh_events.c)
+	$(Q)$(CC) $(LIB_CFLAGS) -MMD -MP -c $(BUILD)/gen/gh_events.c -o $@
 
 $(BUILD)/obj/%.o: %.c $(GEN_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(LIB_CFLAGS) -MMD -MP -c $< -o $@
+	$(call say,CC,$<)
+	$(Q)$(CC) $(LIB_CFLAGS) -MMD -MP -c $< -o $@
 
 # The SONAME's number is the release's major (src/kmod/dkms.conf): within
 # it the ABI only grows.  $(LIB) stays the file to preload; the SONAME link
@@ -103,16 +122,18 @@ $(SONAME_STAMP): FORCE
 .PHONY: FORCE
 
 $(LIB): $(LIB_OBJS) $(GEN_STAMP) $(SONAME_STAMP)
-	$(CC) -shared -o $@ $(LIB_OBJS) $(SANFLAGS) \
+	$(call say,LD,$@)
+	$(Q)$(CC) -shared -o $@ $(LIB_OBJS) $(SANFLAGS) \
 		-Wl,-soname,$(SONAME) -Wl,-z,defs -Wl,-z,now \
 		-Wl,--version-script=$(BUILD)/gen/libgdrhook.map $(LDLIBS) $(LDFLAGS)
-	ln -sf $(notdir $@) $(dir $@)$(SONAME)
+	$(Q)ln -sf $(notdir $@) $(dir $@)$(SONAME)
 
 $(foreach l,$(LAYERS),$(eval $(call layer_a,$(l)): $(call layer_objs,$(l))))
 $(LAYER_AS):
 	@mkdir -p $(dir $@)
 	@rm -f $@
-	ar rcs $@ $^
+	$(call say,AR,$@)
+	$(Q)ar rcs $@ $^
 
 # A unit test links its layer (tests/unit/layers) and those below it
 # only: a call that points up fails to link.
@@ -120,7 +141,8 @@ unit_layer	= $(shell sed -n 's/^$(1):[[:space:]]*\([a-z]*\).*/\1/p' tests/unit/l
 $(BUILD)/tests/unit/%: tests/unit/%.c tests/unit/layers $(LAYER_AS) tests/harness.h
 	@mkdir -p $(dir $@)
 	$(if $(call unit_layer,$*),,$(error tests/unit/layers names no layer for $*))
-	$(CC) $(ALL_CFLAGS) -Itests -o $@ $< \
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) -Itests -o $@ $< \
 		$(call layer_link,$(call unit_layer,$*)) $(LDLIBS)
 
 # Programs run under LD_PRELOAD against the CUDA driver test double.
@@ -133,38 +155,44 @@ FAKE_LIBS	:= $(BUILD)/fake/libcuda.so $(BUILD)/fake/libcudart.so $(LIB)
 
 $(BUILD)/tests/preload/%: tests/preload/%.c $(wildcard tests/preload/*.h) tests/harness.h $(FAKE_LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(PRELOAD_CFLAGS) -o $@ $< $(PRELOAD_LIBS)
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(PRELOAD_CFLAGS) -o $@ $< $(PRELOAD_LIBS)
 
 # A runtime in a library's local scope: the program links no CUDA library
 # and dlopen()s liblocal_rt.so (which links the runtime double) RTLD_LOCAL.
 $(BUILD)/tests/preload/liblocal_rt.so: tests/preload/local_rt_lib.c $(FAKE_LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(PRELOAD_CFLAGS) -shared -o $@ $< -L$(BUILD)/fake -lcudart
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(PRELOAD_CFLAGS) -shared -o $@ $< -L$(BUILD)/fake -lcudart
 
 $(BUILD)/tests/preload/test_local_runtime: tests/preload/test_local_runtime.c \
 		tests/harness.h $(BUILD)/tests/preload/liblocal_rt.so $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(PRELOAD_CFLAGS) -o $@ $< -L$(BUILD) -lgdrhook -ldl
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(PRELOAD_CFLAGS) -o $@ $< -L$(BUILD) -lgdrhook -ldl
 
 # A C++ program that dies of an uncaught exception (test_evlog_proc runs it).
 CXX		?= c++
 $(BUILD)/tests/preload/die_cxx: tests/preload/die_cxx.cc $(FAKE_LIBS)
 	@mkdir -p $(dir $@)
-	$(CXX) -O1 -g -Wall -Werror $(CUDA_CPPFLAGS) -o $@ $< -L$(BUILD)/fake -lcuda
+	$(call say,CXXLD,$@)
+	$(Q)$(CXX) -O1 -g -Wall -Werror $(CUDA_CPPFLAGS) -o $@ $< -L$(BUILD)/fake -lcuda
 
 $(BUILD)/tests/preload/test_evlog_proc: $(BUILD)/tests/preload/die_cxx
 
 # A subscriber callback that throws through a hook (test_inflight runs it).
 $(BUILD)/tests/preload/throw_cxx: tests/preload/throw_cxx.cc include/gdrhook.h $(FAKE_LIBS)
 	@mkdir -p $(dir $@)
-	$(CXX) -O1 -g -Wall -Werror $(SANFLAGS) $(CUDA_CPPFLAGS) -Iinclude -o $@ $< \
+	$(call say,CXXLD,$@)
+	$(Q)$(CXX) -O1 -g -Wall -Werror $(SANFLAGS) $(CUDA_CPPFLAGS) -Iinclude -o $@ $< \
 		-L$(BUILD) -lgdrhook -L$(BUILD)/fake -lcuda -lpthread
 
 $(BUILD)/tests/preload/test_inflight: $(BUILD)/tests/preload/throw_cxx
 
 $(BUILD)/tests/preload/test_symbols: $(GEN_STAMP) $(wildcard tests/preload/*.h) tests/harness.h $(FAKE_LIBS)
 	@mkdir -p $(dir $@)
-	$(CC) $(PRELOAD_CFLAGS) -o $@ $(BUILD)/gen/test_symbols.c $(PRELOAD_LIBS)
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(PRELOAD_CFLAGS) -o $@ $(BUILD)/gen/test_symbols.c $(PRELOAD_LIBS)
 
 # Sanitizer runtimes must come first in the process, before the shim.
 SAN_RT		:= $(if $(findstring address,$(SAN)),$(shell $(CC) -print-file-name=libasan.so),\

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 # Examples (examples/README.md), and `make run`: one of them under the
 # shim, on the GPU when there is one, else on the CUDA test doubles in
-# $(BUILD)/fake; then the trace summary.
+# $(BUILD)/fake; then a digest of the trace summary.
 #
 #   make examples                      build every example this machine can
 #   make run [EXAMPLE=runtime_api]     driver_api (default), runtime_api,
@@ -31,15 +31,18 @@ EXAMPLES_BINS	:= $(EXAMPLES_DIR)/driver_api $(EXAMPLES_DIR)/runtime_api \
 
 $(EXAMPLES_DIR)/driver_api: examples/driver_api.c $(EXAMPLES_HDRS) $(BUILD)/fake/libcuda.so
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD)/fake -lcuda -ldl
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD)/fake -lcuda -ldl
 
 $(EXAMPLES_DIR)/runtime_api: examples/runtime_api.c $(EXAMPLES_HDRS) $(BUILD)/fake/libcudart.so
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD)/fake -lcudart -ldl
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD)/fake -lcudart -ldl
 
 $(EXAMPLES_DIR)/regcache_churn: examples/regcache_churn.c $(EXAMPLES_HDRS) $(BUILD)/fake/libcuda.so
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD)/fake -lcuda -libverbs -ldl
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD)/fake -lcuda -libverbs -ldl
 
 examples: $(EXAMPLES_BINS)
 
@@ -49,13 +52,20 @@ examples: $(EXAMPLES_BINS)
 EX_IS_C		:= $(filter-out torch_train,$(filter $(EXAMPLE),$(EXAMPLES_ALL)))
 EX_CMD		:= $(if $(EX_IS_C),$(EXAMPLES_DIR)/$(EXAMPLE),$(PYTHON) examples/torch_train.py)
 
+# The build is silent (make -s; V=1 shows the commands) and the run
+# short: the program's output, its counters after it (GDRHOOK_STATS=1,
+# the program's stderr into the same stream), a digest of the trace
+# summary (run-summary.awk).
 run:
 	@$(if $(filter $(EXAMPLE),$(EXAMPLES_ALL)),:,echo "run: EXAMPLE=$(EXAMPLE)? one of: $(EXAMPLES_ALL)"; exit 2)
 	@$(SETUP) run
-	@$(MAKE) --no-print-directory run-example
+	@echo "== make: the library, the CUDA test doubles, $(EXAMPLE)$(if $(filter 1,$(V)),, (make V=1 run shows the commands))"
+	@$(MAKE) --no-print-directory $(if $(filter 1,$(V)),,-s) run-example
 
 # What the run needs and no more (make run has checked the machine).
-run-example: $(LIB) $(TRACE_CORE) fake $(if $(EX_IS_C),$(EXAMPLES_DIR)/$(EXAMPLE),) \
+# trace-tool (scripts/tools/rules.mk): by name, so this list does not
+# depend on which fragment the Makefile reads first.
+run-example: $(LIB) trace-tool fake $(if $(EX_IS_C),$(EXAMPLES_DIR)/$(EXAMPLE),) \
 		$(if $(filter regcache_churn,$(EXAMPLE)),fakeverbs,)
 	@mkdir -p $(dir $(EXAMPLE_LOG)); rm -f $(EXAMPLE_LOG)
 	@fake=$(abspath $(BUILD)/fake); \
@@ -81,10 +91,11 @@ run-example: $(LIB) $(TRACE_CORE) fake $(if $(EX_IS_C),$(EXAMPLES_DIR)/$(EXAMPLE
 	fi; \
 	LD_LIBRARY_PATH=$$libpath$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH} \
 		LD_PRELOAD=$(abspath $(LIB)) \
-		GDRHOOK_LOG=$(EXAMPLE_LOG) GDRHOOK_STATS=1 $(EX_CMD)
+		GDRHOOK_LOG=$(EXAMPLE_LOG) GDRHOOK_STATS=1 $(EX_CMD) 2>&1
 	@if [ -s $(EXAMPLE_LOG) ]; then \
-		echo "== scripts/tools/gdrhook-trace summary $(EXAMPLE_LOG)"; \
-		$(PYTHON) scripts/tools/gdrhook-trace summary $(EXAMPLE_LOG); \
+		echo "== $(TRACE_TOOL) summary $(EXAMPLE_LOG), in part (the command prints all of it)"; \
+		out=$$($(PYTHON) $(TRACE_TOOL) summary $(EXAMPLE_LOG)) || exit $$?; \
+		printf '%s\n' "$$out" | awk -f examples/run-summary.awk; \
 	else \
 		echo "== no GPU allocation was made: no event log ($(EXAMPLE_LOG))"; \
 	fi

@@ -13,12 +13,13 @@ all: $(TRACE_TOOL)
 
 $(TRACE_TOOL): $(TRACE_SRCS) $(TRACE_SCHEMA) src/kmod/dkms.conf scripts/tools/rules.mk
 	@rm -rf $@.d && mkdir -p $@.d/gdrhook_trace
-	cp $(TRACE_SRCS) $(TRACE_SCHEMA) $@.d/gdrhook_trace/
-	cp $(TRACE_PKG)/__main__.py $@.d/__main__.py
-	echo 'VERSION = "$(GDRHOOK_VERSION)"' > $@.d/gdrhook_trace/_version.py
-	$(PYTHON) -m zipapp $@.d -o $@.tmp -p "/usr/bin/env python3" -c
+	$(call say,ZIPAPP,$@)
+	$(Q)cp $(TRACE_SRCS) $(TRACE_SCHEMA) $@.d/gdrhook_trace/
+	$(Q)cp $(TRACE_PKG)/__main__.py $@.d/__main__.py
+	$(Q)echo 'VERSION = "$(GDRHOOK_VERSION)"' > $@.d/gdrhook_trace/_version.py
+	$(Q)$(PYTHON) -m zipapp $@.d -o $@.tmp -p "/usr/bin/env python3" -c
 	@rm -rf $@.d
-	mv $@.tmp $@
+	$(Q)mv $@.tmp $@
 
 # Its optional reader in C ($(TRACE_PKG)/_core*.c), a Python extension on
 # the stable ABI: built where $(PYTHON)'s headers are, found by the tool in
@@ -36,7 +37,8 @@ TRACE_CORE_SRCS	:= $(TRACE_PKG)/_core.c $(TRACE_PKG)/_core_sort.c
 
 $(BUILD)/$(TRACE_CORE_REL): $(TRACE_CORE_SRCS) $(TRACE_PKG)/_core.h scripts/tools/rules.mk
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -shared -fPIC -O2 -g $(WARN) $(CPPFLAGS) -I$(PY_INCLUDE) -Wl,-z,now $(LDFLAGS) -o $@ $(TRACE_CORE_SRCS)
+	$(call say,CCLD,$@)
+	$(Q)$(CC) -std=gnu11 -shared -fPIC -O2 -g $(WARN) $(CPPFLAGS) -I$(PY_INCLUDE) -Wl,-z,now $(LDFLAGS) -o $@ $(TRACE_CORE_SRCS)
 
 # The shipped command gdrhook-info ($(BUILD)/gdrhook-info) and `make info`.
 # Included by the top Makefile.  It links libgdrhook.so and finds it next
@@ -48,9 +50,15 @@ INFO_BIN	:= $(BUILD)/gdrhook-info
 all: $(INFO_BIN)
 
 $(INFO_BIN): scripts/tools/gdrhook-info.c include/gdrhook.h $(LIB)
-	$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD) -lgdrhook $(SANFLAGS) \
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD) -lgdrhook $(SANFLAGS) \
 		-Wl,--enable-new-dtags -Wl,-rpath,'$$ORIGIN:$$ORIGIN/../lib'
 
 # This machine as it is: the real driver and RDMA devices, if any.
 info: $(INFO_BIN)
 	$(INFO_BIN)
+
+# gdrhook-trace and its C reader, for a recipe that runs the tool (make
+# run): a name, so a fragment read before this one can depend on it.
+.PHONY: trace-tool
+trace-tool: $(TRACE_TOOL) $(TRACE_CORE)

@@ -28,44 +28,50 @@ fake: $(FAKE_LIBCUDA) $(FAKE_DIR)/libcuda.so $(FAKE_LIBCUDART) \
 $(FAKE_DIR)/fakecuda_gpa.h: tests/fake/gen-gpa.py $(FAKE_TYPEDEFS) \
 		$(FAKE_CUDA_SRCS)
 	@mkdir -p $(dir $@)
-	$(PYTHON) tests/fake/gen-gpa.py $(FAKE_TYPEDEFS) $@.tmp $(FAKE_CUDA_SRCS)
+	$(call say,GEN,$@)
+	$(Q)$(PYTHON) tests/fake/gen-gpa.py $(FAKE_TYPEDEFS) $@.tmp $(FAKE_CUDA_SRCS)
 	@mv $@.tmp $@
 
 $(FAKE_DIR)/obj/%.o: tests/fake/%.c $(FAKE_HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(FAKE_CFLAGS) -c $< -o $@
+	$(call say,CC,$<)
+	$(Q)$(CC) $(FAKE_CFLAGS) -c $< -o $@
 
 $(FAKE_DIR)/obj/fakecuda_gpa.o: $(FAKE_DIR)/fakecuda_gpa.h
 
 # -Bsymbolic-functions: the addresses cuGetProcAddress hands out are the
 # fake's own functions even if a preloaded library exports the same names.
 $(FAKE_LIBCUDA): $(FAKE_CUDA_OBJS)
-	$(CC) -shared -o $@ $(FAKE_CUDA_OBJS) $(SANFLAGS) \
+	$(call say,LD,$@)
+	$(Q)$(CC) -shared -o $@ $(FAKE_CUDA_OBJS) $(SANFLAGS) \
 		-Wl,-soname,libcuda.so.1 -Wl,-Bsymbolic-functions \
 		-Wl,-z,defs $(LDLIBS)
 
 $(FAKE_DIR)/libcuda.so: | $(FAKE_LIBCUDA)
-	ln -sf libcuda.so.1 $@
+	$(Q)ln -sf libcuda.so.1 $@
 
 # Like the real runtime: symbols versioned libcudart.so.13, no libcuda
 # dependency; RUNPATH $ORIGIN so its dlopen("libcuda.so.1") finds the fake
 # next to it.
 $(FAKE_DIR)/libcudart.map: tests/fake/rules.mk
 	@mkdir -p $(dir $@)
-	printf 'libcudart.so.13 {\n  global: cuda*;\n  local: *;\n};\n' > $@
+	$(call say,GEN,$@)
+	$(Q)printf 'libcudart.so.13 {\n  global: cuda*;\n  local: *;\n};\n' > $@
 
 $(FAKE_LIBCUDART): $(FAKE_DIR)/obj/fakecudart.o $(FAKE_DIR)/libcudart.map
-	$(CC) -shared -o $@ $(FAKE_DIR)/obj/fakecudart.o $(SANFLAGS) \
+	$(call say,LD,$@)
+	$(Q)$(CC) -shared -o $@ $(FAKE_DIR)/obj/fakecudart.o $(SANFLAGS) \
 		-Wl,-soname,libcudart.so.13 -Wl,-z,defs \
 		-Wl,--version-script=$(FAKE_DIR)/libcudart.map \
 		-Wl,-rpath,'$$ORIGIN' $(LDLIBS)
 
 $(FAKE_DIR)/libcudart.so: | $(FAKE_LIBCUDART)
-	ln -sf libcudart.so.13 $@
+	$(Q)ln -sf libcudart.so.13 $@
 
 $(FAKE_SELFTEST): tests/fake/selftest.c tests/harness.h tests/fake/fakecuda.h \
 		$(FAKE_LIBCUDA) $(FAKE_DIR)/libcuda.so
-	$(CC) $(ALL_CFLAGS) -Itests -Itests/fake -o $@ $< \
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) -Itests -Itests/fake -o $@ $< \
 		-L$(FAKE_DIR) -Wl,-rpath,'$$ORIGIN' -lcuda $(LDLIBS)
 
 fake-selftest: $(FAKE_SELFTEST)

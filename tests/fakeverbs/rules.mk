@@ -21,10 +21,12 @@ $(FAKEVERBS_OBJS): tests/fakeverbs/fakeverbs_cost.h
 $(FAKEVERBS_OBJS): $(FAKEVERBS_DIR)/%.o: tests/fakeverbs/%.c tests/fakeverbs/fakeverbs.h \
 		tests/fakeverbs/fakeverbs_internal.h tests/fake/fakecuda.h
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -fvisibility=hidden -Itests/fake -Itests/fakeverbs -c $< -o $@
+	$(call say,CC,$<)
+	$(Q)$(CC) $(ALL_CFLAGS) -fvisibility=hidden -Itests/fake -Itests/fakeverbs -c $< -o $@
 
 $(FAKEVERBS_LIB): $(FAKEVERBS_OBJS) tests/fakeverbs/libibverbs.map
-	$(CC) -shared -o $@ $(FAKEVERBS_OBJS) $(SANFLAGS) \
+	$(call say,LD,$@)
+	$(Q)$(CC) -shared -o $@ $(FAKEVERBS_OBJS) $(SANFLAGS) \
 		-Wl,-soname,libibverbs.so.1 -Wl,-z,defs \
 		-Wl,--version-script=tests/fakeverbs/libibverbs.map $(LDLIBS)
 
@@ -33,7 +35,8 @@ $(BUILD)/tests/preload/test_verbs $(BUILD)/tests/preload/test_races \
 		$(BUILD)/tests/preload/%: tests/preload/%.c \
 		$(wildcard tests/preload/*.h) tests/harness.h $(FAKE_LIBS) $(FAKEVERBS_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(PRELOAD_CFLAGS) -Itests/fake -Itests/fakeverbs -o $@ $< $(PRELOAD_LIBS) \
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(PRELOAD_CFLAGS) -Itests/fake -Itests/fakeverbs -o $@ $< $(PRELOAD_LIBS) \
 		-Wl,--enable-new-dtags -Wl,-rpath,'$$ORIGIN/../../fakeverbs'
 
 # The double's own test: queue pairs, CQs and memory windows, linked
@@ -46,5 +49,6 @@ fakeverbs-selftest: $(FAKEVERBS_SELFTEST)
 
 $(FAKEVERBS_SELFTEST): tests/fakeverbs/selftest.c tests/harness.h \
 		tests/fakeverbs/fakeverbs.h $(FAKEVERBS_LIB)
-	$(CC) $(ALL_CFLAGS) -Itests -Itests/fakeverbs -o $@ $< $(FAKEVERBS_LIB) \
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) -Itests -Itests/fakeverbs -o $@ $< $(FAKEVERBS_LIB) \
 		$(SANFLAGS) -Wl,-rpath,'$$ORIGIN' -ldl -lpthread

@@ -14,5 +14,6 @@ ptrattr-table: $(PTRATTR_TABLE)
 $(PTRATTR_TABLE): tests/gpu/ptrattr_table.c $(BUILD)/fake/libcuda.so \
 		$(BUILD)/fake/libcudart.so
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD)/fake \
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD)/fake \
 		-Wl,--no-as-needed -lcudart -Wl,--as-needed -lcuda -ldl

@@ -14,7 +14,8 @@ hw: $(HW_CALIBRATE)
 
 $(HW_CALIBRATE): tests/hw/calibrate.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $< -libverbs $(LDLIBS)
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< -libverbs $(LDLIBS)
 
 # The calibration against the fake NIC and the CUDA double: the modelled
 # clock must give the cost profile's own constants back, and the rows

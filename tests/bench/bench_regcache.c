@@ -35,6 +35,8 @@
 #include <unistd.h>
 #include <infiniband/verbs.h>
 
+#include "verbs_qp.h"
+
 #define ACC	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
 		 IBV_ACCESS_REMOTE_READ)
 #define XFER	4096
@@ -62,20 +64,14 @@ static struct {
 	struct ibv_pd *pd;
 	struct ibv_cq *cq;
 	struct ibv_qp *qa, *qb;
-	union ibv_gid gid;
-	enum ibv_mtu mtu;
+	struct vqp_path path;
 	void *src;
 	struct ibv_mr *src_mr;
 } vb;
 
 static struct ibv_qp *qp_new(void)
 {
-	struct ibv_qp_init_attr a = {
-		.send_cq = vb.cq, .recv_cq = vb.cq, .qp_type = IBV_QPT_RC,
-		.cap = { .max_send_wr = 16, .max_recv_wr = 16,
-			 .max_send_sge = 1, .max_recv_sge = 1 },
-	};
-	struct ibv_qp *qp = ibv_create_qp(vb.pd, &a);
+	struct ibv_qp *qp = vqp_create(vb.pd, vb.cq, 16, 16, 0);
 
 	if (!qp)
 		die("ibv_create_qp");
@@ -84,46 +80,16 @@ static struct ibv_qp *qp_new(void)
 
 static void qp_connect(struct ibv_qp *qp, uint32_t dest)
 {
-	struct ibv_qp_attr a;
+	const char *step;
 
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
-	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-			    IBV_ACCESS_LOCAL_WRITE;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-			  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-		die("modify INIT");
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = vb.mtu;
-	a.dest_qp_num = dest;
-	a.max_dest_rd_atomic = 1;
-	a.min_rnr_timer = 12;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = vb.gid;
-	a.ah_attr.grh.hop_limit = 1;
-	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-			  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-			  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-		die("modify RTR");
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 1;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
-			  IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-			  IBV_QP_MAX_QP_RD_ATOMIC))
-		die("modify RTS");
+	errno = vqp_connect(qp, &vb.path, dest, &step);
+	if (errno)
+		die(step);
 }
 
 static void verbs_open(const char *want)
 {
 	struct ibv_device **l;
-	struct ibv_port_attr pa;
 	int n, i;
 
 	l = ibv_get_device_list(&n);
@@ -136,10 +102,11 @@ static void verbs_open(const char *want)
 		die("no such RDMA device");
 	vb.ctx = ibv_open_device(l[i]);
 	ibv_free_device_list(l);
-	if (!vb.ctx || ibv_query_port(vb.ctx, 1, &pa) ||
-	    ibv_query_gid(vb.ctx, 1, 0, &vb.gid))
-		die("open/query");
-	vb.mtu = pa.active_mtu;
+	if (!vb.ctx)
+		die("ibv_open_device");
+	errno = vqp_path_query(vb.ctx, ACC, &vb.path);
+	if (errno)
+		die("ibv_query_port/gid");
 	vb.pd = ibv_alloc_pd(vb.ctx);
 	vb.cq = ibv_create_cq(vb.ctx, 64, NULL, NULL, 0);
 	if (!vb.pd || !vb.cq)

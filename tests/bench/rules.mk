@@ -64,10 +64,10 @@ BENCH_REGCACHE	:= $(BUILD)/tests/bench/bench_regcache
 bench: $(BENCH_REGCACHE)
 bench-regcache: $(BENCH_REGCACHE)
 
-$(BENCH_REGCACHE): tests/bench/bench_regcache.c $(BUILD)/fake/libcuda.so
+$(BENCH_REGCACHE): tests/bench/bench_regcache.c tests/verbs_qp.h $(BUILD)/fake/libcuda.so
 	@mkdir -p $(dir $@)
 	$(call say,CCLD,$@)
-	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD)/fake -lcuda -libverbs $(LDLIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) -Itests -o $@ $< -L$(BUILD)/fake -lcuda -libverbs $(LDLIBS)
 # ---- end bench_regcache ----
 # ---- bench_queries: pointer queries, gdrhook vs the driver ----
 # Linked like bench_driver (the toolkit's runtime and driver stub); run it

@@ -48,7 +48,7 @@ all: $(FAKEVERBS_SELFTEST)
 fakeverbs-selftest: $(FAKEVERBS_SELFTEST)
 
 $(FAKEVERBS_SELFTEST): tests/fakeverbs/selftest.c tests/harness.h \
-		tests/fakeverbs/fakeverbs.h $(FAKEVERBS_LIB)
+		tests/verbs_qp.h tests/fakeverbs/fakeverbs.h $(FAKEVERBS_LIB)
 	$(call say,CCLD,$@)
 	$(Q)$(CC) $(ALL_CFLAGS) -Itests -Itests/fakeverbs -o $@ $< $(FAKEVERBS_LIB) \
 		$(SANFLAGS) -Wl,-rpath,'$$ORIGIN' -ldl -lpthread

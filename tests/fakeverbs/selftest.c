@@ -22,6 +22,7 @@
 
 #include "harness.h"
 #include "fakeverbs.h"
+#include "verbs_qp.h"
 
 #define LW IBV_ACCESS_LOCAL_WRITE
 #define RW IBV_ACCESS_REMOTE_WRITE
@@ -37,60 +38,17 @@ struct nic {
 	struct ibv_qp *qp;
 };
 
-static struct ibv_qp *make_qp(struct ibv_pd *pd, struct ibv_cq *cq,
-			      uint32_t max_send_wr, int sig_all)
-{
-	struct ibv_qp_init_attr ia = {
-		.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
-		.sq_sig_all = sig_all,
-		.cap = { .max_send_wr = max_send_wr, .max_recv_wr = 1,
-			 .max_send_sge = 1, .max_recv_sge = 1 },
-	};
+/* The fake's port: no GID routing, its MTU, the library's access. */
+static const struct vqp_path fv_path = { .mtu = IBV_MTU_1024,
+					 .access = RW | RR };
 
-	return ibv_create_qp(pd, &ia);
-}
-
-static int to_state(struct ibv_qp *qp, enum ibv_qp_state st, uint32_t dest)
-{
-	struct ibv_qp_attr a = { .qp_state = st };
-	int mask = IBV_QP_STATE;
-
-	switch (st) {
-	case IBV_QPS_INIT:
-		a.port_num = 1;
-		a.qp_access_flags = RW | RR;
-		mask |= IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
-		break;
-	case IBV_QPS_RTR:
-		a.path_mtu = IBV_MTU_1024;
-		a.dest_qp_num = dest;
-		a.ah_attr.port_num = 1;
-		a.max_dest_rd_atomic = 1;
-		a.min_rnr_timer = 12;
-		mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-			IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-			IBV_QP_MIN_RNR_TIMER;
-		break;
-	case IBV_QPS_RTS:
-		a.timeout = 14;
-		a.retry_cnt = 7;
-		a.rnr_retry = 7;
-		a.max_rd_atomic = 1;
-		mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-			IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
-		break;
-	default:
-		break;
-	}
-	return ibv_modify_qp(qp, &a, mask);
-}
-
-/* RESET -> INIT -> RTR (connected to itself) -> RTS, the library's QP. */
+/* RESET -> INIT -> RTR (connected to itself) -> RTS, the library's QP
+ * (also after an error). */
 static void connect_self(struct ibv_qp *qp)
 {
-	CHECK_EQ(to_state(qp, IBV_QPS_INIT, 0), 0);
-	CHECK_EQ(to_state(qp, IBV_QPS_RTR, qp->qp_num), 0);
-	CHECK_EQ(to_state(qp, IBV_QPS_RTS, 0), 0);
+	const char *step;
+
+	CHECK_EQ(vqp_connect(qp, &fv_path, qp->qp_num, &step), 0);
 }
 
 static struct nic open_nic(int n, uint32_t max_send_wr, int sig_all)
@@ -103,7 +61,7 @@ static struct nic open_nic(int n, uint32_t max_send_wr, int sig_all)
 	CHECK(k.pd);
 	k.cq = ibv_create_cq(k.ctx, 64, NULL, NULL, 0);
 	CHECK(k.cq);
-	k.qp = make_qp(k.pd, k.cq, max_send_wr, sig_all);
+	k.qp = vqp_create(k.pd, k.cq, max_send_wr, 1, sig_all);
 	CHECK(k.qp);
 	connect_self(k.qp);
 	return k;
@@ -258,7 +216,7 @@ TEST(qp_state_machine)
 	struct ibv_context *ctx = fakeverbs_open();
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
 	struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
-	struct ibv_qp *qp = make_qp(pd, cq, 8, 0);
+	struct ibv_qp *qp = vqp_create(pd, cq, 8, 1, 0);
 	struct ibv_mw *mw = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
 	struct ibv_qp_init_attr ia = { .send_cq = cq, .recv_cq = cq,
 				       .qp_type = IBV_QPT_UD };
@@ -272,14 +230,14 @@ TEST(qp_state_machine)
 	CHECK_EQ(errno, EOPNOTSUPP);
 	/* no sends before RTS */
 	CHECK_EQ(post_inv(qp, mw->rkey, 1, 1), EINVAL);
-	CHECK_EQ(to_state(qp, IBV_QPS_RTS, 0), EINVAL);	/* RESET -> RTS */
-	CHECK_EQ(to_state(qp, IBV_QPS_INIT, 0), 0);
+	CHECK_EQ(vqp_to(qp, IBV_QPS_RTS, &fv_path, 0), EINVAL);	/* RESET -> RTS */
+	CHECK_EQ(vqp_to(qp, IBV_QPS_INIT, &fv_path, 0), 0);
 	CHECK_EQ(post_inv(qp, mw->rkey, 1, 1), EINVAL);
 	/* RTR needs a live peer */
-	CHECK_EQ(to_state(qp, IBV_QPS_RTR, 0xabcdef), EINVAL);
-	CHECK_EQ(to_state(qp, IBV_QPS_RTR, qp->qp_num), 0);
+	CHECK_EQ(vqp_to(qp, IBV_QPS_RTR, &fv_path, 0xabcdef), EINVAL);
+	CHECK_EQ(vqp_to(qp, IBV_QPS_RTR, &fv_path, qp->qp_num), 0);
 	CHECK_EQ(post_inv(qp, mw->rkey, 1, 1), EINVAL);
-	CHECK_EQ(to_state(qp, IBV_QPS_RTS, 0), 0);
+	CHECK_EQ(vqp_to(qp, IBV_QPS_RTS, &fv_path, 0), 0);
 	CHECK_EQ(qp->state, IBV_QPS_RTS);
 	CHECK_EQ(ibv_query_qp(qp, &qa, IBV_QP_STATE | IBV_QP_DEST_QPN, &qi), 0);
 	CHECK_EQ(qa.qp_state, IBV_QPS_RTS);
@@ -424,7 +382,6 @@ TEST(bind_checks_and_error_state)
 		CHECK_EQ(fakeverbs_bound_mws(), 0);
 		/* the app's qp->state is stale until queried, as in rdma-core */
 		CHECK_EQ(k.qp->state, IBV_QPS_RTS);
-		CHECK_EQ(to_state(k.qp, IBV_QPS_RESET, 0), 0);
 		connect_self(k.qp);
 	}
 	/* a type 2 window is bound once: invalidate before rebinding */
@@ -486,7 +443,7 @@ TEST(type1_bind_move_unbind)
 	/* never invalidated by a WR */
 	CHECK_EQ(post_inv(k.qp, r2, 1, 3), 0);
 	expect_wc(k.cq, 3, IBV_WC_LOC_PROT_ERR, 0);
-	CHECK_EQ(to_state(k.qp, IBV_QPS_RESET, 0), 0);
+	CHECK_EQ(vqp_to(k.qp, IBV_QPS_RESET, &fv_path, 0), 0);
 	CHECK_EQ(bind1(k.qp, mw, NULL, 0, 0, 0, 4), EINVAL);	/* not RTS */
 	connect_self(k.qp);
 	/* length 0: unbound, the tag moved on */
@@ -530,7 +487,7 @@ TEST(parent_busy_while_bound_pd_busy)
 	struct ibv_mw *mw = ibv_alloc_mw(k.pd, IBV_MW_TYPE_2);
 	struct ibv_mw *mw3 = ibv_alloc_mw(pd3, IBV_MW_TYPE_2);
 	struct ibv_cq *cq2 = ibv_create_cq(k.ctx, 4, NULL, NULL, 0);
-	struct ibv_qp *qp2 = make_qp(pd2, cq2, 4, 0);
+	struct ibv_qp *qp2 = vqp_create(pd2, cq2, 4, 1, 0);
 	uint32_t r = bind_ok(&k, mr, mw, mw->rkey, 0, 4096, RW);
 
 	CHECK_EQ(ibv_dereg_mr(mr), EBUSY);
@@ -564,7 +521,7 @@ TEST(completions_only_on_own_cq)
 {
 	struct nic a = open_nic(0, 16, 0);
 	struct ibv_cq *cqb = ibv_create_cq(a.ctx, 16, NULL, NULL, 0);
-	struct ibv_qp *qpb = make_qp(a.pd, cqb, 16, 1);
+	struct ibv_qp *qpb = vqp_create(a.pd, cqb, 16, 1, 1);
 	struct ibv_mr *mr = ibv_reg_mr(a.pd, buf, sizeof(buf), LW | BIND);
 	struct ibv_mw *mw = ibv_alloc_mw(a.pd, IBV_MW_TYPE_2);
 	uint32_t r = ibv_inc_rkey(mw->rkey);
@@ -605,7 +562,6 @@ TEST(send_queue_depth)
 	}
 	CHECK_EQ(post_inv(k.qp, r, 1, 3), ENOMEM);	/* full */
 	expect_none(k.cq);
-	CHECK_EQ(to_state(k.qp, IBV_QPS_RESET, 0), 0);
 	connect_self(k.qp);
 	r = ibv_inc_rkey(r);
 	CHECK_EQ(post_bind(k.qp, mw, r, mr, at(0), 64, RW, 0, 1), 0);
@@ -637,7 +593,6 @@ TEST(fail_bind_nth)
 	expect_wc(k.cq, 2, IBV_WC_MW_BIND_ERR, 0);
 	CHECK_EQ(fakeverbs_write(k.pd, r, at(0), "x", 1), -ENOENT);
 	CHECK_EQ(fakeverbs_qp_state(k.qp), IBV_QPS_ERR);
-	CHECK_EQ(to_state(k.qp, IBV_QPS_RESET, 0), 0);
 	connect_self(k.qp);
 	r = bind_ok(&k, mr, mw, r, 0, 64, RW);		/* the third binds */
 	CHECK_EQ(fakeverbs_write(k.pd, r, at(0), "x", 1), 0);

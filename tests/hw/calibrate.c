@@ -40,6 +40,8 @@
 #include <unistd.h>
 #include <infiniband/verbs.h>
 
+#include "verbs_qp.h"
+
 #define MiB	(1ull << 20)
 #define ACC	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
 		 IBV_ACCESS_REMOTE_READ)
@@ -213,56 +215,25 @@ static int load_cuda(char *gpu, size_t n)
 	return 0;
 }
 
-/* An RC QP connected to itself, in RTS (as src/pin/mwin.c's). */
+/* An RC QP connected to itself, in RTS (as src/pin/mwin.c's); NULL and
+ * errno. */
 static struct ibv_qp *loopback_qp(struct ibv_pd *pd, struct ibv_cq *cq)
 {
-	struct ibv_qp_init_attr ia = { .send_cq = cq, .recv_cq = cq,
-		.cap = { .max_send_wr = 16, .max_recv_wr = 1,
-			 .max_send_sge = 1, .max_recv_sge = 1 },
-		.qp_type = IBV_QPT_RC };
-	struct ibv_port_attr pa;
-	struct ibv_qp_attr a;
-	struct ibv_qp *qp = ibv_create_qp(pd, &ia);
-	union ibv_gid gid;
+	struct ibv_qp *qp = vqp_create(pd, cq, 16, 1, 0);
+	struct vqp_path p;
+	const char *step;
+	int err;
 
-	if (!qp || ibv_query_port(pd->context, 1, &pa))
+	if (!qp)
 		return NULL;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
-	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-			  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+	err = vqp_path_query(pd->context, IBV_ACCESS_REMOTE_WRITE, &p);
+	if (!err)
+		err = vqp_connect(qp, &p, qp->qp_num, &step);
+	if (err) {
+		ibv_destroy_qp(qp);
+		errno = err;
 		return NULL;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = pa.active_mtu ? pa.active_mtu : IBV_MTU_1024;
-	a.dest_qp_num = qp->qp_num;
-	a.max_dest_rd_atomic = 1;
-	a.min_rnr_timer = 12;
-	a.ah_attr.port_num = 1;
-	a.ah_attr.dlid = pa.lid;
-	if (pa.link_layer == IBV_LINK_LAYER_ETHERNET) {
-		if (ibv_query_gid(pd->context, 1, 0, &gid))
-			return NULL;
-		a.ah_attr.is_global = 1;
-		a.ah_attr.grh.dgid = gid;
-		a.ah_attr.grh.hop_limit = 1;
 	}
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-			  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-			  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-		return NULL;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 1;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
-			  IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-			  IBV_QP_MAX_QP_RD_ATOMIC))
-		return NULL;
 	return qp;
 }
 

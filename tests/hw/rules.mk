@@ -12,10 +12,10 @@ ifeq ($(HW_HAVE_HDRS),1)
 all: hw
 hw: $(HW_CALIBRATE)
 
-$(HW_CALIBRATE): tests/hw/calibrate.c
+$(HW_CALIBRATE): tests/hw/calibrate.c tests/verbs_qp.h
 	@mkdir -p $(dir $@)
 	$(call say,CCLD,$@)
-	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< -libverbs $(LDLIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) -Itests -o $@ $< -libverbs $(LDLIBS)
 
 # The calibration against the fake NIC and the CUDA double: the modelled
 # clock must give the cost profile's own constants back, and the rows

@@ -5,7 +5,7 @@
  *
  * Runs under LD_PRELOAD=libgdrhook.so with the CUDA driver double
  * (build/fake: "GPU memory" is host pages at GPU-like addresses, and a
- * free + alloc of the same size returns the same address), GDRHOOK_LOG set
+ * free + alloc of the same size returns the same address), GDRHOOK_TRACE set
  * and GDRHOOK_BACKEND=peermem or gdrpin.  One loopback RC QP pair on rxe0
  * (two QPs of one PD connected to each other through GID index 0).
  *
@@ -54,7 +54,7 @@
 #include <infiniband/verbs.h>
 
 #include "gdrhook_preload.h"
-#include "qp_reset.h"
+#include "verbs_qp.h"
 
 #define MiB		(1ULL << 20)
 #define ACC		(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
@@ -91,8 +91,7 @@ static struct {
 	struct ibv_cq *cq;
 	struct ibv_qp *qa, *qb;		/* data pair */
 	struct ibv_qp *pa, *pb;		/* probe pair (reset after errors) */
-	union ibv_gid gid;
-	enum ibv_mtu mtu;
+	struct vqp_path path;
 	void *src;
 	struct ibv_mr *src_mr;
 	size_t src_len;
@@ -100,12 +99,7 @@ static struct {
 
 static struct ibv_qp *qp_new(void)
 {
-	struct ibv_qp_init_attr a = {
-		.send_cq = vb.cq, .recv_cq = vb.cq, .qp_type = IBV_QPT_RC,
-		.cap = { .max_send_wr = 16, .max_recv_wr = 16,
-			 .max_send_sge = 1, .max_recv_sge = 1 },
-	};
-	struct ibv_qp *qp = ibv_create_qp(vb.pd, &a);
+	struct ibv_qp *qp = vqp_create(vb.pd, vb.cq, 16, 16, 0);
 
 	if (!qp)
 		fail("ibv_create_qp: %s", strerror(errno));
@@ -114,50 +108,11 @@ static struct ibv_qp *qp_new(void)
 
 static void qp_connect(struct ibv_qp *qp, uint32_t dest)
 {
-	struct ibv_qp_attr a;
 	const char *step;
-	int rc;
+	int rc = vqp_connect(qp, &vb.path, dest, &step);
 
-	rc = qp_reset_init(qp, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-			   IBV_ACCESS_LOCAL_WRITE, &step);
 	if (rc)
 		fail("modify %s: %s", step, strerror(rc));
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = vb.mtu;
-	a.dest_qp_num = dest;
-	a.rq_psn = 0;
-	a.max_dest_rd_atomic = 1;
-	a.min_rnr_timer = 12;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = vb.gid;
-	a.ah_attr.grh.sgid_index = 0;
-	a.ah_attr.grh.hop_limit = 1;
-	a.ah_attr.port_num = 1;
-	rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-			   IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-			   IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
-	if (rc)
-		fail("modify RTR: %s", strerror(rc));
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	/*
-	 * Soft-RoCE under an emulated CPU on a loaded host: an ACK can take
-	 * far longer than on hardware.  timeout 10 (4 ms) with one retry
-	 * gave "transport retry counter exceeded" at random; 18 (about 1 s)
-	 * with 7 retries rides out scheduling stalls.  A refused write (the
-	 * stale-rkey probe) is a NAK, not a timeout, so it stays fast.
-	 */
-	a.timeout = 18;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.sq_psn = 0;
-	a.max_rd_atomic = 1;
-	rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
-			   IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-			   IBV_QP_MAX_QP_RD_ATOMIC);
-	if (rc)
-		fail("modify RTS: %s", strerror(rc));
 }
 
 static void pair_connect(struct ibv_qp *a, struct ibv_qp *b)
@@ -169,8 +124,7 @@ static void pair_connect(struct ibv_qp *a, struct ibv_qp *b)
 static void verbs_open(const char *want)
 {
 	struct ibv_device **l;
-	struct ibv_port_attr pa;
-	int n, i;
+	int n, i, rc;
 
 	l = ibv_get_device_list(&n);
 	if (!l || !n)
@@ -184,11 +138,20 @@ static void verbs_open(const char *want)
 	ibv_free_device_list(l);
 	if (!vb.ctx)
 		fail("ibv_open_device: %s", strerror(errno));
-	if (ibv_query_port(vb.ctx, 1, &pa))
-		fail("ibv_query_port: %s", strerror(errno));
-	vb.mtu = pa.active_mtu;
-	if (ibv_query_gid(vb.ctx, 1, 0, &vb.gid))
-		fail("ibv_query_gid: %s", strerror(errno));
+	rc = vqp_path_query(vb.ctx, IBV_ACCESS_REMOTE_WRITE |
+			    IBV_ACCESS_REMOTE_READ | IBV_ACCESS_LOCAL_WRITE,
+			    &vb.path);
+	if (rc)
+		fail("ibv_query_port/gid: %s", strerror(rc));
+	/*
+	 * Soft-RoCE under an emulated CPU on a loaded host: an ACK can take
+	 * far longer than on hardware.  timeout 10 (4 ms) with one retry
+	 * gave "transport retry counter exceeded" at random; 18 (about 1 s)
+	 * with 7 retries rides out scheduling stalls.  A refused write (the
+	 * stale-rkey probe) is a NAK, not a timeout, so it stays fast.
+	 */
+	vb.path.timeout = 18;
+	vb.path.reset_tries = 1000;
 	vb.pd = ibv_alloc_pd(vb.ctx);
 	vb.cq = ibv_create_cq(vb.ctx, 64, NULL, NULL, 0);
 	if (!vb.pd || !vb.cq)
@@ -857,9 +820,9 @@ int main(int argc, char **argv)
 			    strcmp(getenv("GDRHOOK_WINDOWS"), "0"));
 	if (gdrhook_preload_open(&gh))
 		fail("libgdrhook.so is not preloaded");
-	log_path = getenv("GDRHOOK_LOG");
+	log_path = getenv("GDRHOOK_TRACE");
 	if (!log_path || !*log_path || !strcmp(log_path, "stderr"))
-		fail("GDRHOOK_LOG must name a file");
+		fail("GDRHOOK_TRACE must name a file");
 	rt.size = 4 * MiB;
 	rb = malloc(rt.size);
 	CU(cuInit(0));

@@ -27,7 +27,7 @@
 #include <time.h>
 #include <infiniband/verbs.h>
 
-#include "qp_reset.h"
+#include "verbs_qp.h"
 
 #define MiB		(1ULL << 20)
 #define CHUNK		(2 * MiB)	/* the double's VMM granularity */
@@ -58,20 +58,14 @@ static struct {
 	struct ibv_pd *pd;
 	struct ibv_cq *cq;
 	struct ibv_qp *qa, *qb;
-	union ibv_gid gid;
-	enum ibv_mtu mtu;
+	struct vqp_path path;
 	unsigned char *src;
 	struct ibv_mr *src_mr;
 } vb;
 
 static struct ibv_qp *qp_new(void)
 {
-	struct ibv_qp_init_attr a = {
-		.send_cq = vb.cq, .recv_cq = vb.cq, .qp_type = IBV_QPT_RC,
-		.cap = { .max_send_wr = 16, .max_recv_wr = 16,
-			 .max_send_sge = 1, .max_recv_sge = 1 },
-	};
-	struct ibv_qp *qp = ibv_create_qp(vb.pd, &a);
+	struct ibv_qp *qp = vqp_create(vb.pd, vb.cq, 16, 16, 0);
 
 	if (!qp)
 		fail("ibv_create_qp: %s", strerror(errno));
@@ -81,37 +75,11 @@ static struct ibv_qp *qp_new(void)
 /* RESET -> INIT -> RTR -> RTS towards dest (also after an error). */
 static void qp_connect(struct ibv_qp *qp, uint32_t dest)
 {
-	struct ibv_qp_attr a;
 	const char *step;
+	int rc = vqp_connect(qp, &vb.path, dest, &step);
 
-	if (qp_reset_init(qp, ACC, &step))
-		fail("modify %s", step);
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = vb.mtu;
-	a.dest_qp_num = dest;
-	a.max_dest_rd_atomic = 1;
-	a.min_rnr_timer = 12;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = vb.gid;
-	a.ah_attr.grh.hop_limit = 1;
-	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-			  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-			  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-		fail("modify RTR");
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	/* rxe under TCG on a loaded host: 0.5 s per try, 7 tries (a refused
-	 * rkey is a NAK, answered at once, so the probes stay fast) */
-	a.timeout = 17;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 1;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
-			  IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-			  IBV_QP_MAX_QP_RD_ATOMIC))
-		fail("modify RTS");
+	if (rc)
+		fail("modify %s: %s", step, strerror(rc));
 }
 
 static void pair_connect(void)
@@ -123,8 +91,7 @@ static void pair_connect(void)
 static void verbs_open(void)
 {
 	struct ibv_device **l;
-	struct ibv_port_attr pa;
-	int n, i;
+	int n, i, rc;
 
 	l = ibv_get_device_list(&n);
 	for (i = 0; l && i < n; i++)
@@ -134,10 +101,15 @@ static void verbs_open(void)
 		fail("no rxe0");
 	vb.ctx = ibv_open_device(l[i]);
 	ibv_free_device_list(l);
-	if (!vb.ctx || ibv_query_port(vb.ctx, 1, &pa) ||
-	    ibv_query_gid(vb.ctx, 1, 0, &vb.gid))
-		fail("open/query rxe0: %s", strerror(errno));
-	vb.mtu = pa.active_mtu;
+	if (!vb.ctx)
+		fail("open rxe0: %s", strerror(errno));
+	rc = vqp_path_query(vb.ctx, ACC, &vb.path);
+	if (rc)
+		fail("query rxe0: %s", strerror(rc));
+	/* rxe under TCG on a loaded host: 0.5 s per try, 7 tries (a refused
+	 * rkey is a NAK, answered at once, so the probes stay fast) */
+	vb.path.timeout = 17;
+	vb.path.reset_tries = 1000;
 	vb.pd = ibv_alloc_pd(vb.ctx);
 	vb.cq = ibv_create_cq(vb.ctx, 64, NULL, NULL, 0);
 	if (!vb.pd || !vb.cq)

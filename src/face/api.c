@@ -19,18 +19,8 @@ GH_EXPORT int gdrhook_lookup(const void *ptr, size_t len,
 		gh_audit_lookup((uint64_t)(uintptr_t)ptr, rc, &r);
 	if (rc == -ENOENT)
 		return rc;
-	if (range) {
-		range->base = r.base;
-		range->size = r.size;
-		range->gen = r.gen;
-		range->ctx = r.ctx;
-		range->pool = r.pool;
-		range->dev = r.dev;
-		range->kind = r.kind;
-		range->flags = r.flags & GH_RANGE_VOLATILE ?
-			       GDRHOOK_RANGE_VOLATILE : 0;
-		range->reserved = 0;
-	}
+	if (range)
+		gh_range_copy_out(&r, range);
 	return rc;
 }
 

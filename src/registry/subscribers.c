@@ -182,16 +182,7 @@ static void build_event(struct gdrhook_event *ev, uint32_t type,
 {
 	ev->type = type;
 	ev->reserved = 0;
-	ev->range.base = r->base;
-	ev->range.size = r->size;
-	ev->range.gen = r->gen;
-	ev->range.ctx = r->ctx;
-	ev->range.pool = r->pool;
-	ev->range.dev = r->dev;
-	ev->range.kind = r->kind;
-	ev->range.flags = r->flags & GH_RANGE_VOLATILE ?
-			  GDRHOOK_RANGE_VOLATILE : 0;
-	ev->range.reserved = 0;
+	gh_range_copy_out(r, &ev->range);
 	ev->api = api;
 }
 

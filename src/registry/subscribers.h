@@ -17,4 +17,21 @@ void gh_subscribers_notify(uint32_t type, const struct gh_range *r,
 			   const char *api);
 int gh_subscribers_add(uint32_t mask, gdrhook_event_fn fn, void *arg);
 
+/* r as the public API gives it (gdrhook_lookup, events); inline: the
+ * lookup is a hot path. */
+static inline void gh_range_copy_out(const struct gh_range *r,
+				     struct gdrhook_range *out_p)
+{
+	out_p->base = r->base;
+	out_p->size = r->size;
+	out_p->gen = r->gen;
+	out_p->ctx = r->ctx;
+	out_p->pool = r->pool;
+	out_p->dev = r->dev;
+	out_p->kind = r->kind;
+	out_p->flags = r->flags & GH_RANGE_VOLATILE ?
+		       GDRHOOK_RANGE_VOLATILE : 0;
+	out_p->reserved = 0;
+}
+
 #endif

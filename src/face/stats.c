@@ -3,10 +3,12 @@
  * Counters: relaxed atomics, printed at exit with GDRHOOK_STATS=1 by the
  * processes that used CUDA or verbs (a process tree's shells and tools
  * inherit the variable and have nothing to say), by every process with
- * GDRHOOK_STATS=all (gh_cfg.stats 2).
+ * GDRHOOK_STATS=all (gh_cfg.stats 2), on stderr after what the program
+ * wrote to stdout.
  */
 #include <errno.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -70,24 +72,115 @@ GH_EXPORT int gdrhook_get_stats(struct gdrhook_stats *st)
 	return 0;
 }
 
-static void row(struct gh_buf *b, const char *name, uint64_t v)
+/* A size in bytes as people read it: "512 B", "4.2 MiB" (one decimal). */
+static void put_bytes(struct gh_buf *b, uint64_t v)
+{
+	static const char unit[][4] = { "B", "KiB", "MiB", "GiB", "TiB",
+					"PiB", "EiB" };
+	unsigned u = 0;
+	uint64_t whole, tenths;
+
+	while (u + 1 < sizeof(unit) / sizeof(unit[0]) &&
+	       v >> (10 * (u + 1)))
+		u++;
+	whole = v >> (10 * u);
+	gh_buf_u64(b, whole);
+	if (u) {
+		/* the remainder is below 2^(10u) <= 2^60: times 10 fits */
+		tenths = ((v & ((1ULL << (10 * u)) - 1)) * 10) >> (10 * u);
+		gh_buf_putc(b, '.');
+		gh_buf_putc(b, (char)('0' + tenths));
+	}
+	gh_buf_putc(b, ' ');
+	gh_buf_puts(b, unit[u]);
+}
+
+/* A count, exact (scripts compare them), with "(1.2M)" when it is long. */
+static void put_count(struct gh_buf *b, uint64_t v)
+{
+	gh_buf_u64(b, v);
+	if (v < 100000)
+		return;
+	gh_buf_lit(b, " (");
+	if (v < 1000000) {
+		gh_buf_u64(b, v / 1000);
+		gh_buf_putc(b, 'k');
+	} else {
+		int big = v >= 1000000000;
+		uint64_t d = big ? 1000000000 : 1000000;
+
+		gh_buf_u64(b, v / d);
+		gh_buf_putc(b, '.');
+		gh_buf_putc(b, (char)('0' + v % d / (d / 10)));
+		gh_buf_putc(b, big ? 'G' : 'M');
+	}
+	gh_buf_putc(b, ')');
+}
+
+static int is_bytes(int i)
+{
+	return i == GH_STAT_IDX_live_bytes || i == GH_STAT_IDX_peak_live_bytes ||
+	       i == GH_STAT_IDX_pinned_bytes;
+}
+
+/* A zero worth a row: the verdict of a check the run asked for. */
+static int zero_shown(int i)
+{
+	return gh_cfg.validate && (i == GH_STAT_IDX_audit_checks ||
+				   i == GH_STAT_IDX_audit_disagreements);
+}
+
+/* "  label<pad>value": one counter a line, as scripts read it (awk $3). */
+static void row(struct gh_buf *b, int i, const char *name, uint64_t v,
+		unsigned *zeros)
 {
 	size_t n = strlen(name);
 
+	if (!v && !zero_shown(i)) {
+		(*zeros)++;
+		return;
+	}
 	gh_buf_puts(b, "  ");
 	gh_buf_puts(b, name);
 	while (n++ < 24)
 		gh_buf_putc(b, ' ');
-	gh_buf_u64(b, v);
+	if (is_bytes(i))
+		put_bytes(b, v);
+	else
+		put_count(b, v);
 	gh_buf_putc(b, '\n');
 }
 
-/* One write(2): the printout never interleaves with the program's output. */
+/*
+ * The program's own output first.  stdio flushes the program's buffers
+ * only after every exit handler has run, this one included: a program
+ * whose stdout is a pipe or a file would show its output after the block.
+ * Exit is no hook path, so stdio is allowed here; the trylock keeps a
+ * thread that holds stdout (blocked on a full pipe) from hanging the exit,
+ * which then flushes as it would have.
+ */
+static void flush_program_output(void)
+{
+	int saved = errno;
+
+	if (!ftrylockfile(stdout)) {
+		fflush_unlocked(stdout);
+		funlockfile(stdout);
+	}
+	errno = saved;
+}
+
+/*
+ * The block after the program's output (flush_program_output), in one
+ * write(2): it never interleaves with it.  Zero counters are left out
+ * and counted in the last line; sizes are in KiB, MiB, GiB.
+ */
 void gh_stats_print(void)
 {
 	struct gdrhook_stats s = { .size = sizeof(s) };
 	char mem[64 * (GH_STAT_COUNT_ + 1)];
 	struct gh_buf b;
+	unsigned zeros = 0;
 
 	gdrhook_get_stats(&s);
 	if (gh_cfg.stats < 2 && !s.regs_seen &&
@@ -97,9 +190,17 @@ void gh_stats_print(void)
 	gh_buf_lit(&b, "gdrhook[");
 	gh_buf_i64(&b, getpid());
 	gh_buf_lit(&b, "]: stats\n");
-#define X(m, label, value, doc) row(&b, label, s.m);
+#define X(m, label, value, doc) row(&b, GH_STAT_IDX_##m, label, s.m, &zeros);
 	GH_STATS_LIST(X)
 #undef X
+	if (zeros) {
+		/* a lower-case start, as the rows (scripts tell them apart) */
+		gh_buf_puts(&b, zeros == GH_STAT_COUNT_ - 1 ? "  all " :
+			    "  the other ");
+		gh_buf_u64(&b, zeros);
+		gh_buf_lit(&b, " counters are 0\n");
+	}
+	flush_program_output();
 	gh_write_nosig(STDERR_FILENO, mem, b.len, 1000, NULL);
 #ifdef GH_PHASES
 	gh_ph_print();

@@ -417,6 +417,7 @@ again:
 			gh_rcache_log_lookup(hit, gh_syms[q->fn].name, addr,
 					     q->len, &r, alias, q->pd,
 					     q->access, t0);
+			gh_dbg("%s %p+%zu pd %p: served by the cache (%s)", gh_syms[q->fn].name, q->addr, q->len, (void *)q->pd, hit ? "hit" : "miss: pinned and registered now");
 			errno = saved_errno;
 			return alias;
 		}
@@ -429,11 +430,13 @@ again:
 			       gh_errtext(-err));
 	}
 wrap:
+	gh_dbg("%s %p+%zu pd %p: wrapped: registered by libibverbs, tied to what it covers (%s)", gh_syms[q->fn].name, q->addr, q->len, (void *)q->pd, dmabuf ? "a DMA-BUF registration" : t0 ? "the cache did not take it" : "host memory, or not inside one tracked GPU allocation");
 	if (!t0)
 		t0 = gh_evlog_clock();
 	return vreg_wrapped(q, addr, saved_errno, t0);
 pass:
 	GH_COUNT(regs_passed, 1);
+	gh_dbg("%s %p+%zu pd %p: passed through untouched (%s)", gh_syms[q->fn].name, q->addr, q->len, (void *)q->pd, __atomic_load_n(&gh_untrusted, __ATOMIC_RELAXED) ? "the registry is not trusted" : !q->pd || !q->len ? "no PD or no length" : dmabuf && q->fd < 0 ? "a capability probe (fd -1)" : backend_none() ? "pin backend none" : "the pin backend cannot serve this NIC");
 	errno = saved_errno;
 	return call_real(q);
 }

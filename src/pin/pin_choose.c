@@ -501,6 +501,7 @@ static void probe_nic(const struct gh_range *g, struct ibv_pd *pd)
 	if (!n_nics && prefer_windows(g, pd, name, no_win, sizeof(no_win)))
 		return;
 	err = dmabuf_probe(g, pd, &what);
+	gh_dbg("pin backend: NIC %s: a probe DMA-BUF import %s%s%s%s", name, err ? "failed at " : "succeeded", err ? what : "", err ? ": " : "", err ? gh_errtext(-err) : "");
 	/* published after the verdict: a lock-free reader that finds an
 	 * importing NIC finds dmabuf too */
 	nics[n_nics].dev = dev;

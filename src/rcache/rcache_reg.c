@@ -279,6 +279,7 @@ int gh_rcache_reg(const struct gh_range *g, struct ibv_pd *pd, uint64_t addr,
 	/* a window where every provider binds one (mwin.h), else exactly
 	 * the range with the NIC */
 	win = ex && gh_mw_route(pd, gh_rc.ops == &gh_pin_dmabuf, len, access);
+	gh_dbg("cache: pd %p %#llx+%llu: %s", (void *)pd, (unsigned long long)addr, (unsigned long long)len, !ex ? "a shared registration of the allocation (allocation exposure, or no remote access)" : win ? "exact exposure: a window bound to exactly the range" : "exact exposure: its own NIC registration (no window here)");
 	gh_mutex_lock(&gh_rc.lock);
 	if (!ex) {
 		e = lookup_ref(g->base, g->gen, pdk, access, ka, kl);
@@ -300,6 +301,7 @@ int gh_rcache_reg(const struct gh_range *g, struct ibv_pd *pd, uint64_t addr,
 			return err;
 		}
 		/* no window: a NIC registration of exactly the range */
+		gh_dbg("cache: pd %p %#llx+%llu: no window (%s): registered exactly with the NIC", (void *)pd, (unsigned long long)addr, (unsigned long long)len, gh_errtext(-err));
 	}
 	hit = 0;
 	CTR_LOCKED(misses, 1);

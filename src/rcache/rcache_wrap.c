@@ -161,6 +161,7 @@ int gh_rcache_wrap(struct ibv_mr *real, const struct gh_range *snap,
 	gh_mutex_unlock(&gh_rc.lock);
 	if (err)
 		return err;
+	gh_dbg("cache: wrapped MR %p+%zu (lkey %#x): revoked when any of the %u tracked allocation(s) it covers is freed", real->addr, real->length, real->lkey, n);
 	CTR(wrapped, 1);
 	*alias_p = am;
 	return 0;

@@ -2,7 +2,9 @@
 /*
  * Malloc-free, stdio-free formatting (see fmt.h).
  */
+#include <errno.h>
 #include <string.h>
+#include <sys/utsname.h>
 
 #include "fmt.h"
 
@@ -422,4 +424,51 @@ void gh_str_printf(char *dst, size_t cap, const char *fmt, ...)
 	gh_buf_vprintf_p(&b, fmt, &ap);
 	va_end(ap);
 	gh_buf_cstr(&b);
+}
+
+int gh_path_check(const char *tmpl, char bad[3])
+{
+	for (const char *p = tmpl; *p; p++) {
+		if (*p != '%')
+			continue;
+		if (p[1] != 'p' && p[1] != 'h' && p[1] != '%') {
+			bad[0] = '%';
+			bad[1] = p[1];
+			bad[2] = '\0';
+			return -EINVAL;
+		}
+		p++;
+	}
+	return 0;
+}
+
+int gh_path_expand(const char *tmpl, int pid, char *dst, size_t cap)
+{
+	struct gh_buf b;
+	const char *p;
+
+	gh_buf_init(&b, dst, cap);
+	for (p = tmpl; *p; p++) {
+		if (p[0] == '%' && p[1] == 'p') {
+			gh_buf_i64(&b, pid);
+			p++;
+		} else if (p[0] == '%' && p[1] == 'h') {
+			struct utsname u;
+
+			if (!uname(&u))
+				gh_buf_puts(&b, u.nodename);
+			p++;
+		} else if (p[0] == '%' && p[1] == '%') {
+			gh_buf_putc(&b, '%');
+			p++;
+		} else {
+			gh_buf_putc(&b, *p);
+		}
+	}
+	if (b.truncated || gh_buf_room(&b) == 0) {
+		dst[0] = '\0';
+		return -ENAMETOOLONG;
+	}
+	gh_buf_cstr(&b);
+	return 0;
 }

@@ -106,4 +106,19 @@ const char *gh_buf_cstr(struct gh_buf *b);
 void gh_str_printf(char *dst, size_t cap, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/*
+ * File name templates (GDRHOOK_TRACE, GDRHOOK_LOG_FILE), one grammar for
+ * both, as NCCL_DEBUG_FILE and UCX_LOG_FILE spell it: GH_PATH_ESCAPES
+ * says it in words, for messages.
+ */
+#define GH_PATH_ESCAPES	"%p the pid, %h the host name, %% a percent sign"
+/*
+ * 0, or -EINVAL with the first escape that is not one of them in bad[3]
+ * ("%q", or "%" alone at the end).
+ */
+int gh_path_check(const char *tmpl, char bad[3]);
+/* The template with its escapes expanded; -ENAMETOOLONG rather than a cut
+ * name (dst is then ""). */
+int gh_path_expand(const char *tmpl, int pid, char *dst, size_t cap);
+
 #endif

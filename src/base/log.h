@@ -1,13 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Diagnostics on stderr (GDRHOOK_LOG_LEVEL).  malloc-free, stdio-free,
- * written with one write(2) per message, errno preserved, safe on hook
- * paths.  Messages are prefixed "gdrhook[pid]: LEVEL: ".
+ * Diagnostics (GDRHOOK_LOG_LEVEL) on stderr or in GDRHOOK_LOG_FILE.
+ * malloc-free, stdio-free, written with one write(2) per message, errno
+ * preserved, safe on hook paths.  Messages are prefixed
+ * "gdrhook[host:pid:tid]: LEVEL: " (NCCL's host:pid:tid: what tells the
+ * lines apart once mpirun merges several nodes' stderr).
  */
 #ifndef GH_LOG_H
 #define GH_LOG_H
 
 #include <stddef.h>
+
+struct gh_buf;
 
 enum gh_log_level {
 	GH_LOG_NONE = 0,
@@ -25,6 +29,16 @@ extern int gh_log_level;	/* set from GDRHOOK_LOG_LEVEL at init */
  */
 void gh_log_emit(int level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+
+/*
+ * Diagnostics to the file template tmpl (escapes of gh_path_expand; NULL,
+ * "" or "stderr": stderr), opened at the first message; one that cannot
+ * be opened is said once on stderr, which is used instead.  At init.
+ */
+void gh_log_set_file(const char *tmpl);
+
+/* Append a message's "gdrhook[host:pid:tid]: level: " to b. */
+void gh_log_prefix(struct gh_buf *b, int level);
 
 /*
  * Write all of p to fd without ever raising SIGPIPE in the program.  A

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The event log layer (src/evlog), the one header other layers include
- * from it: the event log (GDRHOOK_LOG, JSON Lines), its records (evrec.h,
+ * from it: the event log (GDRHOOK_TRACE, JSON Lines), its records (evrec.h,
  * generated), the per-thread rings and the writer thread
  * (evlog_ring.h), the sinks and their meta lines (evlog_sink.h) and the
  * crash-safe spool (evspool.h).  It calls only the base layer.  Files

@@ -12,7 +12,7 @@
  * the next new thread takes it instead of mapping another.
  *
  * Producer:  h = head (own), t = tail (acquire); full -> count a drop
- *            (GDRHOOK_LOG_MODE=drop) or wait for the writer (block);
+ *            (GDRHOOK_TRACE_MODE=drop) or wait for the writer (block);
  *            copy into slot h; head = h + 1 (release).
  * Consumer:  h = head (acquire); format slots tail..h; write them
  *            (evlog_sink.c); only then tail = h (release).
@@ -447,7 +447,7 @@ static void gh_ev_start(void)
 /* hook path                                                         */
 
 /*
- * GDRHOOK_LOG_MODE=block and the ring is full: wait for the writer.
+ * GDRHOOK_TRACE_MODE=block and the ring is full: wait for the writer.
  * Returns 0 when there is room, -1 when the event must be dropped (no
  * writer, sink abandoned, or this thread holds the consumer lock).
  */
@@ -659,7 +659,7 @@ void gh_evlog_shutdown(uint64_t live, uint64_t live_bytes)
 	/* an abandoned sink already said so, with its count */
 	if (dropped && !dead_before)
 		gh_warn("event log: %llu events dropped (rings full); raise "
-			"GDRHOOK_LOG_BUFFER or set GDRHOOK_LOG_MODE=block",
+			"GDRHOOK_TRACE_BUFFER or set GDRHOOK_TRACE_MODE=block",
 			(unsigned long long)dropped);
 	errno = saved;
 }

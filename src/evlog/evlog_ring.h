@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The event log (GDRHOOK_LOG) as its callers see it
+ * The event log (GDRHOOK_TRACE) as its callers see it
  * (src/evlog/evlog_ring.c): JSON Lines, one object per event.
  *
  * Hook threads copy gh_evrec records into preallocated per-thread rings
@@ -16,7 +16,7 @@
 #include "evrec.h"
 
 /*
- * Configure the log; called once at init when GDRHOOK_LOG is set.  path is
+ * Configure the log; called once at init when GDRHOOK_TRACE is set.  path is
  * a file path or "stderr"; "%p" in it is replaced by the pid, "%h" by the
  * host name; a relative path is resolved now, against the starting
  * directory.  The "start" record is stamped now.  Spools of dead
@@ -28,7 +28,7 @@
  */
 int gh_evlog_configure(const char *path, uint64_t ring_bytes);
 
-/* GDRHOOK_LOG_MODE: 0 drop (a full ring drops, counted), 1 block (a hook
+/* GDRHOOK_TRACE_MODE: 0 drop (a full ring drops, counted), 1 block (a hook
  * waits for ring space).  Before the first event. */
 void gh_evlog_set_block(int block);
 

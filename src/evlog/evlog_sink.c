@@ -17,7 +17,6 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "gdrhook.h"
@@ -69,36 +68,10 @@ uint64_t gh_evlog_dropped(void)
 /* ---------------------------------------------------------------- */
 /* path expansion                                                    */
 
-/* Expand %p, %h, %%; -ENAMETOOLONG rather than a cut name. */
+/* The grammar is base's (gh_path_expand), shared with GDRHOOK_LOG_FILE. */
 int gh_ev_expand(const char *tmpl, pid_t pid, char *dst, size_t cap)
 {
-	struct gh_buf b;
-	const char *p;
-
-	gh_buf_init(&b, dst, cap);
-	for (p = tmpl; *p; p++) {
-		if (p[0] == '%' && p[1] == 'p') {
-			gh_buf_i64(&b, pid);
-			p++;
-		} else if (p[0] == '%' && p[1] == 'h') {
-			struct utsname u;
-
-			if (!uname(&u))
-				gh_buf_puts(&b, u.nodename);
-			p++;
-		} else if (p[0] == '%' && p[1] == '%') {
-			gh_buf_putc(&b, '%');
-			p++;
-		} else {
-			gh_buf_putc(&b, *p);
-		}
-	}
-	if (b.truncated || gh_buf_room(&b) == 0) {
-		dst[0] = '\0';
-		return -ENAMETOOLONG;
-	}
-	gh_buf_cstr(&b);
-	return 0;
+	return gh_path_expand(tmpl, pid, dst, cap);
 }
 
 /* ---------------------------------------------------------------- */
@@ -363,17 +336,26 @@ void gh_ev_open_locked(void)
 		return;
 	/* said by a process that logs, not by every one that starts */
 	if ((uint64_t)gh_ev.ring_recs * sizeof(struct gh_evrec) !=
-	    gh_ev.asked_bytes)
-		gh_log_once(GH_LOG_WARN, "GDRHOOK_LOG_BUFFER=%llu: each "
+	    gh_ev.asked_bytes) {
+		/* the value as the user wrote it ("100g"), not its bytes */
+		const char *set = gh_config_setting("TRACE_BUFFER");
+		char num[GH_FMT_NUM_MAX + 32];
+
+		if (!set) {
+			gh_str_printf(num, sizeof(num), "GDRHOOK_TRACE_BUFFER=%llu",
+				      (unsigned long long)gh_ev.asked_bytes);
+			set = num;
+		}
+		gh_log_once(GH_LOG_WARN, "%s: each "
 			    "thread's ring holds %u events (%llu bytes) "
 			    "instead: a ring holds a power of two of %u-byte "
-			    "events, %u to %u",
-			    (unsigned long long)gh_ev.asked_bytes,
+			    "events, %u to %u", set,
 			    gh_ev.ring_recs,
 			    (unsigned long long)gh_ev.ring_recs *
 				    sizeof(struct gh_evrec),
 			    (unsigned int)sizeof(struct gh_evrec),
 			    GH_EV_MIN_RECS, GH_EV_MAX_RECS);
+	}
 	if (gh_ev.is_stderr) {
 		gh_ev.sink.fd = STDERR_FILENO;
 	} else {

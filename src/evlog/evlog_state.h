@@ -29,7 +29,7 @@
 #define GH_EV_OUTBUF		(256u << 10)
 #define GH_EV_LINE_MAX		4096	/* longest line we ever format */
 #define GH_EV_STR_MAX		256	/* input bytes of one string field */
-/* GDRHOOK_LOG's word for the process's stderr; also its spool's log name */
+/* GDRHOOK_TRACE's word for the process's stderr; also its spool's log name */
 #define GH_EV_STDERR		"stderr"
 
 /* gh_ev.state: what the hook path sees with one load. */
@@ -47,8 +47,8 @@ struct gh_ev_log {
 	uint32_t drained;	/* bumped after each drain: blocked puts */
 	uint32_t stop;		/* writer: exit after the next drain */
 	uint32_t ring_recs;	/* records per ring (power of two) */
-	uint64_t asked_bytes;	/* GDRHOOK_LOG_BUFFER, for a message */
-	uint32_t block;		/* GDRHOOK_LOG_MODE=block */
+	uint64_t asked_bytes;	/* GDRHOOK_TRACE_BUFFER, for a message */
+	uint32_t block;		/* GDRHOOK_TRACE_MODE=block */
 	uint32_t dead;		/* sink abandoned: events are dropped */
 	struct gh_ring *rings;	/* list head, atomic */
 	uint64_t dropped;	/* atomic */

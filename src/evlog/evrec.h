@@ -11,7 +11,7 @@
 
 #include "gh_events.h"
 
-/* Bytes one event takes in a ring (GDRHOOK_LOG_BUFFER / this = records);
+/* Bytes one event takes in a ring (GDRHOOK_TRACE_BUFFER / this = records);
  * scripts/gen-events.py generates struct gh_evrec of this size. */
 #define GH_EVLOG_REC_BYTES	192
 

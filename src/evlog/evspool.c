@@ -400,7 +400,7 @@ void gh_spool_report(void)
 	if (small && !gh_sp.said_small) {
 		gh_sp.said_small = 1;
 		gh_warn("event log: no room in %s (%s) for all of a thread's "
-			"ring: it holds fewer events than GDRHOOK_LOG_BUFFER "
+			"ring: it holds fewer events than GDRHOOK_TRACE_BUFFER "
 			"asks, so more may be dropped", GH_SPOOL_DIR,
 			gh_spool_why(small));
 	}

@@ -70,7 +70,7 @@ void gh_info_banner(void)
 		return;
 	gh_info("gdrhook %s: pin backend %s (%s%s); event log %s",
 		GH_VERSION, name->name, c ? "chosen; " : "", why,
-		gh_cfg.log_path ? gh_cfg.log_path : "off (GDRHOOK_LOG unset)");
+		gh_cfg.trace_path ? gh_cfg.trace_path : "off (GDRHOOK_TRACE unset)");
 }
 
 /* ------------------------------------------------------------ output */

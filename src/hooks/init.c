@@ -56,11 +56,11 @@ static void do_init(void)
 		gh_warn("cannot set up the registry: running as a pass-through");
 		goto out;
 	}
-	if (gh_cfg.log_path) {
-		gh_evlog_set_block(gh_cfg.log_mode == GH_CFG_LOG_MODE_BLOCK);
-		if (gh_evlog_configure(gh_cfg.log_path, gh_cfg.log_ring_bytes))
-			gh_config_defer_warning("no event log: bad GDRHOOK_LOG",
-						gh_cfg.log_path);
+	if (gh_cfg.trace_path) {
+		gh_evlog_set_block(gh_cfg.trace_mode == GH_CFG_TRACE_MODE_BLOCK);
+		if (gh_evlog_configure(gh_cfg.trace_path, gh_cfg.trace_ring_bytes))
+			gh_config_defer_warning("no event log: bad GDRHOOK_TRACE",
+						gh_cfg.trace_path);
 	}
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 	gh_guard_set_ops(gh_deferred_pending, gh_deferred_drain,

@@ -91,7 +91,7 @@ run-example: $(LIB) trace-tool fake $(if $(EX_IS_C),$(EXAMPLES_DIR)/$(EXAMPLE),)
 	fi; \
 	LD_LIBRARY_PATH=$$libpath$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH} \
 		LD_PRELOAD=$(abspath $(LIB)) \
-		GDRHOOK_LOG=$(EXAMPLE_LOG) GDRHOOK_STATS=1 $(EX_CMD) 2>&1
+		GDRHOOK_TRACE=$(EXAMPLE_LOG) GDRHOOK_STATS=1 $(EX_CMD) 2>&1
 	@if [ -s $(EXAMPLE_LOG) ]; then \
 		echo "== $(TRACE_TOOL) summary $(EXAMPLE_LOG), in part (the command prints all of it)"; \
 		out=$$($(PYTHON) $(TRACE_TOOL) summary $(EXAMPLE_LOG)) || exit $$?; \

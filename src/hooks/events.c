@@ -11,7 +11,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "rcache/rcache.h"
+#include "registry/registry.h"
 #include "hookrt.h"
 
 void gh_emit(const struct gh_evrec *r)
@@ -59,51 +59,18 @@ static void rec_range(struct gh_evrec *e, const struct gh_range *r)
 	e->u.mem.kind = r->kind;
 }
 
-/*
- * Drop every range match() selects, telling subscribers and the log about
- * each one outside the registry lock: removal happens in batches collected
- * under the lock, delivered after it.
- */
-#define GH_BATCH 128
-
-struct batch {
-	gh_range_match_fn match;
-	void *arg;
-	struct gh_range r[GH_BATCH];
-	size_t n;
-};
-
-static int batch_match(const struct gh_range *r, void *arg)
+/* An implicit free's record (gh_frees_remove_matching's after step). */
+static void dropped(const struct gh_range *r, void *arg)
 {
-	struct batch *b = arg;
-
-	if (b->n >= GH_BATCH || !b->match(r, b->arg))
-		return 0;
-	return 1;
-}
-
-static void batch_add(const struct gh_range *r, void *arg)
-{
-	struct batch *b = arg;
-
-	if (b->n < GH_BATCH)
-		b->r[b->n++] = *r;
-}
-
-static void drop_one(struct gh_call *c, const struct gh_range *r,
-		     unsigned int flags)
-{
+	struct gh_call *c = arg;
 	struct gh_evrec e;
 
-	gh_inflight_note_free(r);
-	gh_rcache_invalidate(r);	/* deregister and unpin first */
 	if (c->dev < 0)
 		c->dev = r->dev;
-	gh_subscribers_notify(GDRHOOK_EVENT_FREE, r, c->api);
 	if (rec_init(&e, c, GH_EV_FREE)) {
 		rec_mem(&e, c);
 		rec_range(&e, r);
-		e.flags = (uint16_t)flags;
+		e.flags = GH_EVF_IMPLICIT;
 		e.u.mem.rc = 0;
 		e.dur_ns = 0;
 		gh_emit(&e);
@@ -113,18 +80,10 @@ static void drop_one(struct gh_call *c, const struct gh_range *r,
 	GH_COUNT(implicit_frees, 1);
 }
 
+/* Drop every range match() selects: the free sequence, then a record. */
 void gh_drop_matching(struct gh_call *c, gh_range_match_fn match, void *arg)
 {
-	struct batch b = { .match = match, .arg = arg };
-
-	for (;;) {
-		b.n = 0;
-		gh_registry_remove_if(batch_match, &b, batch_add, &b);
-		for (size_t i = 0; i < b.n; i++)
-			drop_one(c, &b.r[i], GH_EVF_IMPLICIT);
-		if (b.n < GH_BATCH)
-			break;
-	}
+	gh_frees_remove_matching(match, arg, c->api, dropped, c);
 }
 
 static int match_ctx(const struct gh_range *r, void *arg)
@@ -248,7 +207,6 @@ void gh_failed_post(struct gh_call *c, unsigned int ev)
 void gh_free_pre(struct gh_call *c, uint64_t ptr)
 {
 	GH_PH_T(t0);
-	GH_PH_T(t);
 
 	c->arg = ptr;
 	if (!ptr ||
@@ -264,16 +222,8 @@ void gh_free_pre(struct gh_call *c, uint64_t ptr)
 		if (!gh_registry_lookup(ptr, 1, &cur) && cur.base == ptr)
 			gh_audit_free(&cur, c->api);
 	}
-	if (!gh_registry_remove(ptr, &c->gone)) {
-		GH_PH_LAP(GH_PH_F_REMOVE, t);
+	if (!gh_frees_remove(ptr, &c->gone, c->api))
 		c->has_gone = 1;
-		gh_inflight_note_free(&c->gone);
-		GH_PH_LAP(GH_PH_F_INFLIGHT, t);
-		gh_rcache_invalidate(&c->gone);	/* deregister and unpin first */
-		GH_PH_LAP(GH_PH_F_RCACHE, t);
-		gh_subscribers_notify(GDRHOOK_EVENT_FREE, &c->gone, c->api);
-		GH_PH_LAP(GH_PH_F_SUBS, t);
-	}
 	GH_PH_SPAN(GH_PH_FREE_PRE, t0);
 }
 

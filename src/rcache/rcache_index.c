@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <infiniband/verbs.h>
 
+#include "registry/registry.h"
 #include "pin/pin.h"
 #include "rcache_core.h"
 #include "rcache_state.h"
@@ -88,6 +89,8 @@ int gh_rcache_init(const struct gh_pin_ops *ops, uint64_t max_size,
 		       RC_ENT_CAP;
 	pthread_atfork(atfork_prepare, atfork_release, atfork_child);
 	gh_pin_on_revoked(gh_rcache_revoke);
+	/* every free from now on: first listener, before subscribers */
+	gh_frees_listen(gh_rcache_invalidate);
 	ST_REL(&gh_rc.ready, 1);
 out:
 	pthread_mutex_unlock(&init_lock);

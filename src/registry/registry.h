@@ -3,7 +3,8 @@
  * The registry layer (src/registry), its one header: the live GPU
  * allocations with lock-free lookups (ranges.c), whether they can be
  * trusted (trust.c), the registrations in flight against them
- * (inflight.c), audit mode (audit.c) and the subscribers (subscribers.c).
+ * (inflight.c), audit mode (audit.c), the subscribers (subscribers.c)
+ * and the sequence every free follows (frees.c).
  */
 #ifndef GH_REGISTRY_H
 #define GH_REGISTRY_H
@@ -14,5 +15,6 @@
 #include "inflight.h"
 #include "audit.h"
 #include "subscribers.h"
+#include "frees.h"
 
 #endif

@@ -3,8 +3,9 @@
  * Registration cache (src/rcache/rcache_core.h) against a mock pin backend and the
  * real registry: hits and misses, no duplicates, references, access
  * upgrades, PD separation, the remote-access exposure rule, invalidation
- * on free / context destroy / unmap (through the real free paths of
- * src/hooks/events.c), LRU limits, ENOMEM retry, and a randomized stress of
+ * on free / context destroy / unmap (through the registry's free sequence,
+ * src/registry/frees.c, which the cache listens to: the hooks layer is not
+ * linked), LRU limits, ENOMEM retry, and a randomized stress of
  * free/realloc-at-the-same-address cycles.
  */
 #include <pthread.h>
@@ -12,26 +13,7 @@
 #include <infiniband/verbs.h>
 
 #include "harness.h"
-#include "hooks/hooks.h"
-
-/*
- * This test drives the cache through the hooks layer's free path
- * (src/hooks/events.c), which pulls in the whole hook table.  The
- * dlsym/dlvsym interposers of src/hooks/dlsym.c would then be the
- * executable's own dlsym, which the sanitizer runtimes call before they
- * are initialized: these stand-ins keep dlsym.o out of the link (nothing
- * here resolves).
- */
-void *gh_manual_dlsym(void *handle, const char *name)
-{
-	return NULL;
-}
-
-void *gh_manual_dlvsym(void *handle, const char *name, const char *version)
-{
-	return NULL;
-}
-
+#include "rcache/rcache.h"
 
 /* ------------------------------------------------------------ mock NIC */
 
@@ -199,15 +181,44 @@ static struct gh_range alloc_dev(uint64_t base, uint64_t size)
 	return alloc_kind(base, size, GDRHOOK_KIND_DEVICE, 0x1c0);
 }
 
-/* The free path of src/hooks/events.c: unregister, invalidate, (real free). */
+/* The free sequence the hooks run before a real free (frees.h). */
 static void free_dev(uint64_t base)
 {
-	struct gh_call c;
+	struct gh_range gone;
 
-	memset(&c, 0, sizeof(c));
-	c.api = "test_free";
-	gh_free_pre(&c, base);
-	CHECK(c.has_gone);
+	CHECK_EQ(gh_frees_remove(base, &gone, "cuMemFree_v2"), 0);
+}
+
+static int match_ctx(const struct gh_range *r, void *arg)
+{
+	return r->ctx == *(uint64_t *)arg;
+}
+
+/* A context destroyed: its ranges go (the implicit frees). */
+static size_t drop_ctx(uint64_t ctx)
+{
+	return gh_frees_remove_matching(match_ctx, &ctx, "cuCtxDestroy_v2",
+					NULL, NULL);
+}
+
+struct span {
+	uint64_t lo, hi;
+};
+
+static int match_overlap(const struct gh_range *r, void *arg)
+{
+	const struct span *o = arg;
+
+	return r->base < o->hi && o->lo < r->base + r->size;
+}
+
+/* A VMM range unmapped: what overlaps it goes. */
+static size_t drop_range(uint64_t lo, uint64_t size)
+{
+	struct span o = { lo, lo + size };
+
+	return gh_frees_remove_matching(match_overlap, &o, "cuMemUnmap",
+					NULL, NULL);
 }
 
 static struct ibv_mr *reg(const struct gh_range *r, struct ibv_pd *pd,
@@ -499,7 +510,6 @@ TEST(invalidate_on_free)
 TEST(invalidate_on_ctx_destroy_and_unmap)
 {
 	struct gh_range r1, r2, r3;
-	struct gh_call c;
 	struct ibv_mr *a, *b, *d;
 
 	setup(0, 0);
@@ -510,15 +520,11 @@ TEST(invalidate_on_ctx_destroy_and_unmap)
 	b = reg(&r2, &pd1, 0, 64, LW, NULL);
 	d = reg(&r3, &pd1, 0, 64, LW, NULL);
 	CHECK_EQ(mk.live_mrs, 3);
-	memset(&c, 0, sizeof(c));
-	c.api = "cuCtxDestroy_v2";
-	gh_ctx_destroy_pre(&c, 0xc1);		/* drops r1 only */
+	CHECK_EQ(drop_ctx(0xc1), 1);		/* drops r1 only */
 	CHECK(!backing(a)->live);
 	CHECK(backing(b)->live);
 	CHECK_EQ(mk.live_mrs, 2);
-	memset(&c, 0, sizeof(c));
-	c.api = "cuMemUnmap";
-	gh_free_range_pre(&c, A1 + 4 * MiB, 2 * MiB);	/* the VMM range */
+	CHECK_EQ(drop_range(A1 + 4 * MiB, 2 * MiB), 1);	/* the VMM range */
 	CHECK(!backing(d)->live);
 	CHECK_EQ(mk.live_mrs, 1);
 	CHECK_EQ(mk.live_pins, 1);
@@ -869,7 +875,7 @@ TEST(stale_registration_raced_with_free)
 
 /*
  * 10^6 free/realloc-at-the-same-address cycles over a few addresses, each
- * free through a randomly chosen route of src/hooks/events.c (a free call, a
+ * free through a randomly chosen route of the free sequence (a free call, a
  * context destroy, a VMM-range unmap), with registrations of random
  * sub-ranges in one of two PDs and deregistrations in between.  After
  * every registration the MR must belong to the current generation (no
@@ -906,24 +912,15 @@ static int live_for(uint64_t gen, const struct ibv_pd *pd)
 /* Free slot i's allocation through one of the free routes. */
 static void st_free(struct st_slot *sl, int i, unsigned int route)
 {
-	struct gh_call c;
-
-	memset(&c, 0, sizeof(c));
 	switch (route) {
 	case 0:
-		c.api = "cuMemFree_v2";
-		gh_free_pre(&c, sl->r.base);
-		CHECK(c.has_gone);
+		free_dev(sl->r.base);
 		break;
-	case 1:
-		c.api = "cuCtxDestroy_v2";	/* each slot has its own ctx */
-		gh_ctx_destroy_pre(&c, 0x100 + (uint64_t)i);
-		CHECK_EQ(c.dropped, 1);
+	case 1:					/* each slot has its own ctx */
+		CHECK_EQ(drop_ctx(0x100 + (uint64_t)i), 1);
 		break;
 	default:
-		c.api = "cuMemUnmap";
-		gh_free_range_pre(&c, sl->r.base, sl->r.size);
-		CHECK_EQ(c.dropped, 1);
+		CHECK_EQ(drop_range(sl->r.base, sl->r.size), 1);
 		break;
 	}
 }
@@ -1072,25 +1069,17 @@ static void rs_alloc(int i)
 static void rs_free(int i)
 {
 	struct rs_slot *sl = &rs.s[i];
-	struct gh_call c;
 	unsigned int route = (unsigned int)(rs_rand() % 3);
 
-	memset(&c, 0, sizeof(c));
 	switch (route) {
 	case 0:
-		c.api = "cuMemFree_v2";
-		gh_free_pre(&c, sl->r.base);
-		CHECK(c.has_gone);
+		free_dev(sl->r.base);
 		break;
-	case 1:
-		c.api = "cuCtxDestroy_v2";	/* each slot has its own ctx */
-		gh_ctx_destroy_pre(&c, 0x100 + (uint64_t)i);
-		CHECK_EQ(c.dropped, 1);
+	case 1:					/* each slot has its own ctx */
+		CHECK_EQ(drop_ctx(0x100 + (uint64_t)i), 1);
 		break;
 	default:
-		c.api = "cuMemUnmap";
-		gh_free_range_pre(&c, sl->r.base, sl->r.size);
-		CHECK_EQ(c.dropped, 1);
+		CHECK_EQ(drop_range(sl->r.base, sl->r.size), 1);
 		break;
 	}
 	rs.by_route[route]++;

@@ -4,7 +4,7 @@
  * every way an RDMA application might: linear, pitched, managed, pinned
  * host, stream-ordered, and a VMM mapping.  It knows nothing of gdrhook:
  *
- *   LD_PRELOAD=build/libgdrhook.so GDRHOOK_LOG=trace.jsonl build/examples/driver_api
+ *   LD_PRELOAD=build/libgdrhook.so GDRHOOK_TRACE=trace.jsonl build/examples/driver_api
  *   scripts/tools/gdrhook-trace summary trace.jsonl
  *
  * or just `make run`.  On a machine without a GPU add

@@ -14,7 +14,7 @@
  * deregisters before the free instead.
  *
  *   make examples
- *   LD_PRELOAD=build/libgdrhook.so GDRHOOK_LOG=trace.jsonl \
+ *   LD_PRELOAD=build/libgdrhook.so GDRHOOK_TRACE=trace.jsonl \
  *       build/examples/regcache_churn [ROUNDS [RDMA-DEVICE]]
  *   scripts/tools/gdrhook-trace summary trace.jsonl
  *

@@ -7,7 +7,7 @@
  * cuda_runtime_api.h, so gcc builds it; it knows nothing of gdrhook.
  *
  *   make examples                  # or: make run EXAMPLE=runtime_api
- *   LD_PRELOAD=build/libgdrhook.so GDRHOOK_LOG=trace.jsonl \
+ *   LD_PRELOAD=build/libgdrhook.so GDRHOOK_TRACE=trace.jsonl \
  *       build/examples/runtime_api
  *   scripts/tools/gdrhook-trace summary trace.jsonl
  *

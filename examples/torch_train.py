@@ -9,7 +9,7 @@ traffic a registration cache sees from a real framework.  PyTorch knows
 nothing of gdrhook:
 
     make
-    LD_PRELOAD=$PWD/build/libgdrhook.so GDRHOOK_LOG=trace.jsonl \\
+    LD_PRELOAD=$PWD/build/libgdrhook.so GDRHOOK_TRACE=trace.jsonl \\
         python3 examples/torch_train.py
     scripts/tools/gdrhook-trace summary trace.jsonl
     scripts/tools/gdrhook-trace plot trace.jsonl -o trace.svg

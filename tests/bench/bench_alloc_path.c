@@ -38,7 +38,7 @@
  * The rounds: for R rounds, for each mode, four child processes of this
  * program in an order that rotates with the round: native (no preload),
  * pass-through (GDRHOOK_ENABLE=0), library (log off) and library with
- * GDRHOOK_LOG (a file under $TMPDIR, removed after the child).  Children
+ * GDRHOOK_TRACE (a file under $TMPDIR, removed after the child).  Children
  * get the caller's environment less LD_PRELOAD and every GDRHOOK_*, plus
  * what their configuration sets.  They are pinned: the one-thread modes to
  * the last CPU of the allowed set, the multi-thread modes to its first
@@ -587,7 +587,7 @@ static int run_child(struct parent *p, const struct mode *m, enum cfg c,
 
 	memset(o, 0, sizeof(*o));
 	snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", p->lib);
-	snprintf(logv, sizeof(logv), "GDRHOOK_LOG=%s", p->logpath);
+	snprintf(logv, sizeof(logv), "GDRHOOK_TRACE=%s", p->logpath);
 	if (c != C_NATIVE)
 		extra[k++] = pre;
 	if (c == C_PT)
@@ -872,7 +872,7 @@ static int rounds_main(int argc, char **argv, const char *self)
 	       p.have_first ? p.first.device : "?");
 	printf("CUDA driver API %s, runtime %s; %d rounds; per round one process"
 	       " each of native, pass-through\n(LD_PRELOAD, GDRHOOK_ENABLE=0),"
-	       " library (log off) and library + GDRHOOK_LOG, in rotating order.\n",
+	       " library (log off) and library + GDRHOOK_TRACE, in rotating order.\n",
 	       p.have_first ? p.first.drv : "?",
 	       p.have_first ? p.first.rt : "?", rounds);
 	printf("Pinned: one-thread modes on CPU %d, %d-thread modes on CPUs %s"

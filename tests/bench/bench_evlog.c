@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * Event log throughput: how many events per second the writer sustains
- * (GDRHOOK_LOG_MODE=block, so nothing is lost and the writer is the
- * limit), and what GDRHOOK_LOG_MODE=drop loses with the default ring when
+ * (GDRHOOK_TRACE_MODE=block, so nothing is lost and the writer is the
+ * limit), and what GDRHOOK_TRACE_MODE=drop loses with the default ring when
  * producers outrun it.  Anchor, measured in the same run: write(2) of
  * the same number of bytes of preformatted lines to the same target, the
  * most any writer could do there.

@@ -6,7 +6,7 @@
  * range (it cannot touch GPU pages).  Run under the shim:
  *
  *   LD_LIBRARY_PATH=build/fakeverbs LD_PRELOAD=$PWD/build/libgdrhook.so \
- *     GDRHOOK_BACKEND=dmabuf GDRHOOK_LOG=dmabuf.jsonl build/gpu/dmabuf_proof
+ *     GDRHOOK_BACKEND=dmabuf GDRHOOK_TRACE=dmabuf.jsonl build/gpu/dmabuf_proof
  *
  * Exits 0 when the first registration pinned the whole allocation through
  * a dma-buf and the free unpinned it first; with

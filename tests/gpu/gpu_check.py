@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """gpu-check's checker: compare what a test program says it did with the
-event log gdrhook wrote (GDRHOOK_LOG), and build the coverage table.
+event log gdrhook wrote (GDRHOOK_TRACE), and build the coverage table.
 
 Standard library only.
 

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """gpu-check --nccl: torch.distributed all-reduce over NCCL on 2 GPUs,
 one process per GPU (mp.spawn), each under the shim with its own log
-(GDRHOOK_LOG=...%p...).  Each rank prints GH-OK when its results are
+(GDRHOOK_TRACE=...%p...).  Each rank prints GH-OK when its results are
 right.  Exit 77: no torch, or fewer than 2 GPUs."""
 import os
 import socket

@@ -5,7 +5,7 @@
  * own files on the same numbers, dup2()s over the log's and the spool's,
  * or forks and closes in the child must find its files exactly as it
  * wrote them, and its pipe open.  Each case runs this program again, as
- * a scenario, under GDRHOOK_LOG; the file checks happen after the
+ * a scenario, under GDRHOOK_TRACE; the file checks happen after the
  * scenario exited (the log's last records are written at exit).
  */
 #include <dirent.h>
@@ -206,7 +206,7 @@ static int scenario_dup2(void)
 	primary_ctx(0);
 	pairs(20);
 	gdrhook_flush_log();
-	lfd = fd_of(getenv("GDRHOOK_LOG"));
+	lfd = fd_of(getenv("GDRHOOK_TRACE"));
 	sfd = fd_of("gdrhook-spool.");
 	if (lfd < 0 || sfd < 0)
 		return 100;
@@ -279,11 +279,11 @@ TEST(close_all_then_reuse_numbers_program_files_intact)
 	log_path(log, sizeof(log), "log");
 	log_path(file, sizeof(file), "file");
 	log_path(child, sizeof(child), "child");
-	snprintf(v[0], sizeof(v[0]), "GDRHOOK_LOG=%s", log);
+	snprintf(v[0], sizeof(v[0]), "GDRHOOK_TRACE=%s", log);
 	snprintf(v[1], sizeof(v[1]), "FDT_FILE=%s", file);
 	snprintf(v[2], sizeof(v[2]), "FDT_CHILD=%s", child);
 	CHECK_EQ(run_scenario_err("closeall", ENV(v[0], v[1], v[2],
-					 "GDRHOOK_LOG_BUFFER=4096"), NULL), 7);
+					 "GDRHOOK_TRACE_BUFFER=4096"), NULL), 7);
 	CHECK_STR(slurp(file, NULL), PROG_TEXT);
 	CHECK_STR(slurp(child, NULL), PROG_TEXT);
 	/* the log went on after the program closed it: both exits in it */
@@ -301,11 +301,11 @@ TEST(dup2_over_log_and_spool_program_files_intact)
 	log_path(log, sizeof(log), "log");
 	log_path(file, sizeof(file), "file");
 	log_path(lng, sizeof(lng), "long");
-	snprintf(v[0], sizeof(v[0]), "GDRHOOK_LOG=%s", log);
+	snprintf(v[0], sizeof(v[0]), "GDRHOOK_TRACE=%s", log);
 	snprintf(v[1], sizeof(v[1]), "FDT_FILE=%s", file);
 	snprintf(v[2], sizeof(v[2]), "FDT_LONG=%s", lng);
 	CHECK_EQ(run_scenario_err("dup2", ENV(v[0], v[1], v[2],
-				     "GDRHOOK_LOG_BUFFER=4096"), NULL), 7);
+				     "GDRHOOK_TRACE_BUFFER=4096"), NULL), 7);
 	CHECK_STR(slurp(file, NULL), PROG_TEXT);
 	check_long(lng);
 	CHECK_EQ(count_str(slurp(log, NULL), "\"ev\":\"exit\""), 1);

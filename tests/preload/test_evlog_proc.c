@@ -268,7 +268,7 @@ TEST(reader_gone_exit_status_and_stdout_intact)
 	char out[256];
 
 	tmp(out, sizeof(out), "stdout");
-	CHECK_EQ(run_io("alloc", ENV("GDRHOOK_LOG=stderr"), out,
+	CHECK_EQ(run_io("alloc", ENV("GDRHOOK_TRACE=stderr"), out,
 			"closed-pipe"), 7);
 	CHECK_STR(slurp(out), "stdout-intact\n");
 	unlink(out);
@@ -281,7 +281,7 @@ TEST_TIMEOUT(fifo_without_reader_exits, 60)
 	tmp(fifo, sizeof(fifo), "fifo");
 	tmp(err, sizeof(err), "stderr");
 	CHECK_EQ(mkfifo(fifo, 0600), 0);
-	snprintf(var, sizeof(var), "GDRHOOK_LOG=%s", fifo);
+	snprintf(var, sizeof(var), "GDRHOOK_TRACE=%s", fifo);
 	CHECK_EQ(run_io("alloc", ENV(var), "/dev/null", err), 7);
 	/* one message, with the path and what was lost */
 	CHECK_EQ(count_str(slurp(err), "event log"), 1);
@@ -320,18 +320,18 @@ TEST(sizes_reject_overflow_enums_reject_unknown_words)
 
 	tmp(err, sizeof(err), "stderr");
 	CHECK_EQ(run_io("alloc",
-			ENV("GDRHOOK_LOG_BUFFER=18446744073709551616",
+			ENV("GDRHOOK_TRACE_BUFFER=18446744073709551616",
 			    "GDRHOOK_CACHE_MAX_SIZE=18446744073709551617",
 			    "GDRHOOK_CACHE_MAX_COUNT=17179869184g",
 			    "GDRHOOK_BUFFER_ID=garbage",
-			    "GDRHOOK_LOG_MODE=lossless"),
+			    "GDRHOOK_TRACE_MODE=lossless"),
 			"/dev/null", err), 7);
 	e = slurp(err);
-	CHECK_EQ(count_str(e, "\"18446744073709551616\" for GDRHOOK_LOG_BUFFER (too large)"), 1);
+	CHECK_EQ(count_str(e, "\"18446744073709551616\" for GDRHOOK_TRACE_BUFFER (too large)"), 1);
 	CHECK_EQ(count_str(e, "\"18446744073709551617\" for GDRHOOK_CACHE_MAX_SIZE (too large)"), 1);
 	CHECK_EQ(count_str(e, "\"17179869184g\" for GDRHOOK_CACHE_MAX_COUNT (too large)"), 1);
 	CHECK_EQ(count_str(e, "\"garbage\" for GDRHOOK_BUFFER_ID (one of: registry, driver)"), 1);
-	CHECK_EQ(count_str(e, "\"lossless\" for GDRHOOK_LOG_MODE (one of: drop, block)"), 1);
+	CHECK_EQ(count_str(e, "\"lossless\" for GDRHOOK_TRACE_MODE (one of: drop, block)"), 1);
 	unlink(err);
 }
 
@@ -372,11 +372,11 @@ TEST(underscore_exit_child_loses_nothing)
 {
 	char path[256], other[256], var[300], var2[300];
 
-	snprintf(var, sizeof(var), "GDRHOOK_LOG=%s",
+	snprintf(var, sizeof(var), "GDRHOOK_TRACE=%s",
 		 tmp(path, sizeof(path), "exit_early"));
 	CHECK_EQ(run_io("exit_early", ENV(var), NULL, NULL), 5);
 	/* the next process with a log recovers the dead one's records */
-	snprintf(var2, sizeof(var2), "GDRHOOK_LOG=%s",
+	snprintf(var2, sizeof(var2), "GDRHOOK_TRACE=%s",
 		 tmp(other, sizeof(other), "next"));
 	CHECK_EQ(run_io("nocuda", ENV(var2), NULL, NULL), 0);
 	CHECK_EQ(LOG_COUNT(path, "\"ev\":\"alloc\""), 5);
@@ -397,7 +397,7 @@ TEST(uncaught_cxx_exception_loses_nothing)
 	CHECK(n > 0);
 	prog[n] = 0;
 	strcpy(strrchr(prog, '/') + 1, "die_cxx");
-	snprintf(var, sizeof(var), "GDRHOOK_LOG=%s",
+	snprintf(var, sizeof(var), "GDRHOOK_TRACE=%s",
 		 tmp(path, sizeof(path), "cxx"));
 	pid = fork();
 	CHECK(pid >= 0);
@@ -409,7 +409,7 @@ TEST(uncaught_cxx_exception_loses_nothing)
 	}
 	CHECK_EQ(waitpid(pid, &st, 0), pid);
 	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
-	snprintf(var2, sizeof(var2), "GDRHOOK_LOG=%s",
+	snprintf(var2, sizeof(var2), "GDRHOOK_TRACE=%s",
 		 tmp(other, sizeof(other), "next"));
 	CHECK_EQ(run_io("nocuda", ENV(var2), NULL, NULL), 0);
 	CHECK_EQ(LOG_COUNT(path, "\"ev\":\"alloc\""), 5);
@@ -431,7 +431,7 @@ static void exec_churn_round(const char *log_var, const char *path,
 {
 	char cmd[1200];
 
-	CHECK_EQ(run_io("exec_churn", ENV(log_var, "GDRHOOK_LOG_MODE=block"),
+	CHECK_EQ(run_io("exec_churn", ENV(log_var, "GDRHOOK_TRACE_MODE=block"),
 			"/dev/null", on_stderr ? path : NULL), 7);
 	/* the new image's start is a whole record (the old image's
 	 * writer may not have run before the exec) */
@@ -478,7 +478,7 @@ TEST_TIMEOUT(exec_while_threads_churn, 120)
 	char path[256], var[300];
 
 	for (int round = 0; round < 6; round++) {
-		snprintf(var, sizeof(var), "GDRHOOK_LOG=%s",
+		snprintf(var, sizeof(var), "GDRHOOK_TRACE=%s",
 			 tmp(path, sizeof(path), "exec"));
 		exec_churn_round(var, path, 0);
 	}
@@ -493,7 +493,7 @@ TEST_TIMEOUT(exec_while_threads_churn_on_stderr, 120)
 	char path[256];
 
 	for (int round = 0; round < 3; round++)
-		exec_churn_round("GDRHOOK_LOG=stderr",
+		exec_churn_round("GDRHOOK_TRACE=stderr",
 				 tmp(path, sizeof(path), "exec-stderr"), 1);
 }
 
@@ -507,7 +507,7 @@ TEST(exec_drains_the_log_first)
 	char path[256];
 
 	tmp(path, sizeof(path), "exec-stderr");
-	CHECK_EQ(run_io("exec_after_alloc", ENV("GDRHOOK_LOG=stderr"),
+	CHECK_EQ(run_io("exec_after_alloc", ENV("GDRHOOK_TRACE=stderr"),
 			"/dev/null", path), 0);
 	CHECK_EQ(LOG_COUNT(path, "{\"ev\":\"start\""), 1);
 	CHECK_EQ(LOG_COUNT(path, "\"ev\":\"alloc\""), 5);
@@ -518,7 +518,7 @@ TEST(exec_that_fails_leaves_the_log_working)
 {
 	char path[256], var[300];
 
-	snprintf(var, sizeof(var), "GDRHOOK_LOG=%s",
+	snprintf(var, sizeof(var), "GDRHOOK_TRACE=%s",
 		 tmp(path, sizeof(path), "exec-fails"));
 	CHECK_EQ(run_io("exec_fails", ENV(var), NULL, NULL), 0);
 	CHECK_EQ(LOG_COUNT(path, "\"ev\":\"alloc\""), 6);
@@ -532,9 +532,9 @@ TEST_TIMEOUT(block_mode_200k_pairs_lose_nothing, 300)
 {
 	char path[256], var[300];
 
-	snprintf(var, sizeof(var), "GDRHOOK_LOG=%s",
+	snprintf(var, sizeof(var), "GDRHOOK_TRACE=%s",
 		 tmp(path, sizeof(path), "pairs"));
-	CHECK_EQ(run_io("pairs", ENV(var, "GDRHOOK_LOG_MODE=block"), NULL,
+	CHECK_EQ(run_io("pairs", ENV(var, "GDRHOOK_TRACE_MODE=block"), NULL,
 			NULL), 0);
 	CHECK_EQ(LOG_COUNT(path, "\"ev\":\"alloc\""), 200000);
 	CHECK_EQ(LOG_COUNT(path, "\"ev\":\"exit\"", "\"dropped\":0,"), 1);
@@ -576,9 +576,9 @@ TEST_TIMEOUT(ordering_by_t_shows_no_double_allocation, 300)
 {
 	char path[256], var[300], cmd[1200];
 
-	snprintf(var, sizeof(var), "GDRHOOK_LOG=%s",
+	snprintf(var, sizeof(var), "GDRHOOK_TRACE=%s",
 		 tmp(path, sizeof(path), "threads"));
-	CHECK_EQ(run_io("threads", ENV(var, "GDRHOOK_LOG_MODE=block"), NULL,
+	CHECK_EQ(run_io("threads", ENV(var, "GDRHOOK_TRACE_MODE=block"), NULL,
 			NULL), 0);
 	snprintf(cmd, sizeof(cmd),
 		 "python3 -c 'import json,sys\n"

@@ -4,7 +4,7 @@
  * 19): a tiny or full /dev/shm must not kill the program (a store into
  * an unreserved tmpfs page takes SIGBUS), a full disk under the log
  * leaves its exit status alone and says why in words, a killed process's
- * drops are recovered with its records, and a GDRHOOK_LOG_BUFFER the
+ * drops are recovered with its records, and a GDRHOOK_TRACE_BUFFER the
  * ring cannot honour is said once.  The /dev/shm cases run in a private
  * mount namespace with a tmpfs of their own (skipped where mounting is
  * not permitted).
@@ -204,11 +204,11 @@ TEST_TIMEOUT(tiny_dev_shm_six_threads_run_to_completion, 120)
 
 	log_path(log, sizeof(log), "log");
 	log_path(err, sizeof(err), "err");
-	snprintf(var, sizeof(var), "GDRHOOK_LOG=%s", log);
+	snprintf(var, sizeof(var), "GDRHOOK_TRACE=%s", log);
 	/* room for the header and a ring or two of 48 KiB, not six */
 	private_tmpfs("/dev/shm", "160k");
-	CHECK_EQ(run_scenario_err("threads", ENV(var, "GDRHOOK_LOG_BUFFER=48k",
-					"GDRHOOK_LOG_MODE=block"), err), 7);
+	CHECK_EQ(run_scenario_err("threads", ENV(var, "GDRHOOK_TRACE_BUFFER=48k",
+					"GDRHOOK_TRACE_MODE=block"), err), 7);
 	/* nothing lost: rings without room are private memory instead */
 	CHECK_EQ(count_str(slurp(log), "\"ev\":\"alloc\""),
 		 NTHREADS * PAIRS);
@@ -225,7 +225,7 @@ TEST_TIMEOUT(full_dev_shm_default_rings_run_to_completion, 120)
 
 	log_path(log, sizeof(log), "log");
 	log_path(err, sizeof(err), "err");
-	snprintf(var, sizeof(var), "GDRHOOK_LOG=%s", log);
+	snprintf(var, sizeof(var), "GDRHOOK_TRACE=%s", log);
 	private_tmpfs("/dev/shm", "256k");
 	fill("/dev/shm");
 	CHECK_EQ(run_scenario_err("threads", ENV(var), err), 7);
@@ -247,7 +247,7 @@ TEST_TIMEOUT(full_disk_under_the_log_said_in_words, 120)
 	private_tmpfs(dir, "64k");
 	fill(dir);
 	snprintf(log, sizeof(log), "%s/log", dir);
-	snprintf(var, sizeof(var), "GDRHOOK_LOG=%s", log);
+	snprintf(var, sizeof(var), "GDRHOOK_TRACE=%s", log);
 	CHECK_EQ(run_scenario_err("threads", ENV(var), err), 7);
 	e = slurp(err);
 	CHECK_EQ(count_str(e, "event log"), 1);
@@ -268,10 +268,10 @@ TEST_TIMEOUT(killed_process_drops_are_recovered, 120)
 	int lines;
 
 	log_path(log, sizeof(log), "log");
-	snprintf(var, sizeof(var), "GDRHOOK_LOG=%s", log);
+	snprintf(var, sizeof(var), "GDRHOOK_TRACE=%s", log);
 	/* its own /dev/shm: no other process recovers our spool first */
 	private_tmpfs("/dev/shm", "64m");
-	CHECK_EQ(run_scenario_err("killed_dropping", ENV(var, "GDRHOOK_LOG_BUFFER=4k"),
+	CHECK_EQ(run_scenario_err("killed_dropping", ENV(var, "GDRHOOK_TRACE_BUFFER=4k"),
 			 "/dev/null"), 128 + SIGKILL);
 	CHECK_EQ(run_scenario_err("nocuda", ENV(var), "/dev/null"), 7);
 	l = slurp(log);
@@ -306,18 +306,18 @@ TEST(log_buffer_the_ring_cannot_honour_said_once)
 
 	log_path(log, sizeof(log), "log");
 	log_path(err, sizeof(err), "err");
-	snprintf(var, sizeof(var), "GDRHOOK_LOG=%s", log);
-	CHECK_EQ(run_scenario_err("alloc", ENV(var, "GDRHOOK_LOG_BUFFER=5000"), err),
+	snprintf(var, sizeof(var), "GDRHOOK_TRACE=%s", log);
+	CHECK_EQ(run_scenario_err("alloc", ENV(var, "GDRHOOK_TRACE_BUFFER=5000"), err),
 		 7);
 	e = slurp(err);
-	CHECK_EQ(count_str(e, "GDRHOOK_LOG_BUFFER=5000: each thread's ring "
+	CHECK_EQ(count_str(e, "GDRHOOK_TRACE_BUFFER=5000: each thread's ring "
 			      "holds 16 events (3072 bytes)"), 1);
 	/* a process that never logs says nothing */
-	CHECK_EQ(run_scenario_err("nocuda", ENV(var, "GDRHOOK_LOG_BUFFER=5000"), err),
+	CHECK_EQ(run_scenario_err("nocuda", ENV(var, "GDRHOOK_TRACE_BUFFER=5000"), err),
 		 7);
 	CHECK_STR(slurp(err), "");
 	/* a value it honours: nothing */
-	CHECK_EQ(run_scenario_err("alloc", ENV(var, "GDRHOOK_LOG_BUFFER=3072"), err),
+	CHECK_EQ(run_scenario_err("alloc", ENV(var, "GDRHOOK_TRACE_BUFFER=3072"), err),
 		 7);
 	CHECK_STR(slurp(err), "");
 	unlink(log);
@@ -333,7 +333,7 @@ TEST(symlink_log_refused_in_words)
 	log_path(lnk, sizeof(lnk), "link");
 	log_path(err, sizeof(err), "err");
 	CHECK_EQ(symlink(log, lnk), 0);
-	snprintf(var, sizeof(var), "GDRHOOK_LOG=%s", lnk);
+	snprintf(var, sizeof(var), "GDRHOOK_TRACE=%s", lnk);
 	CHECK_EQ(run_scenario_err("alloc", ENV(var), err), 7);
 	e = slurp(err);
 	CHECK_EQ(count_str(e, "logs are never written through a symlink"), 1);

@@ -205,7 +205,7 @@ static void validated(const char *name)
 	const char *env[] = { "GDRHOOK_VALIDATE=1", "GDRHOOK_LOG_LEVEL=error",
 			      var, NULL };
 
-	snprintf(var, sizeof(var), "GDRHOOK_LOG=%s",
+	snprintf(var, sizeof(var), "GDRHOOK_TRACE=%s",
 		 log_path(path, sizeof(path), name));
 	CHECK_EQ(run_scenario(name, env), 0);
 	CHECK_EQ(LOG_COUNT(path, "\"ev\":\"audit\""), 0);

@@ -1008,7 +1008,7 @@ TEST(exact_each_mr_its_own_registration_and_record)
 			      "GDRHOOK_REMOTE_EXPOSURE=exact", envlog, NULL };
 
 	log_path(path, sizeof(path), "races");
-	snprintf(envlog, sizeof(envlog), "GDRHOOK_LOG=%s", path);
+	snprintf(envlog, sizeof(envlog), "GDRHOOK_TRACE=%s", path);
 	CHECK_EQ(run_scenario("exact_own", env), 0);
 	CHECK(LOG_COUNT(path, "\"ev\":\"reg\"", "\"size\":512") >= 2);
 	/* allocation-wide only as a window's parent: LOCAL_WRITE|MW_BIND */

@@ -634,7 +634,7 @@ TEST(log_records_every_call_with_exact_api_names)
 	const char *env[] = { NULL, NULL };
 	char var[300];
 
-	snprintf(var, sizeof(var), "GDRHOOK_LOG=%s",
+	snprintf(var, sizeof(var), "GDRHOOK_TRACE=%s",
 		 log_path(path, sizeof(path), "families"));
 	env[0] = var;
 	CHECK_EQ(run_scenario("families", env), 0);
@@ -662,7 +662,7 @@ TEST(disabled_is_a_pure_pass_through)
 	char var[300];
 	const char *env[] = { "GDRHOOK_ENABLE=0", var, NULL };
 
-	snprintf(var, sizeof(var), "GDRHOOK_LOG=%s",
+	snprintf(var, sizeof(var), "GDRHOOK_TRACE=%s",
 		 log_path(path, sizeof(path), "disabled"));
 	CHECK_EQ(run_scenario("disabled", env), 0);
 	CHECK(access(path, F_OK) != 0);
@@ -674,7 +674,7 @@ TEST(audit_mode_agrees_with_the_driver)
 	char var[300];
 	const char *env[] = { "GDRHOOK_VALIDATE=1", var, NULL };
 
-	snprintf(var, sizeof(var), "GDRHOOK_LOG=%s",
+	snprintf(var, sizeof(var), "GDRHOOK_TRACE=%s",
 		 log_path(path, sizeof(path), "audit"));
 	CHECK_EQ(run_scenario("audit", env), 0);
 	CHECK_EQ(LOG_COUNT(path, "\"ev\":\"audit\""), 0);
@@ -688,7 +688,7 @@ TEST(children_without_cuda_are_untouched)
 
 	log_path(path, sizeof(path), "child");
 	snprintf(cmd, sizeof(cmd),
-		 "GDRHOOK_LOG=%s GDRHOOK_TYPO=1 bash -c 'echo ok' 2>&1", path);
+		 "GDRHOOK_TRACE=%s GDRHOOK_TYPO=1 bash -c 'echo ok' 2>&1", path);
 	{
 		FILE *f = popen(cmd, "r");
 		char out[256] = "";

@@ -1052,7 +1052,7 @@ TEST(verbs_event_log)
 			      "GDRHOOK_REMOTE_EXPOSURE=allocation", envlog, NULL };
 
 	log_path(path, sizeof(path), "verbs");
-	snprintf(envlog, sizeof(envlog), "GDRHOOK_LOG=%s", path);
+	snprintf(envlog, sizeof(envlog), "GDRHOOK_TRACE=%s", path);
 	CHECK_EQ(run_scenario("log", env), 0);
 	CHECK(LOG_COUNT(path, "\"ev\":\"pin\"", "\"backend\":\"dmabuf\"") >= 2);
 	CHECK(LOG_COUNT(path, "\"ev\":\"unpin\"") >= 2);

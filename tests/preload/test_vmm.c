@@ -564,7 +564,7 @@ TEST(vmm_span_event_log)
 	const char *env[] = { "GDRHOOK_BACKEND=peermem", envlog, NULL };
 
 	log_path(path, sizeof(path), "vmm");
-	snprintf(envlog, sizeof(envlog), "GDRHOOK_LOG=%s", path);
+	snprintf(envlog, sizeof(envlog), "GDRHOOK_TRACE=%s", path);
 	CHECK_EQ(run_scenario("span", env), 0);
 	/* pins: chunk 0, the 2-chunk span, the 3-chunk span, the remapped
 	 * 2-chunk span */

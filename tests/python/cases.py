@@ -314,7 +314,7 @@ def case__naive():
 
 def write_log():
     log = os.path.join(SCRATCH, "trace.jsonl")
-    env = dict(os.environ, GDRHOOK_LOG=log,
+    env = dict(os.environ, GDRHOOK_TRACE=log,
                LD_PRELOAD=os.path.join(BUILD, "libgdrhook.so"),
                LD_LIBRARY_PATH=os.path.join(BUILD, "fake"))
     r = subprocess.run([os.path.join(BUILD, "examples", "driver_api")],

@@ -1646,7 +1646,7 @@ TEST(torn_line_ended_after_a_death)
 }
 
 /* ---------------------------------------------------------------- */
-/* GDRHOOK_LOG_MODE=block (seen 8)                                   */
+/* GDRHOOK_TRACE_MODE=block (seen 8)                                   */
 
 TEST_TIMEOUT(block_mode_loses_nothing, 120)
 {

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Event logs (GDRHOOK_LOG) as rows, or as a pandas DataFrame.
+"""Event logs (GDRHOOK_TRACE) as rows, or as a pandas DataFrame.
 
 The reading is gdrhook-trace's own (the gdrhook_trace package, installed
 beside this one): its format versions, checks, crash-recovered segments

@@ -173,7 +173,7 @@ def build_parser():
     common.add_argument("--reader-stats", action="store_true",
                         help=argparse.SUPPRESS)
     ap = Parser(prog=PROG, description="Read a gdrhook event log "
-                "(GDRHOOK_LOG): summarise it, list leaks, export it to "
+                "(GDRHOOK_TRACE): summarise it, list leaks, export it to "
                 "Perfetto, or plot memory over time.",
                 epilog="Exit status: 0 ok, 1 usage error or unreadable file,"
                 " 2 the log held no usable events.")

@@ -147,6 +147,9 @@ struct gdrhook_stats {
 	uint64_t nic_regs;	/* real NIC (de)registrations */
 	uint64_t nic_deregs;
 	uint64_t regs_raced;	/* tied to memory a call in flight made */
+	uint64_t window_binds;	/* exact registrations served by a window */
+	uint64_t window_invalidations;
+	uint64_t window_fallbacks; /* refused binds: NIC registrations instead */
 };
 
 /* Fill *st (st->size must be set; older/newer sizes are honoured). */

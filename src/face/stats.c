@@ -38,6 +38,7 @@ GH_EXPORT int gdrhook_get_stats(struct gdrhook_stats *st)
 	struct gdrhook_stats s;
 	struct gh_counters ctr;
 	struct gh_rc_counters rc;
+	struct gh_mw_counters mw;
 	uint64_t want, live = 0, live_bytes = 0, peak, log_events = 0,
 		 log_dropped = 0;
 
@@ -47,6 +48,7 @@ GH_EXPORT int gdrhook_get_stats(struct gdrhook_stats *st)
 	memset(&rc, 0, sizeof(rc));
 	if (gh_rcache_ready())
 		gh_rcache_counters(&rc);
+	gh_mw_counters(&mw);
 	/* a snapshot, counter by counter (each is atomic on its own) */
 	for (size_t i = 0; i < sizeof(ctr) / sizeof(uint64_t); i++)
 		((uint64_t *)&ctr)[i] = __atomic_load_n(

@@ -7,8 +7,8 @@
  *
  * X(member, label, value, meaning): value is an expression over
  * ctr (struct gh_counters), rc (struct gh_rc_counters, zero when the
- * registration cache never started), live and live_bytes (the registry
- * now), log_events and log_dropped.
+ * registration cache never started), mw (struct gh_mw_counters), live
+ * and live_bytes (the registry now), log_events and log_dropped.
  */
 #ifndef GH_STATS_LIST_H
 #define GH_STATS_LIST_H
@@ -65,6 +65,13 @@
 	X(nic_deregs, "nic deregs", rc.deregs,				\
 	  "real NIC deregistrations made")				\
 	X(regs_raced, "registrations raced", ctr.regs_raced,		\
-	  "registrations tied to (or revoked with) GPU memory that an allocation or free in flight during their NIC call made")
+	  "registrations tied to (or revoked with) GPU memory that an allocation or free in flight during their NIC call made") \
+	X(window_binds, "window binds", mw.binds,			\
+	  "exact registrations served by binding a memory window")	\
+	X(window_invalidations, "window invalidations",		\
+	  mw.invalidations,						\
+	  "windows invalidated (their registration dropped)")		\
+	X(window_fallbacks, "window fallbacks", mw.fallbacks,		\
+	  "binds the NIC refused: a NIC registration instead")
 
 #endif

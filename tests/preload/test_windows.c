@@ -158,6 +158,7 @@ static int scenario_rotation(void)
  */
 static int scenario_free(void)
 {
+	struct gdrhook_stats st = { .size = sizeof(st) };
 	struct ibv_pd *pd;
 	struct ibv_mr *m[3];
 	uint32_t k[3];
@@ -176,6 +177,10 @@ static int scenario_free(void)
 	CU_OK(cuMemFree(d));
 	CHECK_EQ(f.bound_mws(), 0);
 	CHECK_EQ(v.live(), 0);		/* the parent went too */
+	CHECK_EQ(gdrhook_get_stats(&st), 0);
+	CHECK_EQ(st.window_binds, 3);
+	CHECK_EQ(st.window_invalidations, 3);
+	CHECK_EQ(st.window_fallbacks, 0);
 	for (int i = 0; i < 3; i++)
 		CHECK(refused(pd, k[i], d + (uint64_t)i * 8192));
 	d2 = dev_alloc(2 * MiB);

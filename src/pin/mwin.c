@@ -79,28 +79,10 @@ struct mw_ctx {
 	char why[128];
 };
 
-typedef struct ibv_cq *(*create_cq_fn)(struct ibv_context *, int, void *,
-				       struct ibv_comp_channel *, int);
-typedef struct ibv_qp *(*create_qp_fn)(struct ibv_pd *,
-				       struct ibv_qp_init_attr *);
-typedef int (*modify_qp_fn)(struct ibv_qp *, struct ibv_qp_attr *, int);
-typedef int (*destroy_fn)(void *);
-typedef int (*query_device_fn)(struct ibv_context *, struct ibv_device_attr *);
-typedef int (*query_port_fn)(struct ibv_context *, uint8_t,
-			     struct _compat_ibv_port_attr *);
-typedef int (*query_gid_fn)(struct ibv_context *, uint8_t, int,
-			    union ibv_gid *);
-
 static struct {
 	pthread_mutex_t lock;
 	int resolved;
-	create_cq_fn create_cq;
-	destroy_fn destroy_cq, destroy_qp;
-	create_qp_fn create_qp;
-	modify_qp_fn modify_qp;
-	query_device_fn query_device;
-	query_port_fn query_port;
-	query_gid_fn query_gid;
+	const struct gh_verbs *v;	/* the real libibverbs (vreal.h) */
 	struct mw_eng eng[MW_ENGINES];
 	struct mw_ctx ctx[MW_CTXS];
 	struct gh_mw *w;
@@ -112,25 +94,17 @@ static int resolve(void)
 {
 	if (mw.resolved)
 		return mw.resolved > 0 ? 0 : -ENOSYS;
-	mw.create_cq = (create_cq_fn)gh_vreal_sym("ibv_create_cq", "IBVERBS_1.1");
-	mw.destroy_cq = (destroy_fn)gh_vreal_sym("ibv_destroy_cq", "IBVERBS_1.1");
-	mw.create_qp = (create_qp_fn)gh_vreal_sym("ibv_create_qp", "IBVERBS_1.1");
-	mw.modify_qp = (modify_qp_fn)gh_vreal_sym("ibv_modify_qp", "IBVERBS_1.1");
-	mw.destroy_qp = (destroy_fn)gh_vreal_sym("ibv_destroy_qp", "IBVERBS_1.1");
-	mw.query_device = (query_device_fn)gh_vreal_sym("ibv_query_device",
-							"IBVERBS_1.1");
-	mw.query_port = (query_port_fn)gh_vreal_sym("ibv_query_port",
-						    "IBVERBS_1.1");
-	mw.query_gid = (query_gid_fn)gh_vreal_sym("ibv_query_gid", "IBVERBS_1.1");
+	/* never loads libibverbs: a program that registered has it */
+	mw.v = gh_vreal_verbs();
 	if (!mw.w)
 		mw.w = mmap(NULL, sizeof(struct gh_mw) * MW_CAP,
 			    PROT_READ | PROT_WRITE,
 			    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (mw.w == MAP_FAILED)
 		mw.w = NULL;
-	mw.resolved = mw.create_cq && mw.destroy_cq && mw.create_qp &&
-		      mw.modify_qp && mw.destroy_qp && mw.query_device &&
-		      mw.query_port && mw.w ? 1 : -1;
+	mw.resolved = mw.v && mw.v->create_cq && mw.v->destroy_cq &&
+		      mw.v->create_qp && mw.v->modify_qp && mw.v->destroy_qp &&
+		      mw.v->query_device && mw.v->query_port && mw.w ? 1 : -1;
 	return mw.resolved > 0 ? 0 : -ENOSYS;
 }
 
@@ -148,7 +122,7 @@ static int query_port(struct ibv_context *ctx, uint8_t port,
 	memset(pa, 0, sizeof(*pa));
 	if (vctx)
 		return vctx->query_port(ctx, port, pa, sizeof(*pa));
-	return mw.query_port(ctx, port, (struct _compat_ibv_port_attr *)pa);
+	return mw.v->query_port(ctx, port, (struct _compat_ibv_port_attr *)pa);
 }
 
 static struct mw_ctx *ctx_of(struct ibv_context *ctx)
@@ -197,7 +171,7 @@ static struct mw_ctx *probe(struct ibv_context *ctx)
 		return c;
 	}
 	memset(&da, 0, sizeof(da));
-	err = mw.query_device(ctx, &da);
+	err = mw.v->query_device(ctx, &da);
 	if (err) {
 		gh_str_printf(why, sizeof(why), "ibv_query_device: %s",
 			      gh_errtext(err));
@@ -334,9 +308,9 @@ void gh_mw_route_text(int windows, const char *backend, char *buf,
 static void eng_qp_down(struct mw_eng *e)
 {
 	if (e->qp)
-		mw.destroy_qp(e->qp);
+		mw.v->destroy_qp(e->qp);
 	if (e->cq)
-		mw.destroy_cq(e->cq);
+		mw.v->destroy_cq(e->cq);
 	e->qp = NULL;
 	e->cq = NULL;
 }
@@ -344,12 +318,13 @@ static void eng_qp_down(struct mw_eng *e)
 /* A CQ and an RC QP connected to itself, in RTS. */
 static int eng_qp_up(struct mw_eng *e)
 {
+	const struct gh_verbs *v = mw.v;
 	struct ibv_qp_init_attr ia;
 	struct ibv_port_attr pa;
 	struct ibv_qp_attr a;
 	union ibv_gid gid;
 
-	e->cq = mw.create_cq(e->ctx, 2 * MW_SQ, NULL, NULL, 0);
+	e->cq = v->create_cq(e->ctx, 2 * MW_SQ, NULL, NULL, 0);
 	if (!e->cq)
 		return -(errno ? errno : ENOMEM);
 	memset(&ia, 0, sizeof(ia));
@@ -360,7 +335,7 @@ static int eng_qp_up(struct mw_eng *e)
 	ia.cap.max_send_sge = 1;
 	ia.cap.max_recv_sge = 1;
 	ia.qp_type = IBV_QPT_RC;
-	e->qp = mw.create_qp(e->pd, &ia);
+	e->qp = v->create_qp(e->pd, &ia);
 	if (!e->qp)
 		goto fail;
 	if (query_port(e->ctx, e->port, &pa))
@@ -368,7 +343,7 @@ static int eng_qp_up(struct mw_eng *e)
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_INIT;
 	a.port_num = e->port;
-	if (mw.modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+	if (v->modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
 			 IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
 		goto fail;
 	memset(&a, 0, sizeof(a));
@@ -381,13 +356,13 @@ static int eng_qp_up(struct mw_eng *e)
 	a.ah_attr.dlid = pa.lid;
 	if (pa.link_layer == IBV_LINK_LAYER_ETHERNET) {
 		/* RoCE: itself by its GID */
-		if (!mw.query_gid || mw.query_gid(e->ctx, e->port, 0, &gid))
+		if (!v->query_gid || v->query_gid(e->ctx, e->port, 0, &gid))
 			goto fail;
 		a.ah_attr.is_global = 1;
 		a.ah_attr.grh.dgid = gid;
 		a.ah_attr.grh.hop_limit = 1;
 	}
-	if (mw.modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_AV |
+	if (v->modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_AV |
 			 IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
 			 IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
 		goto fail;
@@ -397,7 +372,7 @@ static int eng_qp_up(struct mw_eng *e)
 	a.retry_cnt = 7;
 	a.rnr_retry = 7;
 	a.max_rd_atomic = 1;
-	if (mw.modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
+	if (v->modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
 			 IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
 			 IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
 		goto fail;

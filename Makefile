@@ -171,6 +171,21 @@ $(BUILD)/tests/preload/test_local_runtime: tests/preload/test_local_runtime.c \
 	$(call say,CCLD,$@)
 	$(Q)$(CC) $(PRELOAD_CFLAGS) -o $@ $< -L$(BUILD) -lgdrhook -ldl
 
+# A library whose constructor makes the first CUDA calls, and a program
+# that links it (test_lifecycle runs it under the preload).
+$(BUILD)/tests/preload/libearly_cuda.so: tests/preload/early_cuda_lib.c $(FAKE_LIBS)
+	@mkdir -p $(dir $@)
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(PRELOAD_CFLAGS) -shared -o $@ $< -L$(BUILD)/fake -lcuda
+
+$(BUILD)/tests/preload/early_cuda: tests/preload/early_cuda.c \
+		$(BUILD)/tests/preload/libearly_cuda.so
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(PRELOAD_CFLAGS) -o $@ $< -L$(BUILD)/tests/preload -learly_cuda \
+		-Wl,-rpath,'$$ORIGIN' -Wl,-rpath-link,$(BUILD)/fake
+
+$(BUILD)/tests/preload/test_lifecycle: $(BUILD)/tests/preload/early_cuda
+
 # A C++ program that dies of an uncaught exception (test_evlog_proc runs it).
 CXX		?= c++
 $(BUILD)/tests/preload/die_cxx: tests/preload/die_cxx.cc $(FAKE_LIBS)

@@ -210,8 +210,6 @@ void gh_stats_print(void)
 }
 
 /* The face's part of the lifecycle (init.c calls it at the first CUDA or
- * verbs use and at exit): handed down, so init calls nothing above it. */
-__attribute__((constructor)) static void stats_face_init(void)
-{
-	gh_lifecycle_set_face(gh_info_banner, gh_stats_print);
-}
+ * verbs use and at exit): handed down by the link, not by a constructor
+ * (init.h says why), so init calls nothing above it. */
+GH_FACE_OPS(face_ops) = { gh_info_banner, gh_stats_print };

@@ -78,32 +78,40 @@ void gh_init(void)
 	pthread_once(&once, do_init);
 }
 
+/* The lifecycle's one constructor: the face needs none (init.h). */
 __attribute__((constructor)) static void gh_constructor(void)
 {
 	gh_init();
 }
 
-static struct {
-	void (*banner)(void);
-	void (*stats_print)(void);
-} face;
+/* The linker's bounds of the section gh_face; none (a layer linked
+ * without the face, as the unit tests are): both NULL. */
+extern const struct gh_face_ops __start_gh_face[]
+	__attribute__((weak, visibility("hidden")));
+extern const struct gh_face_ops __stop_gh_face[]
+	__attribute__((weak, visibility("hidden")));
 
-void gh_lifecycle_set_face(void (*banner)(void), void (*stats_print)(void))
+static const struct gh_face_ops *face(void)
 {
-	face.banner = banner;
-	face.stats_print = stats_print;
+	const struct gh_face_ops *lo = __start_gh_face, *hi = __stop_gh_face;
+
+	return lo != hi ? lo : NULL;
 }
 
 void gh_lifecycle_banner(void)
 {
-	if (face.banner)
-		face.banner();
+	const struct gh_face_ops *f = face();
+
+	if (f && f->banner)
+		f->banner();
 }
 
 static int exit_done;
 
 static void at_exit(void)
 {
+	const struct gh_face_ops *f = face();
+
 	if (__atomic_exchange_n(&exit_done, 1, __ATOMIC_ACQ_REL))
 		return;
 	if (gh_state != GH_STATE_ACTIVE)
@@ -114,8 +122,8 @@ static void at_exit(void)
 		/* Count what is still buffered as written. */
 		if (gh_evlog_enabled())
 			gh_evlog_flush();
-		if (face.stats_print)
-			face.stats_print();
+		if (f && f->stats_print)
+			f->stats_print();
 	}
 	if (gh_evlog_enabled())
 		gh_evlog_shutdown(gh_registry_count(), gh_registry_bytes());

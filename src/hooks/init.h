@@ -27,9 +27,22 @@ static inline int gh_active(void)
 void gh_note_cuda_used(void);
 extern int gh_cuda_used;
 
-/* The face's part of the lifecycle, handed down to init.c at load: the
- * banner (gh_lifecycle_banner() prints it once) and the exit counters. */
-void gh_lifecycle_set_face(void (*banner)(void), void (*stats_print)(void));
+/*
+ * The face's part of the lifecycle: the banner (gh_lifecycle_banner()
+ * prints it once) and the exit counters.  The face defines one with
+ * GH_FACE_OPS, in the section gh_face, and init.c finds it there
+ * (__start_gh_face): the link hands it down, so it is in place before
+ * any code runs, a hook called from another library's constructor (one
+ * that the loader runs before ours) included.  No constructor hands it
+ * over, so no constructor order can lose the banner.
+ */
+struct gh_face_ops {
+	void (*banner)(void);
+	void (*stats_print)(void);
+};
+#define GH_FACE_OPS(name)						\
+	static const struct gh_face_ops name				\
+	__attribute__((section("gh_face"), used))
 void gh_lifecycle_banner(void);
 
 #endif

@@ -413,35 +413,11 @@ static void find_gpus(struct facts *f)
 
 /* ------------------------------------------------------- RDMA devices */
 
-typedef struct ibv_device **(*get_list_fn)(int *);
-typedef void (*free_list_fn)(struct ibv_device **);
-typedef const char *(*dev_name_fn)(struct ibv_device *);
-typedef struct ibv_context *(*open_fn)(struct ibv_device *);
-typedef int (*close_fn)(struct ibv_context *);
-typedef struct ibv_pd *(*alloc_pd_fn)(struct ibv_context *);
-typedef int (*dealloc_pd_fn)(struct ibv_pd *);
-typedef struct ibv_mr *(*reg_dmabuf_fn)(struct ibv_pd *, uint64_t, size_t,
-					uint64_t, int, int);
-typedef int (*dereg_fn)(struct ibv_mr *);
-
-struct verbs_api {
-	get_list_fn get_list;
-	free_list_fn free_list;
-	dev_name_fn dev_name;
-	open_fn open;
-	close_fn close;
-	alloc_pd_fn alloc_pd;
-	dealloc_pd_fn dealloc_pd;
-	reg_dmabuf_fn reg_dmabuf;
-	dereg_fn dereg;
-	int (*query_device)(struct ibv_context *, struct ibv_device_attr *);
-};
-
 /*
  * Can exact exposure use memory windows on the device (src/pin/mwin.c)?  The
  * capability the first registration probes; its first bind proves it.
  */
-static int windows_cap(const struct verbs_api *v, struct ibv_device *dev,
+static int windows_cap(const struct gh_verbs *v, struct ibv_device *dev,
 		       char *why, size_t cap)
 {
 	struct ibv_device_attr da;
@@ -452,7 +428,7 @@ static int windows_cap(const struct verbs_api *v, struct ibv_device *dev,
 		gh_str_printf(why, cap, "off: GDRHOOK_WINDOWS=0");
 		return 0;
 	}
-	if (!v->query_device || !(ctx = v->open(dev))) {
+	if (!v->query_device || !(ctx = v->open_device(dev))) {
 		gh_str_printf(why, cap, "cannot ask the device");
 		return -1;
 	}
@@ -467,7 +443,7 @@ static int windows_cap(const struct verbs_api *v, struct ibv_device *dev,
 		gh_str_printf(why, cap, "type 1, up to %d",
 			      da.max_mw);
 	}
-	v->close(ctx);
+	v->close_device(ctx);
 	return err ? -1 : yes;
 }
 
@@ -476,10 +452,10 @@ static int windows_cap(const struct verbs_api *v, struct ibv_device *dev,
  * tells: a provider without it answers EOPNOTSUPP before looking at the
  * fd, one with it fails on the fd (EBADF).
  */
-static int dmabuf_import(const struct verbs_api *v, struct ibv_device *dev,
+static int dmabuf_import(const struct gh_verbs *v, struct ibv_device *dev,
 			 char *why, size_t cap)
 {
-	struct ibv_context *ctx = v->open(dev);
+	struct ibv_context *ctx = v->open_device(dev);
 	struct ibv_pd *pd;
 	struct ibv_mr *mr;
 	int e, yes = 0;
@@ -491,18 +467,18 @@ static int dmabuf_import(const struct verbs_api *v, struct ibv_device *dev,
 	pd = v->alloc_pd ? v->alloc_pd(ctx) : NULL;
 	if (!pd) {
 		gh_str_printf(why, cap, "ibv_alloc_pd: %s", strerror(errno));
-		v->close(ctx);
+		v->close_device(ctx);
 		return -1;
 	}
-	if (!v->reg_dmabuf) {
+	if (!v->reg_dmabuf_mr) {
 		gh_str_printf(why, cap, "libibverbs has no ibv_reg_dmabuf_mr");
 	} else {
 		errno = 0;
-		mr = v->reg_dmabuf(pd, 0, 65536, 0, -1, IBV_ACCESS_LOCAL_WRITE);
+		mr = v->reg_dmabuf_mr(pd, 0, 65536, 0, -1, IBV_ACCESS_LOCAL_WRITE);
 		e = errno;
 		if (mr) {
-			if (v->dereg)
-				v->dereg(mr);
+			if (v->dereg_mr)
+				v->dereg_mr(mr);
 			yes = 1;
 			gh_str_printf(why, cap, "ibv_reg_dmabuf_mr accepted a registration");
 		} else if (e == EOPNOTSUPP || e == ENOSYS ||
@@ -516,7 +492,7 @@ static int dmabuf_import(const struct verbs_api *v, struct ibv_device *dev,
 	}
 	if (v->dealloc_pd)
 		v->dealloc_pd(pd);
-	v->close(ctx);
+	v->close_device(ctx);
 	return yes;
 }
 
@@ -563,39 +539,19 @@ static void exact_route(int win, const char *why, int import, char *buf,
 		gh_mw_route_text(win, b, buf, cap);
 }
 
-/* Kept open: the backend probe (gh_vreal_have) looks for this copy. */
-static void *verbs_handle;
-
 static void find_nics(struct facts *f)
 {
-	struct verbs_api v = { 0 };
 	struct ibv_device **list = NULL;
-	int n = 0;
+	int n = 0, loaded;
+	/* the program's libibverbs, else loaded for good (vreal.h) */
+	const struct gh_verbs *v = gh_vreal_load(&loaded);
 
-	if (!verbs_handle)
-		verbs_handle = dlopen("libibverbs.so.1", RTLD_NOW);
-	if (verbs_handle) {
-		void *h = verbs_handle;
-
-		v.get_list = (get_list_fn)gh_real_dlsym(h, "ibv_get_device_list");
-		v.free_list = (free_list_fn)gh_real_dlsym(h, "ibv_free_device_list");
-		v.dev_name = (dev_name_fn)gh_real_dlsym(h, "ibv_get_device_name");
-		v.open = (open_fn)gh_real_dlsym(h, "ibv_open_device");
-		v.close = (close_fn)gh_real_dlsym(h, "ibv_close_device");
-		v.alloc_pd = (alloc_pd_fn)gh_real_dlsym(h, "ibv_alloc_pd");
-		v.dealloc_pd = (dealloc_pd_fn)gh_real_dlsym(h, "ibv_dealloc_pd");
-		v.reg_dmabuf = (reg_dmabuf_fn)gh_real_dlsym(h, "ibv_reg_dmabuf_mr");
-		v.dereg = (dereg_fn)gh_real_dlsym(h, "ibv_dereg_mr");
-		v.query_device = (int (*)(struct ibv_context *,
-					  struct ibv_device_attr *))
-				 gh_real_dlsym(h, "ibv_query_device");
-	}
-	if (!verbs_handle)
+	if (!loaded)
 		gh_str_printf(f->rdma_why, sizeof(f->rdma_why), "no libibverbs.so.1");
-	else if (!v.get_list || !v.free_list || !v.dev_name || !v.open ||
-		 !v.close)
+	else if (!v || !v->get_device_list || !v->free_device_list ||
+		 !v->get_device_name || !v->open_device || !v->close_device)
 		gh_str_printf(f->rdma_why, sizeof(f->rdma_why), "libibverbs.so.1 lacks the device calls");
-	else if (!(list = v.get_list(&n)) || n <= 0)
+	else if (!(list = v->get_device_list(&n)) || n <= 0)
 		gh_str_printf(f->rdma_why, sizeof(f->rdma_why), "ibv_get_device_list: %s",
 		    list ? "none listed" : strerror(errno));
 	f->nnic = list && n > 0 ? n : 0;
@@ -606,16 +562,16 @@ static void find_nics(struct facts *f)
 		if (f->nic_listed == INFO_NICS)
 			break;
 		f->nic_listed++;
-		nm = v.dev_name(list[i]);
+		nm = v->get_device_name(list[i]);
 		gh_str_printf(d->name, sizeof(d->name), "%s", nm ? nm : "?");
-		d->import = dmabuf_import(&v, list[i], d->dwhy, sizeof(d->dwhy));
-		d->win = windows_cap(&v, list[i], d->wwhy, sizeof(d->wwhy));
+		d->import = dmabuf_import(v, list[i], d->dwhy, sizeof(d->dwhy));
+		d->win = windows_cap(v, list[i], d->wwhy, sizeof(d->wwhy));
 		exact_route(d->win, d->wwhy, d->import, d->route,
 			    sizeof(d->route));
 		f->nic_import += d->import > 0;
 	}
 	if (list)
-		v.free_list(list);
+		v->free_device_list(list);
 }
 
 /* ------------------------------------------------------------ backend */

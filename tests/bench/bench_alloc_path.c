@@ -35,19 +35,26 @@
  * timing; the async modes synchronize only at the end (a timed part of
  * the multi-thread figure).
  *
- * The rounds: for R rounds, for each mode, four child processes of this
+ * The rounds: for R rounds, for each mode, five child processes of this
  * program in an order that rotates with the round: native (no preload),
- * pass-through (GDRHOOK_ENABLE=0), library (log off) and library with
- * GDRHOOK_TRACE (a file under $TMPDIR, removed after the child).  Children
+ * pass-through (GDRHOOK_ENABLE=0), library (log off), library with
+ * GDRHOOK_TRACE (a file under $TMPDIR, removed after the child), and
+ * native + work: no preload, the program itself spinning
+ * GH_BENCH_WORK_NS after each allocation and each free, on its own
+ * thread's clock and touching nothing shared.  That last one is the
+ * anchor for what the shim may cost here: it prices time alone spent
+ * between two driver calls, whoever spends it (at 16 threads the driver
+ * turns a few hundred ns of it into a large loss of pairs/s).  Children
  * get the caller's environment less LD_PRELOAD and every GDRHOOK_*, plus
  * what their configuration sets.  They are pinned: the one-thread modes to
  * the last CPU of the allowed set, the multi-thread modes to its first
  * min(T, CPUs) CPUs with thread t on the t-th of them (wrapping).  Per
- * round the ratios library / pass-through, log / pass-through and
- * pass-through / native (pairs/s inverted: above 1 is slower); per mode
- * their median and p10..p90 over the rounds, beside the targets of the
- * allocation-path issue.  Medians over rounds, not means: the 4 KiB pair
- * is bimodal from process to process on the H100, natively as well.
+ * round the ratios library / pass-through, log / pass-through,
+ * pass-through / native and native + work / native (pairs/s inverted:
+ * above 1 is slower); per mode their median and p10..p90 over the
+ * rounds, beside the targets of the allocation-path issue.  Medians over
+ * rounds, not means: the 4 KiB pair is bimodal from process to process
+ * on the H100, natively as well.
  *
  * Environment (GH_BENCH_*, not GDRHOOK_*: the shim warns about names it
  * does not know):
@@ -63,6 +70,8 @@
  *   GH_BENCH_LIB            libgdrhook.so (default ../../libgdrhook.so
  *                           from this program)
  *   GH_BENCH_CHILD_SECS=300 a child still running after this is killed
+ *   GH_BENCH_WORK_NS=100    the native + work configuration's ns after
+ *                           each call (0: that configuration is not run)
  *
  * Every figure is one line "R <key> <value>" on stdout; other lines
  * start with '#' or are the report's table.
@@ -127,10 +136,14 @@ static const struct mode modes[] = {
 };
 #define NMODES (sizeof(modes) / sizeof(modes[0]))
 
-enum cfg { C_NATIVE, C_PT, C_LIB, C_LOG, NCFG };
-static const char *const cfg_name[NCFG] = { "native", "pt", "lib", "log" };
+enum cfg { C_NATIVE, C_PT, C_LIB, C_LOG, C_WORK, NCFG };
+static const char *const cfg_name[NCFG] = {
+	"native", "pt", "lib", "log", "work"
+};
 
 static CUcontext ctx;
+/* The program's own work after each call (the "work" configuration). */
+static long work_ns;
 
 static uint64_t now_ns(void)
 {
@@ -161,6 +174,18 @@ static long env_long(const char *name, long def)
 	const char *s = getenv(name);
 
 	return s && *s ? strtol(s, NULL, 0) : def;
+}
+
+/*
+ * ns of the thread's own work, touching nothing shared: what a program
+ * (or a shim) does between two driver calls, at no cost but its time.
+ */
+static void own_work(long ns)
+{
+	uint64_t t0 = now_ns();
+
+	while (now_ns() - t0 < (uint64_t)ns)
+		;
 }
 
 /* T: the last number of GH_BENCH_THREADS (bench-gpu's list), default 16. */
@@ -320,10 +345,17 @@ static void *worker_run(void *arg)
 			x = &s[m->logu ? xs(&rng) % LIVE :
 			       (uint64_t)(i + w->warm) % LIVE];
 			slot_free(x, st);
+			if (work_ns)
+				own_work(work_ns);
 		}
 		slot_alloc(x, m->api, size, &rng, st);
-		if (!m->live)
+		if (work_ns)
+			own_work(work_ns);
+		if (!m->live) {
 			slot_free(x, st);
+			if (work_ns)
+				own_work(work_ns);
+		}
 		if (i >= 0 && w->tp)
 			w->tp[i] = (double)(now_ns() - t0);
 	}
@@ -396,6 +428,7 @@ static int measure(const struct mode *m)
 		n = 1;
 	if (warm < 1)
 		warm = 1;
+	work_ns = env_long("GH_BENCH_OWN_WORK_NS", 0);
 	/* The primary context, through the runtime so both APIs share it. */
 	CKRT(cudaSetDevice(0));
 	CKRT(cudaFree(NULL));
@@ -522,7 +555,8 @@ static char **child_env(char *const extra[])
 		return NULL;
 	for (size_t i = 0; i < n; i++)
 		if (strncmp(environ[i], "LD_PRELOAD=", 11) &&
-		    strncmp(environ[i], "GDRHOOK_", 8))
+		    strncmp(environ[i], "GDRHOOK_", 8) &&
+		    strncmp(environ[i], "GH_BENCH_OWN_WORK_NS=", 21))
 			e[k++] = environ[i];
 	for (size_t i = 0; extra[i]; i++)
 		e[k++] = extra[i];
@@ -568,6 +602,7 @@ struct parent {
 	int cpu1;			/* the one-thread modes' CPU */
 	int mcpus[MAX_THREADS], nm;	/* the multi-thread modes' CPUs */
 	unsigned int secs;
+	long work_ns;			/* the "work" configuration's */
 	struct child_out first;		/* of the first child that ran */
 	int have_first;
 };
@@ -576,7 +611,7 @@ struct parent {
 static int run_child(struct parent *p, const struct mode *m, enum cfg c,
 		     int round, struct child_out *o)
 {
-	char pre[PATH_MAX + 16], logv[PATH_MAX + 16], line[512];
+	char pre[PATH_MAX + 16], logv[PATH_MAX + 16], line[512], wv[64];
 	char *extra[4] = { NULL }, **env;
 	char *argv[] = { (char *)p->self, (char *)m->name, NULL };
 	int fd[2], st, k = 0, bad = 0;
@@ -588,8 +623,11 @@ static int run_child(struct parent *p, const struct mode *m, enum cfg c,
 	memset(o, 0, sizeof(*o));
 	snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", p->lib);
 	snprintf(logv, sizeof(logv), "GDRHOOK_TRACE=%s", p->logpath);
-	if (c != C_NATIVE)
+	snprintf(wv, sizeof(wv), "GH_BENCH_OWN_WORK_NS=%ld", p->work_ns);
+	if (c != C_NATIVE && c != C_WORK)
 		extra[k++] = pre;
+	if (c == C_WORK)
+		extra[k++] = wv;
 	if (c == C_PT)
 		extra[k++] = "GDRHOOK_ENABLE=0";
 	if (c == C_LOG)
@@ -643,10 +681,11 @@ static int run_child(struct parent *p, const struct mode *m, enum cfg c,
 		fprintf(stderr, "bench_alloc_path: %s %s: no figure\n",
 			m->name, cfg_name[c]);
 		bad = 1;
-	} else if (c == C_NATIVE && o->gdrhook) {
-		fprintf(stderr, "bench_alloc_path: native run has gdrhook loaded\n");
+	} else if ((c == C_NATIVE || c == C_WORK) && o->gdrhook) {
+		fprintf(stderr, "bench_alloc_path: %s run has gdrhook loaded\n",
+			cfg_name[c]);
 		bad = 1;
-	} else if (c != C_NATIVE && !o->gdrhook) {
+	} else if (c != C_NATIVE && c != C_WORK && !o->gdrhook) {
 		fprintf(stderr, "bench_alloc_path: %s: gdrhook not loaded (%s)\n",
 			cfg_name[c], p->lib);
 		bad = 1;
@@ -731,6 +770,7 @@ static void rstr(const struct ratio *r, char *med, size_t ml, char *pp,
 
 struct summary {
 	struct ratio rl, rg, rp;	/* lib/pt, log/pt, pt/native */
+	struct ratio rw;		/* native + own work / native */
 	double med[NCFG];		/* figures, pairs/s in thousands */
 };
 
@@ -742,6 +782,7 @@ static struct summary summarize(double f[NCFG][MAX_ROUNDS], int rounds,
 	x.rl = ratios(f[C_LIB], f[C_PT], rounds, multi);
 	x.rg = ratios(f[C_LOG], f[C_PT], rounds, multi);
 	x.rp = ratios(f[C_PT], f[C_NATIVE], rounds, multi);
+	x.rw = ratios(f[C_WORK], f[C_NATIVE], rounds, multi);
 	for (int c = 0; c < NCFG; c++) {
 		double v[MAX_ROUNDS];
 		int n = 0;
@@ -802,6 +843,11 @@ static int rounds_main(int argc, char **argv, const char *self)
 		 tmp && *tmp ? tmp : "/tmp", (int)getpid());
 	p.logpath = logpath;
 	p.secs = (unsigned int)env_long("GH_BENCH_CHILD_SECS", 300);
+	p.work_ns = env_long("GH_BENCH_WORK_NS", 100);
+	if (p.work_ns < 0 || p.work_ns > 1000000) {
+		fprintf(stderr, "bench_alloc_path: GH_BENCH_WORK_NS 0..1000000\n");
+		return 2;
+	}
 	if (cl && *cl) {
 		ncpu = parse_cpus(cl, cpus, CPU_SETSIZE);
 		if (!ncpu) {
@@ -840,6 +886,8 @@ static int rounds_main(int argc, char **argv, const char *self)
 				enum cfg c = (enum cfg)((i + r) % NCFG);
 				struct child_out o;
 
+				if (c == C_WORK && !p.work_ns)
+					continue;
 				if (run_child(&p, m, c, r, &o))
 					failed++;
 				else
@@ -851,15 +899,15 @@ static int rounds_main(int argc, char **argv, const char *self)
 	for (int k = 0; k < nsel; k++) {
 		const struct mode *m = sel[k];
 		struct summary x = summarize(fig[m - modes], rounds, m->multi);
-		const struct ratio *rs[] = { &x.rl, &x.rg, &x.rp };
-		const char *rn[] = { "lib", "log", "pt" };
+		const struct ratio *rs[] = { &x.rl, &x.rg, &x.rp, &x.rw };
+		const char *rn[] = { "lib", "log", "pt", "work" };
 
 		printf("R alloc_path.%s.unit %s\n", m->name,
 		       m->multi ? "kpairs_per_s" : "ns_per_pair");
 		for (int c = 0; c < NCFG; c++)
 			printf("R alloc_path.%s.%s.fig_med %.3f\n", m->name,
 			       cfg_name[c], x.med[c]);
-		for (int i = 0; i < 3; i++)
+		for (int i = 0; i < 4; i++)
 			printf("R alloc_path.%s.%s.ratio_med %.4f\n"
 			       "R alloc_path.%s.%s.ratio_p10 %.4f\n"
 			       "R alloc_path.%s.%s.ratio_p90 %.4f\n"
@@ -872,7 +920,7 @@ static int rounds_main(int argc, char **argv, const char *self)
 	       p.have_first ? p.first.device : "?");
 	printf("CUDA driver API %s, runtime %s; %d rounds; per round one process"
 	       " each of native, pass-through\n(LD_PRELOAD, GDRHOOK_ENABLE=0),"
-	       " library (log off) and library + GDRHOOK_TRACE, in rotating order.\n",
+	       " library (log off), library + GDRHOOK_TRACE and native + work, in rotating order.\n",
 	       p.have_first ? p.first.drv : "?",
 	       p.have_first ? p.first.rt : "?", rounds);
 	printf("Pinned: one-thread modes on CPU %d, %d-thread modes on CPUs %s"
@@ -881,26 +929,31 @@ static int rounds_main(int argc, char **argv, const char *self)
 	       " or k pairs/s (T threads,\nall together).  Ratios: median of the"
 	       " per-round ratios to the same round's pass-through\n"
 	       "(pairs/s inverted: above 1 is slower), p10..p90 over rounds;"
-	       " pt/nat: pass-through over native.\n\n");
-	printf("%-8s %-44s %3s %9s %9s %9s %9s | %6s %-13s %5s %4s | %6s %-13s %5s %4s | %6s\n",
+	       " pt/nat: pass-through over native;\nwork/nat: native doing %ld ns"
+	       " of its own work (no shim, nothing shared) after each\n"
+	       "allocation and each free, over native: what any such time"
+	       " between driver calls costs here.\n\n", p.work_ns);
+	printf("%-8s %-44s %3s %9s %9s %9s %9s | %6s %-13s %5s %4s | %6s %-13s %5s %4s | %6s | %8s %-13s\n",
 	       "mode", "what", "T", "native", "pass-thr", "library", "lib+log",
 	       "lib/pt", "p10..p90", "tgt", "", "log/pt", "p10..p90", "tgt",
-	       "", "pt/nat");
+	       "", "pt/nat", "work/nat", "p10..p90");
 	for (int k = 0; k < nsel; k++) {
 		const struct mode *m = sel[k];
 		struct summary x = summarize(fig[m - modes], rounds, m->multi);
 		char pl[32], pg[32];
 
-		char ml[16], mg[16], mp[16];
+		char ml[16], mg[16], mp[16], mw[16], pw[32];
 
+		rstr(&x.rw, mw, sizeof(mw), pw, sizeof(pw));
 		rstr(&x.rl, ml, sizeof(ml), pl, sizeof(pl));
 		rstr(&x.rg, mg, sizeof(mg), pg, sizeof(pg));
 		rstr(&x.rp, mp, sizeof(mp), NULL, 0);
-		printf("%-8s %-44s %3d %9.1f %9.1f %9.1f %9.1f | %6s %-13s %5.2f %4s | %6s %-13s %5.2f %4s | %6s\n",
+		printf("%-8s %-44s %3d %9.1f %9.1f %9.1f %9.1f | %6s %-13s %5.2f %4s | %6s %-13s %5.2f %4s | %6s | %8s %-13s\n",
 		       m->name, m->what, m->multi ? t : 1, x.med[C_NATIVE],
 		       x.med[C_PT], x.med[C_LIB], x.med[C_LOG], ml, pl,
 		       m->lib_target, verdict(&x.rl, m->lib_target), mg, pg,
-		       m->log_target, verdict(&x.rg, m->log_target), mp);
+		       m->log_target, verdict(&x.rg, m->log_target), mp, mw,
+		       p.work_ns ? pw : "");
 	}
 	printf("(targets: the issue's log-off / log-on columns; ok/MISS is"
 	       " informative, nothing is asserted)\n");

@@ -55,3 +55,5 @@ for i in range(STEPS):
 times.sort()
 print("R step_us %.2f" % (1e6 * times[len(times) // 2]))
 print("R step_p90_us %.2f" % (1e6 * times[len(times) * 9 // 10]))
+# which allocator ran: bench-torch checks it is the one it asked for
+print("R allocator %s" % torch.cuda.get_allocator_backend())

@@ -100,11 +100,13 @@ const struct gh_pin_ops *gh_pin_decided(void);
  * gh_pin_choose()'s decision and, when auto chose dmabuf, the proof that
  * pd's NIC imports a DMA-BUF, with auto's fallback when the first NIC
  * does not (see src/pin/pin_choose.c).  The one place the backend is
- * decided.  Returns the backend, or NULL when the registrations of pd's
- * NIC pass through (none, or a NIC that cannot import).
+ * decided.  exact: the cache exposes exactly the registered range
+ * (GDRHOOK_REMOTE_EXPOSURE, the cache's option), where auto prefers a NIC's
+ * memory windows.  Returns the backend, or NULL when the registrations of
+ * pd's NIC pass through (none, or a NIC that cannot import).
  */
 const struct gh_pin_ops *gh_pin_for_nic(const struct gh_range *g,
-					struct ibv_pd *pd);
+					struct ibv_pd *pd, int exact);
 /* Where auto goes when dmabuf meets a NIC that cannot import: peermem
  * when it is loaded, else none (enum gh_pin_backend). */
 unsigned int gh_pin_auto_fallback(void);

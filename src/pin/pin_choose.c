@@ -450,19 +450,20 @@ static int peer_probe(const struct gh_range *g, struct ibv_pd *pd)
 }
 
 /*
- * With the lock, at the first NIC probed: exact exposure takes windows
- * only over an ordinary MR (gh_mw_route: mlx5 binds none over a DMA-BUF
- * MR), so where this NIC binds windows and a peer-memory client serves
- * it, auto takes peermem (a bind and an unbind per exact MR, where
- * DMA-BUF costs a NIC registration and its dereg).  1: taken.
+ * With the lock, at the first NIC probed: exact exposure (the cache's
+ * policy, handed down) takes windows only over an ordinary MR
+ * (gh_mw_route: mlx5 binds none over a DMA-BUF MR), so where this NIC
+ * binds windows and a peer-memory client serves it, auto takes peermem
+ * (a bind and an unbind per exact MR, where DMA-BUF costs a NIC
+ * registration and its dereg).  1: taken.
  */
 static int prefer_windows(const struct gh_range *g, struct ibv_pd *pd,
-			  const char *name, char *no, size_t cap)
+			  int exact, const char *name, char *no, size_t cap)
 {
 	const char *why = NULL;
 	int err;
 
-	if (gh_cfg.remote_exposure != GH_CFG_EXPOSURE_EXACT || !gh_cfg.windows)
+	if (!exact || !gh_cfg.windows)
 		return 0;
 	if (!gh_mw_supported(pd, &why)) {
 		gh_str_printf(no, cap, "; NIC %s: %s", name,
@@ -487,7 +488,7 @@ static int prefer_windows(const struct gh_range *g, struct ibv_pd *pd,
 
 /* With the lock: probe pd's NIC (auto chose dmabuf); dmabuf from the
  * first NIC that imports, the fallback when the first NIC refuses. */
-static void probe_nic(const struct gh_range *g, struct ibv_pd *pd)
+static void probe_nic(const struct gh_range *g, struct ibv_pd *pd, int exact)
 {
 	const void *dev = nic_of(pd);
 	const char *what = "", *name = dev ?
@@ -498,7 +499,8 @@ static void probe_nic(const struct gh_range *g, struct ibv_pd *pd)
 
 	if (nic_known(dev) >= 0 || n_nics >= NIC_MAX)
 		return;
-	if (!n_nics && prefer_windows(g, pd, name, no_win, sizeof(no_win)))
+	if (!n_nics && prefer_windows(g, pd, exact, name, no_win,
+					    sizeof(no_win)))
 		return;
 	err = dmabuf_probe(g, pd, &what);
 	gh_dbg("pin backend: NIC %s: a probe DMA-BUF import %s%s%s%s", name, err ? "failed at " : "succeeded", err ? what : "", err ? ": " : "", err ? gh_errtext(-err) : "");
@@ -542,7 +544,7 @@ static void probe_nic(const struct gh_range *g, struct ibv_pd *pd)
 }
 
 const struct gh_pin_ops *gh_pin_for_nic(const struct gh_range *g,
-					struct ibv_pd *pd)
+					struct ibv_pd *pd, int exact)
 {
 	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 	const struct verdict *v = __atomic_load_n(&verdict, __ATOMIC_ACQUIRE);
@@ -563,7 +565,7 @@ const struct gh_pin_ops *gh_pin_for_nic(const struct gh_range *g,
 		__atomic_store_n(&verdict, &v_static, __ATOMIC_RELEASE);
 	}
 	if (verdict->per_nic)
-		probe_nic(g, pd);
+		probe_nic(g, pd, exact);
 	k = verdict->per_nic ? nic_known(nic_of(pd)) : 1;
 	ret = k > 0 && verdict->ops != &gh_pin_none ? verdict->ops : NULL;
 	pthread_mutex_unlock(&lock);

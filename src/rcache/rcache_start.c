@@ -37,7 +37,7 @@ const struct gh_pin_ops *gh_rcache_start(const struct gh_range *g,
 					 struct ibv_pd *pd)
 {
 	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-	const struct gh_pin_ops *ops = gh_pin_for_nic(g, pd), *run;
+	const struct gh_pin_ops *ops = gh_pin_for_nic(g, pd, !!exposure_flags()), *run;
 
 	/* the same backend as before, or this NIC passes through */
 	if (__atomic_load_n(&recorded, __ATOMIC_ACQUIRE) &&

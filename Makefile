@@ -230,17 +230,26 @@ DOUBLES_MK	:= tests/fake/rules.mk tests/fakeverbs/rules.mk
 	scripts/python/rules.mk scripts/install.mk scripts/packaging/rules.mk
 -include $(wildcard $(BUILD)/obj/*/*.d $(BUILD)/obj/*/*/*.d)
 
-check: $(LIB) $(LAYER_AS)
+# The GDRHOOK_* rows as the library has them, for the README's table
+# (scripts/gen-doc.py): the option files (a GH_OPT_TABLE row each, found
+# wherever they are) linked with base alone.
+OPT_SRCS	:= $(shell grep -l '^GH_OPT_TABLE' $(foreach l,$(LAYERS),$(call layer_srcs,$(l))))
+OPT_ROWS	:= $(BUILD)/gen/opt-rows
+$(OPT_ROWS): scripts/opt-rows.c $(patsubst %.c,$(BUILD)/obj/%.o,$(OPT_SRCS)) $(call layer_a,base)
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+
+check: $(LIB) $(LAYER_AS) $(OPT_ROWS)
 	scripts/check-exports.sh $(LIB) $(BUILD)/gen/symbols.txt
 	$(PYTHON) scripts/check-layers.py --link src/layers $(BUILD)/layers $(CC) $(SANFLAGS)
 	$(PYTHON) scripts/check-layers.py src/layers $(BUILD)/obj $(CC) $(ALL_CFLAGS)
 	BUILD=$(BUILD) CC="$(CC)" LAYERS_CC="$(CC) $(ALL_CFLAGS)" tests/layers/run
 	$(PYTHON) scripts/gen-test-map.py --check tests/README.md $(BUILD)/obj
-	@readme_tbl=$$($(PYTHON) scripts/gen-doc.py --check README.md 2>&1) || { echo "$$readme_tbl"; exit 1; }
+	@readme_tbl=$$($(PYTHON) scripts/gen-doc.py --check README.md $(OPT_ROWS) 2>&1) || { echo "$$readme_tbl"; exit 1; }
 	$(PYTHON) scripts/gen-events.py --check --schema hooks/events.schema.json --doc README.md scripts/man/libgdrhook.7
 
-doc: $(LIB)
-	$(PYTHON) scripts/gen-doc.py README.md
+doc: $(LIB) $(OPT_ROWS)
+	$(PYTHON) scripts/gen-doc.py README.md $(OPT_ROWS)
 	$(PYTHON) scripts/gen-test-map.py tests/README.md $(BUILD)/obj
 	$(PYTHON) scripts/gen-events.py --schema hooks/events.schema.json --doc README.md scripts/man/libgdrhook.7
 

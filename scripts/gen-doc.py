@@ -1,36 +1,36 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Write (or --check) the README's GDRHOOK_* table from src/base/config.c.
+"""Write (or --check) the README's GDRHOOK_* and counter tables.
 
-The table sits between the markers <!-- config:begin --> and
-<!-- config:end -->; its rows come from the GH_OPT(...) rows of the one
-configuration table the library parses.
+gen-doc.py [--check] README OPT_ROWS
+
+The variable table sits between the markers <!-- config:begin --> and
+<!-- config:end -->; its rows are the library's own, in their order, as
+OPT_ROWS (scripts/opt-rows.c, built by make: the option files of every
+layer, GH_OPT_TABLE, linked with base) prints them.  The counter table
+comes from src/face/stats_list.h.
 """
 import re
+import subprocess
 import sys
 
 BEGIN, END = "<!-- config:begin -->", "<!-- config:end -->"
 
 
-def rows(src):
-    text = open(src).read()
-    # GH_OPT(name, default, type, field, doc) and
-    # GH_OPT_WORDS(name, default, field, doc, words)
-    pat = re.compile(r'GH_OPT(?:\("(\w+)",\s*"([^"]*)",\s*\w+,|_WORDS\("(\w+)",\s*"([^"]*)",)\s*\w+,\s*((?:"(?:[^"\\]|\\.)*"\s*)+)[,)]')
-    out = []
-    for m in pat.finditer(text):
-        name = m.group(1) or m.group(3)
-        default = m.group(2) if m.group(1) else m.group(4)
-        doc = "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', m.group(5)))
-        out.append((name, default, doc.replace('\\"', '"')))
-    if not out:
-        sys.exit("gen-doc: no GH_OPT rows in " + src)
+def rows(prog):
+    p = subprocess.run([prog], stdout=subprocess.PIPE,
+                       universal_newlines=True, env={})
+    if p.returncode:
+        sys.exit("gen-doc: %s failed" % prog)
+    out = [tuple(line.split("\t")) for line in p.stdout.splitlines()]
+    if not out or any(len(r) != 3 for r in out):
+        sys.exit("gen-doc: %s printed no rows, or a bad one" % prog)
     return out
 
 
-def table(src):
+def table(prog):
     lines = ["| variable | default | meaning |", "|---|---|---|"]
-    for name, default, doc in rows(src):
+    for name, default, doc in rows(prog):
         d = "`%s`" % default if default else "unset"
         lines.append("| `GDRHOOK_%s` | %s | %s |" % (name, d, doc))
     return "\n".join(lines)
@@ -66,13 +66,16 @@ def splice(text, begin, end, body, what):
 
 def main():
     check = "--check" in sys.argv
-    readme = [a for a in sys.argv[1:] if a != "--check"][0]
+    args = [a for a in sys.argv[1:] if a != "--check"]
+    if len(args) != 2:
+        sys.exit("usage: gen-doc.py [--check] README OPT_ROWS")
+    readme, prog = args
     text = open(readme).read()
     if BEGIN not in text or END not in text:
         sys.exit("gen-doc: %s lacks the %s/%s markers" % (readme, BEGIN, END))
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
-    new = head + BEGIN + "\n" + table("src/base/config.c") + "\n" + END + tail
+    new = head + BEGIN + "\n" + table(prog) + "\n" + END + tail
     new = splice(new, SBEGIN, SEND, stats_table("src/face/stats_list.h"),
                  "counters")
     if check:

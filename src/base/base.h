@@ -18,6 +18,7 @@
 #include "log.h"
 #include "clock.h"
 #include "config.h"
+#include "base_opts.h"
 #include "counters.h"
 #include "guard.h"
 #include "lock.h"

@@ -1,142 +1,72 @@
 // SPDX-License-Identifier: MIT
 /*
- * GDRHOOK_* configuration: one table, parsed once from environ at init.
- * The README's variable table is generated from the same rows
- * (scripts/gen-doc.py, `make doc`; `make check` verifies it).
+ * GDRHOOK_* configuration: the tables of every layer (GH_OPT_TABLE),
+ * parsed once from environ at init.  The README's variable table is
+ * generated from the same rows (scripts/opt-rows.c and gen-doc.py, `make
+ * doc`; `make check` verifies it).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "base_opts.h"
 #include "config.h"
 #include "fmt.h"
 #include "log.h"
 
-struct gh_config gh_cfg;
-
-enum gh_opt_type {
-	GH_OPT_BOOL,
-	GH_OPT_BOOL_ALL,	/* a boolean, or "all" (stored as 2) */
-	GH_OPT_STR,
-	GH_OPT_LEVEL,
-	GH_OPT_SIZE,		/* bytes or a count */
-	GH_OPT_SIZE_INF,	/* same; "inf" (UCX, libfabric) means 0: no limit */
-	GH_OPT_ENUM,		/* one of words[], stored as its index (an int) */
-	GH_OPT_PATH,		/* a file name template (gh_path_check) */
-	GH_OPT_RENAMED,		/* an old name: read as the row renamed_to */
-};
-
-struct gh_opt {
-	const char *name;	/* without the GDRHOOK_ prefix */
-	const char *def;
-	enum gh_opt_type type;
-	size_t offset;
-	const char *doc;
-	const char *const *words;	/* GH_OPT_ENUM: NULL-terminated */
-	const char *renamed_to;		/* GH_OPT_RENAMED: the new name */
-};
-
-#define GH_OPT(n, d, t, field, doc) \
-	{ n, d, t, offsetof(struct gh_config, field), doc, NULL, NULL }
-/* words: in the order of the field's enum (config.h) */
-#define GH_OPT_WORDS(n, d, field, doc, words) \
-	{ n, d, GH_OPT_ENUM, offsetof(struct gh_config, field), doc, words, \
-	  NULL }
 /*
- * A name the variable had before: still read, with one deprecation line
- * (mimalloc and UCX keep theirs the same way).  The new name wins when
- * both are set.  Not a row of the README's table: the new row's doc says
- * its old name.
+ * Every row the link brought, in the section gh_opts (GH_OPT_TABLE), put
+ * in order once by gh_config_load: the listed rows by their order key,
+ * then the old names by name.  The per-row state below is indexed alike.
  */
-#define GH_OPT_OLD(old, new) \
-	{ old, NULL, GH_OPT_RENAMED, 0, NULL, NULL, new }
+extern const struct gh_opt_table *const __start_gh_opts[]
+	__attribute__((weak, visibility("hidden")));
+extern const struct gh_opt_table *const __stop_gh_opts[]
+	__attribute__((weak, visibility("hidden")));
 
-/* The words of each enum option, by index (mimalloc, UCX: one table each). */
-const char *const gh_cfg_backend_words[] = {
-	[GH_CFG_BACKEND_AUTO] = "auto",
-	[GH_CFG_BACKEND_DMABUF] = "dmabuf",
-	[GH_CFG_BACKEND_PEERMEM] = "peermem",
-	[GH_CFG_BACKEND_GDRPIN] = "gdrpin",
-	[GH_CFG_BACKEND_NONE] = "none",
-	NULL
-};
-static const char *const exposure_words[] = {
-	[GH_CFG_EXPOSURE_EXACT] = "exact",
-	[GH_CFG_EXPOSURE_ALLOCATION] = "allocation",
-	NULL
-};
-static const char *const answer_words[] = {
-	[GH_CFG_ANSWER_REGISTRY] = "registry",
-	[GH_CFG_ANSWER_DRIVER] = "driver",
-	NULL
-};
-static const char *const trace_mode_words[] = {
-	[GH_CFG_TRACE_MODE_DROP] = "drop",
-	[GH_CFG_TRACE_MODE_BLOCK] = "block",
-	NULL
-};
-static const char *const dmabuf_mapping_words[] = {
-	[GH_CFG_DMABUF_MAPPING_AUTO] = "auto",
-	[GH_CFG_DMABUF_MAPPING_PCIE] = "pcie",
-	[GH_CFG_DMABUF_MAPPING_DEFAULT] = "default",
-	NULL
-};
+#define GH_NOPTS 64		/* rows held; gh_config_check says if more */
 
-static const struct gh_opt gh_opts[] = {
-	GH_OPT("ENABLE", "1", GH_OPT_BOOL, enable,
-	       "`0` makes gdrhook a pure pass-through: no registry, no event log, no caching."),
-	GH_OPT("LOG_LEVEL", "warn", GH_OPT_LEVEL, log_level,
-	       "Diagnostics, on stderr or in `GDRHOOK_LOG_FILE`: `none`, `error`, `warn`, `info` or `debug` (also `0`-`4`, `warning`, and `trace` as NCCL spells debug). `info` adds one line naming the pin backend; `debug` adds a line per decision: the route a registration took, the backend chosen and why, and whether a registration was wrapped, windowed or passed through. Each line starts `gdrhook[host:pid:tid]: level:`."),
-	GH_OPT("LOG_FILE", "", GH_OPT_PATH, log_file,
-	       "Write the diagnostics to this file instead of stderr (as `NCCL_DEBUG_FILE`, `UCX_LOG_FILE`): `%h` expands to the host name, `%p` to the pid, `%%` to `%`; a relative path is relative to where the program started. Appended to, created `0600`, never through a symlink, opened at the first message. One that cannot be opened: stderr, with one warning. Unset or `stderr`: stderr."),
-	GH_OPT("TRACE", "", GH_OPT_PATH, trace_path,
-	       "Write the event log (JSON Lines, one event per CUDA or verbs call; what `gdrhook-trace` reads) to this path, or `stderr`; `%p` expands to the pid, `%h` to the host name, `%%` to `%`; a relative path is relative to where the program started. Created `0600`, never through a symlink, never waited for (a FIFO needs its reader first). Unset: no event log, and no formatting on any hook path. Formerly `GDRHOOK_LOG` (still read, with a deprecation note)."),
-	GH_OPT("TRACE_BUFFER", "12m", GH_OPT_SIZE, trace_ring_bytes,
-	       "Event log buffer per thread, in bytes (suffixes k, m, g; 192 bytes per event, rounded down to a power of two events: the default holds 65536). Events that do not fit are counted and reported at exit (`GDRHOOK_TRACE_MODE=drop`) or waited for (`block`). Formerly `GDRHOOK_LOG_BUFFER`."),
-	GH_OPT_WORDS("TRACE_MODE", "drop", trace_mode,
-		     "What a hook does when its event log buffer is full: `drop` counts the event as dropped and goes on; `block` waits for the writer, never losing an event (a hook may then wait on the disk). Formerly `GDRHOOK_LOG_MODE`.",
-		     trace_mode_words),
-	GH_OPT("STATS", "0", GH_OPT_BOOL_ALL, stats,
-	       "`1` prints the counters to stderr at exit, in processes that used CUDA or verbs; `all` in every process."),
-	GH_OPT("VALIDATE", "0", GH_OPT_BOOL, validate,
-	       "`1` is audit mode: every event and lookup is cross-checked against the driver (`cuMemGetAddressRange`, buffer ID) and the live set is swept at exit; disagreements become `audit` events and a counter."),
-	GH_OPT("LIBCUDA", "libcuda.so.1", GH_OPT_STR, libcuda,
-	       "The driver library real entry points are resolved from. One that cannot be loaded or is not a CUDA driver is reported on stderr and `libcuda.so.1` used."),
-	GH_OPT("STRICT", "0", GH_OPT_BOOL, strict,
-	       "`1` aborts the process when the registry becomes untrusted, instead of running on with caching off."),
-	GH_OPT_WORDS("BACKEND", "auto", backend,
-	       "How GPU memory is pinned for RDMA: `dmabuf` (DMA-BUF export + `ibv_reg_dmabuf_mr`), `peermem` (plain `ibv_reg_mr`, nvidia-peermem pins), `none` (no registration cache: pass-through), `gdrpin` (the gdrpin kernel module pins and reports revocations, plain `ibv_reg_mr` registers: combine with nvidia-peermem), or `auto` (dmabuf if the device and libibverbs support it, else peermem if loaded, else gdrpin if `/dev/gdrpin` answers, else none; with `exact` exposure, peermem first where the NIC binds memory windows and a peer-memory client registers GPU memory). An unusable choice falls back to none, with the reason logged.",
-		     gh_cfg_backend_words),
-	GH_OPT("CACHE_MAX_SIZE", "0", GH_OPT_SIZE_INF, cache_max_size,
-	       "Most bytes the registration cache keeps pinned (suffixes k, m, g; `0` or `inf`: no limit). Idle registrations are evicted, least recently used first."),
-	GH_OPT("CACHE_MAX_COUNT", "0", GH_OPT_SIZE_INF, cache_max_count,
-	       "Most registrations the cache keeps (`0` or `inf`: its capacity, 262144). Idle ones are evicted, least recently used first."),
-	GH_OPT_WORDS("REMOTE_EXPOSURE", "exact", remote_exposure,
-	       "What an rkey of cached GPU memory reaches. `exact`: exactly the range the program registered, until its last MR on that range is deregistered (dereg and `ibv_rereg_mr` act as natively; pins stay cached, so a new registration costs only the NIC's part). `allocation`: the whole allocation, until it is freed or evicted, even after `ibv_dereg_mr` (every later registration inside it is a hit).",
-		     exposure_words),
-	GH_OPT("WINDOWS", "1", GH_OPT_BOOL, windows,
-	       "With `exact` exposure, where the NIC has memory windows: one cached registration per allocation and PD with no remote rights, and per MR a window bound to exactly its range and access (its own rkey, unbound by `ibv_dereg_mr`), so registering costs a work request, not a NIC registration. `0`: a NIC registration per MR."),
-	GH_OPT_WORDS("BUFFER_ID", "registry", buffer_id,
-	       "`registry`: `cuPointerGetAttribute(s)` answers `CU_POINTER_ATTRIBUTE_BUFFER_ID` of a tracked allocation from the registry (its generation with bit 63 set; no driver call). `driver`: always ask the driver.",
-		     answer_words),
-	GH_OPT_WORDS("POINTER_QUERIES", "registry", pointer_queries,
-	       "`registry`: `cuPointerGetAttribute(s)`, `cudaPointerGetAttributes` and `cuMemGetAddressRange` are answered from the registry for every attribute it knows exactly, and for pointers in no tracked allocation while it is trusted (what the driver says for host memory); the rest goes to the driver. `driver`: ask the driver (`BUFFER_ID` keeps following `GDRHOOK_BUFFER_ID`).",
-		     answer_words),
-	GH_OPT("SYNC_MEMOPS", "1", GH_OPT_BOOL, sync_memops,
-	       "`1`: memory the registration cache pins gets synchronous memory operations (the GPUDirect RDMA guide's ordering rule), once per context with `cuCtxSetFlags(CU_CTX_SYNC_MEMOPS)` where the driver has it, else per allocation with `cuPointerSetAttribute(CU_POINTER_ATTRIBUTE_SYNC_MEMOPS)`. `0`: leave it to the program."),
-	GH_OPT("PIN_WHOLE_MAX", "0", GH_OPT_SIZE, pin_whole_max,
-	       "Largest allocation (or span of VMM mappings) the cache pins whole on its first registration (suffixes k, m, g); larger ones pin the registered range rounded out to 64 KiB. `0`: a tenth of the smaller of the device's BAR1 and its memory (BAR1 from NVML, else the PCI resource in sysfs)."),
-	GH_OPT_WORDS("DMABUF_MAPPING", "auto", dmabuf_mapping,
-	       "How the dmabuf backend asks the driver to map its exports: `pcie` (`CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE`, through BAR1; CUDA 12.8 and later), `default` (the driver's choice), or `auto` (`pcie` on devices whose host link is C2C, where the default mapping does not go over PCIe, falling back to the default if refused; else `default`).",
-		     dmabuf_mapping_words),
-
-	GH_OPT_OLD("LOG", "TRACE"),
-	GH_OPT_OLD("LOG_BUFFER", "TRACE_BUFFER"),
-	GH_OPT_OLD("LOG_MODE", "TRACE_MODE"),
+struct slot {
+	const struct gh_opt *o;
+	void *values;		/* its table's */
 };
+static struct slot slots[GH_NOPTS];
+static unsigned int n_slots, n_rows_seen;
 
-#define GH_NOPTS (sizeof(gh_opts) / sizeof(gh_opts[0]))
+/* a goes before b: the listed rows by order key, then the old names */
+static int before(const struct gh_opt *a, const struct gh_opt *b)
+{
+	int old_a = a->type == GH_OPT_RENAMED, old_b = b->type == GH_OPT_RENAMED;
+
+	if (old_a != old_b)
+		return old_b;
+	if (!old_a && a->order != b->order)
+		return a->order < b->order;
+	return strcmp(a->name, b->name) < 0;
+}
+
+static void index_rows(void)
+{
+	const struct gh_opt_table *const *t;
+
+	n_slots = n_rows_seen = 0;
+	for (t = __start_gh_opts; t && t < __stop_gh_opts; t++) {
+		for (unsigned int r = 0; r < (*t)->n; r++) {
+			const struct gh_opt *o = &(*t)->rows[r];
+			unsigned int i = n_slots;
+
+			n_rows_seen++;
+			if (n_slots == GH_NOPTS)
+				continue;
+			for (; i && before(o, slots[i - 1].o); i--)
+				slots[i] = slots[i - 1];
+			slots[i] = (struct slot){ o, (*t)->values };
+			n_slots++;
+		}
+	}
+}
+
 #define GH_PREFIX "GDRHOOK_"
 #define GH_PREFIX_LEN 8
 
@@ -225,10 +155,12 @@ static int parse_word(const char *s, const char *const *words, int *v_p)
 	return -EINVAL;
 }
 
-static int apply(const struct gh_opt *o, const char *val)
+static int apply(const struct slot *s, const char *val)
 {
-	char *field = (char *)&gh_cfg + o->offset;
+	const struct gh_opt *o = s->o;
+	char *field = (char *)s->values + o->offset;
 	char bad_esc[3];
+	int err;
 
 	switch (o->type) {
 	case GH_OPT_BOOL:
@@ -240,7 +172,10 @@ static int apply(const struct gh_opt *o, const char *val)
 		}
 		return parse_bool(val, (int *)field);
 	case GH_OPT_LEVEL:
-		return parse_level(val, (int *)field);
+		err = parse_level(val, (int *)field);
+		if (!err)
+			gh_log_level = *(int *)field;
+		return err;
 	case GH_OPT_SIZE:
 	case GH_OPT_SIZE_INF:
 		return parse_size(val, o->type == GH_OPT_SIZE_INF,
@@ -260,13 +195,22 @@ static int apply(const struct gh_opt *o, const char *val)
 	return -EINVAL;
 }
 
-static const struct gh_opt *find_opt(const char *name, size_t len)
+static const struct slot *find_opt(const char *name, size_t len)
 {
-	for (size_t i = 0; i < GH_NOPTS; i++)
-		if (strlen(gh_opts[i].name) == len &&
-		    !strncmp(gh_opts[i].name, name, len))
-			return &gh_opts[i];
+	for (unsigned int i = 0; i < n_slots; i++)
+		if (strlen(slots[i].o->name) == len &&
+		    !strncmp(slots[i].o->name, name, len))
+			return &slots[i];
 	return NULL;
+}
+
+/* The row an old name's row is read as, or NULL (gh_config_check). */
+static const struct slot *new_row(const struct slot *old)
+{
+	const char *to = old->o->renamed_to;
+	const struct slot *n = find_opt(to, strlen(to));
+
+	return n && n->o->type != GH_OPT_RENAMED ? n : NULL;
 }
 
 /* ------------------------------------------------------ did you mean */
@@ -327,8 +271,8 @@ static const char *suggest(const char *name, size_t len)
 	const struct gh_opt *best = NULL;
 	unsigned int bestd = 3;		/* 2 edits at most */
 
-	for (size_t i = 0; i < GH_NOPTS; i++) {
-		const struct gh_opt *o = &gh_opts[i];
+	for (unsigned int i = 0; i < n_slots; i++) {
+		const struct gh_opt *o = slots[i].o;
 		unsigned int d = distance(name, len, o->name, strlen(o->name));
 
 		if (d < bestd) {
@@ -337,10 +281,11 @@ static const char *suggest(const char *name, size_t len)
 		}
 	}
 	/* old names only by spelling: LOG_DIR does not mean the trace */
-	for (size_t i = 0; !best && i < GH_NOPTS; i++)
-		if (gh_opts[i].type != GH_OPT_RENAMED &&
-		    affix(name, len, gh_opts[i].name, strlen(gh_opts[i].name)))
-			best = &gh_opts[i];
+	for (unsigned int i = 0; !best && i < n_slots; i++)
+		if (slots[i].o->type != GH_OPT_RENAMED &&
+		    affix(name, len, slots[i].o->name,
+			  strlen(slots[i].o->name)))
+			best = slots[i].o;
 	if (!best)
 		return NULL;
 	return best->renamed_to ? best->renamed_to : best->name;
@@ -373,7 +318,7 @@ static unsigned char bad_row[GH_NOPTS];
 
 /* Old names set, in the order met; shadowed: the new name was set too. */
 struct old_set {
-	const struct gh_opt *old;
+	const struct slot *old;
 	const char *entry;
 	int shadowed;
 };
@@ -473,15 +418,14 @@ static void report_bad(const struct bad_value *v)
 void gh_config_report(void)
 {
 	for (int i = 0; i < n_olds; i++) {
-		const struct gh_opt *n = find_opt(olds[i].old->renamed_to,
-						  strlen(olds[i].old->renamed_to));
+		const struct slot *n = new_row(olds[i].old);
 
 		if (olds[i].shadowed)
 			gh_warn("deprecated variable %s ignored: %s is set too and wins",
-				olds[i].entry, env_of[n - gh_opts]);
+				olds[i].entry, env_of[n - slots]);
 		else
 			gh_warn("deprecated variable %s: read as " GH_PREFIX "%s, its new name",
-				olds[i].entry, n->name);
+				olds[i].entry, n->o->name);
 	}
 	for (int i = 0; i < n_unknown; i++) {
 		const char *name = unknown[i] + GH_PREFIX_LEN;
@@ -507,30 +451,28 @@ const char *gh_config_unknown(unsigned int i)
 
 const char *gh_config_setting(const char *name)
 {
-	const struct gh_opt *o = find_opt(name, strlen(name));
+	const struct slot *s = find_opt(name, strlen(name));
 
-	if (!o || o->type == GH_OPT_RENAMED || bad_row[o - gh_opts])
+	if (!s || s->o->type == GH_OPT_RENAMED || bad_row[s - slots])
 		return NULL;
-	return env_of[o - gh_opts];
+	return env_of[s - slots];
 }
 
-/* entry ("GDRHOOK_NAME=value") sets o, named name in messages. */
-static int set_one(const struct gh_opt *o, const char *name,
+/* entry ("GDRHOOK_NAME=value") sets s, named name in messages. */
+static int set_one(const struct slot *s, const char *name,
 		   const char *entry)
 {
 	const char *val = strchr(entry, '=') + 1;
-	size_t i = (size_t)(o - gh_opts);
-	int err = apply(o, val);
+	size_t i = (size_t)(s - slots);
+	int err = apply(s, val);
 
 	env_of[i] = entry;
 	bad_row[i] = !!err;
 	if (err) {
-		apply(o, o->def);
+		apply(s, s->o->def);
 		if (n_bad < GH_MAX_UNKNOWN)
-			bad[n_bad++] = (struct bad_value){ o, name, val, err };
+			bad[n_bad++] = (struct bad_value){ s->o, name, val, err };
 	}
-	if (o->type == GH_OPT_LEVEL)
-		gh_log_level = gh_cfg.log_level;
 	return !!err;
 }
 
@@ -545,13 +487,13 @@ int gh_config_load(void)
 	extern char **environ;
 	int nbad = 0;
 
-	for (size_t i = 0; i < GH_NOPTS; i++)
-		if (gh_opts[i].type != GH_OPT_RENAMED)
-			apply(&gh_opts[i], gh_opts[i].def);
-	gh_log_level = gh_cfg.log_level;
+	index_rows();
+	for (unsigned int i = 0; i < n_slots; i++)
+		if (slots[i].o->type != GH_OPT_RENAMED)
+			apply(&slots[i], slots[i].o->def);
 	for (char **e = environ; e && *e; e++) {
 		const char *name, *eq;
-		const struct gh_opt *o;
+		const struct slot *s;
 
 		if (strncmp(*e, GH_PREFIX, GH_PREFIX_LEN))
 			continue;
@@ -559,30 +501,29 @@ int gh_config_load(void)
 		eq = strchr(name, '=');
 		if (!eq)
 			continue;
-		o = find_opt(name, (size_t)(eq - name));
-		if (!o) {
+		s = find_opt(name, (size_t)(eq - name));
+		if (!s) {
 			if (n_unknown < GH_MAX_UNKNOWN)
 				unknown[n_unknown++] = *e;
 			continue;
 		}
-		if (o->type == GH_OPT_RENAMED) {
-			if (n_olds < (int)GH_NOPTS)
-				olds[n_olds++] = (struct old_set){ o, *e, 0 };
+		if (s->o->type == GH_OPT_RENAMED) {
+			if (new_row(s) && n_olds < GH_NOPTS)
+				olds[n_olds++] = (struct old_set){ s, *e, 0 };
 			continue;
 		}
-		by_new[o - gh_opts] = 1;
-		nbad += set_one(o, o->name, *e);
+		by_new[s - slots] = 1;
+		nbad += set_one(s, s->o->name, *e);
 	}
 	for (int i = 0; i < n_olds; i++) {
-		const char *to = olds[i].old->renamed_to;
-		const struct gh_opt *n = find_opt(to, strlen(to));
+		const struct slot *n = new_row(olds[i].old);
 
-		if (by_new[n - gh_opts])
+		if (by_new[n - slots])
 			olds[i].shadowed = 1;	/* the new name wins */
 		else
-			nbad += set_one(n, olds[i].old->name, olds[i].entry);
+			nbad += set_one(n, olds[i].old->o->name, olds[i].entry);
 	}
-	gh_log_set_file(gh_cfg.log_file);
+	gh_log_set_file(gh_base_cfg.log_file);
 	return nbad;
 }
 
@@ -632,31 +573,23 @@ static const char *env_now(const char *name)
 	return v;
 }
 
-/* The i-th row that is not an old name. */
-static const struct gh_opt *nth_row(unsigned int i)
-{
-	for (size_t k = 0; k < GH_NOPTS; k++)
-		if (gh_opts[k].type != GH_OPT_RENAMED && !i--)
-			return &gh_opts[k];
-	return NULL;
-}
-
 /* Row i of the table as it applies now (gdrhook-info, src/face/info.c):
- * the value as written, under the new name or, failing that, an old one. */
+ * the value as written, under the new name or, failing that, an old one.
+ * The listed rows come first in slots[], old names after them. */
 int gh_config_row(unsigned int i, struct gh_config_row *r_p)
 {
-	const struct gh_opt *o = nth_row(i);
+	const struct gh_opt *o = i < n_slots ? slots[i].o : NULL;
 	const char *v, *via = NULL;
 
-	if (!o)
+	if (!o || o->type == GH_OPT_RENAMED)
 		return -ENOENT;
 	v = env_now(o->name);
-	for (size_t k = 0; !v && k < GH_NOPTS; k++) {
-		if (gh_opts[k].type != GH_OPT_RENAMED ||
-		    strcmp(gh_opts[k].renamed_to, o->name))
+	for (unsigned int k = 0; !v && k < n_slots; k++) {
+		if (slots[k].o->type != GH_OPT_RENAMED ||
+		    strcmp(slots[k].o->renamed_to, o->name))
 			continue;
-		v = env_now(gh_opts[k].name);
-		via = v ? gh_opts[k].name : NULL;
+		v = env_now(slots[k].o->name);
+		via = v ? slots[k].o->name : NULL;
 	}
 	r_p->name = o->name;
 	r_p->def = o->def;
@@ -669,6 +602,39 @@ int gh_config_row(unsigned int i, struct gh_config_row *r_p)
 		r_p->source = GH_CFG_ENV;
 	} else if (v) {
 		r_p->source = GH_CFG_BAD_ENV;
+	}
+	return 0;
+}
+
+int gh_config_check(char *why, size_t cap)
+{
+	if (n_rows_seen > n_slots) {
+		gh_str_printf(why, cap, "%u rows, more than the %u config.c holds (GH_NOPTS)",
+			      n_rows_seen, n_slots);
+		return -EINVAL;
+	}
+	for (unsigned int i = 0; i < n_slots; i++) {
+		const struct gh_opt *o = slots[i].o;
+
+		if (o->type == GH_OPT_RENAMED && !new_row(&slots[i])) {
+			gh_str_printf(why, cap, "GDRHOOK_%s: renamed to GDRHOOK_%s, which no table has",
+				      o->name, o->renamed_to);
+			return -EINVAL;
+		}
+		for (unsigned int k = 0; k < i; k++) {
+			const struct gh_opt *p = slots[k].o;
+
+			if (!strcmp(o->name, p->name)) {
+				gh_str_printf(why, cap, "GDRHOOK_%s: in two rows", o->name);
+				return -EINVAL;
+			}
+			if (o->type != GH_OPT_RENAMED &&
+			    p->type != GH_OPT_RENAMED && o->order == p->order) {
+				gh_str_printf(why, cap, "GDRHOOK_%s and GDRHOOK_%s: the same order key %u",
+					      p->name, o->name, o->order);
+				return -EINVAL;
+			}
+		}
 	}
 	return 0;
 }

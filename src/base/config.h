@@ -1,64 +1,83 @@
 /* SPDX-License-Identifier: MIT */
-/* The GDRHOOK_* configuration (config.c). */
+/*
+ * The GDRHOOK_* configuration (config.c): the row types, the parser and
+ * the list of tables.  Each layer declares its own options beside their
+ * users (src/<layer>/<layer>_opts.c: its rows, their words and the struct
+ * their values live in) and registers the table with GH_OPT_TABLE.  A
+ * layer reads its own options and those of the layers below it; a value
+ * a lower layer needs from an upper one is handed down as an argument.
+ */
 #ifndef GH_CONFIG_H
 #define GH_CONFIG_H
 
+#include <stddef.h>
 #include <stdint.h>
 
-/*
- * The words of each enum-valued option, in the order of its index (the
- * value stored in struct gh_config); config.c validates them once.
- */
-enum gh_cfg_backend {
-	GH_CFG_BACKEND_AUTO,
-	GH_CFG_BACKEND_DMABUF,
-	GH_CFG_BACKEND_PEERMEM,
-	GH_CFG_BACKEND_GDRPIN,
-	GH_CFG_BACKEND_NONE,
+enum gh_opt_type {
+	GH_OPT_BOOL,
+	GH_OPT_BOOL_ALL,	/* a boolean, or "all" (stored as 2) */
+	GH_OPT_STR,
+	GH_OPT_LEVEL,		/* a log level; sets gh_log_level at once */
+	GH_OPT_SIZE,		/* bytes or a count */
+	GH_OPT_SIZE_INF,	/* same; "inf" (UCX, libfabric) means 0: no limit */
+	GH_OPT_ENUM,		/* one of words[], stored as its index (an int) */
+	GH_OPT_PATH,		/* a file name template (gh_path_check) */
+	GH_OPT_RENAMED,		/* an old name: read as the row renamed_to */
 };
-enum gh_cfg_exposure {
-	GH_CFG_EXPOSURE_EXACT,
-	GH_CFG_EXPOSURE_ALLOCATION,
-};
-enum gh_cfg_answer {		/* GDRHOOK_BUFFER_ID, GDRHOOK_POINTER_QUERIES */
-	GH_CFG_ANSWER_REGISTRY,
-	GH_CFG_ANSWER_DRIVER,
-};
-enum gh_cfg_trace_mode {
-	GH_CFG_TRACE_MODE_DROP,
-	GH_CFG_TRACE_MODE_BLOCK,
-};
-enum gh_cfg_dmabuf_mapping {
-	GH_CFG_DMABUF_MAPPING_AUTO,
-	GH_CFG_DMABUF_MAPPING_PCIE,
-	GH_CFG_DMABUF_MAPPING_DEFAULT,
-};
-extern const char *const gh_cfg_backend_words[];	/* by enum gh_cfg_backend */
 
-/* Parsed GDRHOOK_* configuration (config.c); read-only after init. */
-struct gh_config {
-	int enable;
-	int log_level;			/* GDRHOOK_LOG_LEVEL (log.c) */
-	const char *log_file;		/* GDRHOOK_LOG_FILE (log.c) */
-	const char *trace_path;		/* GDRHOOK_TRACE (src/evlog) */
-	uint64_t trace_ring_bytes;	/* GDRHOOK_TRACE_BUFFER */
-	int trace_mode;			/* GDRHOOK_TRACE_MODE, enum gh_cfg_trace_mode */
-	int stats;
-	int validate;
-	const char *libcuda;
-	int strict;
-	int backend;			/* GDRHOOK_BACKEND (src/pin/pin_choose.c) */
-	uint64_t cache_max_size;	/* GDRHOOK_CACHE_MAX_SIZE (src/rcache/rcache_evict.c) */
-	uint64_t cache_max_count;	/* GDRHOOK_CACHE_MAX_COUNT */
-	int remote_exposure;		/* GDRHOOK_REMOTE_EXPOSURE (rcache) */
-	int windows;			/* GDRHOOK_WINDOWS (src/pin/mwin.c) */
-	int buffer_id;			/* GDRHOOK_BUFFER_ID (src/hooks/ptrattr.c) */
-	int pointer_queries;		/* GDRHOOK_POINTER_QUERIES (ptrattr.c) */
-	int sync_memops;		/* GDRHOOK_SYNC_MEMOPS (src/pin/syncmemops.c) */
-	uint64_t pin_whole_max;		/* GDRHOOK_PIN_WHOLE_MAX (src/pin/bar.c) */
-	int dmabuf_mapping;		/* GDRHOOK_DMABUF_MAPPING (src/pin/pin_dmabuf.c) */
+/*
+ * One GDRHOOK_* variable.  order places it in the README's table and in
+ * gdrhook-info's listing: the rows of every table are walked by it, so
+ * the documented order does not depend on which layer declares a row or
+ * on the link.  The keys are unique (make check: scripts/opt-rows.c) and
+ * go in tens, so a new row fits between two.
+ */
+struct gh_opt {
+	unsigned int order;
+	const char *name;	/* without the GDRHOOK_ prefix */
+	const char *def;
+	enum gh_opt_type type;
+	size_t offset;		/* of the value in its table's struct */
+	const char *doc;
+	const char *const *words;	/* GH_OPT_ENUM: NULL-terminated */
+	const char *renamed_to;		/* GH_OPT_RENAMED: the new name */
 };
-extern struct gh_config gh_cfg;
+
+/* Rows of a table whose values are the struct type vt. */
+#define GH_OPT(order, n, d, t, vt, field, doc) \
+	{ order, n, d, t, offsetof(vt, field), doc, NULL, NULL }
+/* words: in the order of the field's enum */
+#define GH_OPT_WORDS(order, n, d, vt, field, doc, words) \
+	{ order, n, d, GH_OPT_ENUM, offsetof(vt, field), doc, words, NULL }
+/*
+ * A name the variable had before: still read, with one deprecation line
+ * (mimalloc and UCX keep theirs the same way).  The new name wins when
+ * both are set.  Not a row of the README's table: the new row's doc says
+ * its old name.  In the table of the new row.
+ */
+#define GH_OPT_OLD(old, new) \
+	{ 0, old, NULL, GH_OPT_RENAMED, 0, NULL, NULL, new }
+
+/* A layer's rows and the struct their values live in. */
+struct gh_opt_table {
+	const struct gh_opt *rows;
+	unsigned int n;
+	void *values;
+};
+
+/*
+ * Registers the table of rows (an array) over the struct values, in the
+ * section gh_opts, where config.c finds every table the link brought
+ * (__start_gh_opts): no constructor, so the values are parsed before any
+ * code runs that reads them.  One per layer, in src/<layer>/<layer>_opts.c,
+ * a file that needs nothing but base: the README's table is generated
+ * from those files alone (scripts/opt-rows.c, make doc).
+ */
+#define GH_OPT_TABLE(rows, values)					\
+	static const struct gh_opt_table gh_opt_table_ = {		\
+		rows, sizeof(rows) / sizeof((rows)[0]), &(values) };	\
+	static const struct gh_opt_table *const gh_opt_table_p_	\
+	__attribute__((section("gh_opts"), used)) = &gh_opt_table_
 
 int gh_config_load(void);
 /* Warn about old names, unknown GDRHOOK_* names (with the name probably
@@ -80,7 +99,8 @@ struct gh_config_row {
 	enum gh_cfg_source source;
 	const char *via;	/* set under this old name (no prefix), or NULL */
 };
-int gh_config_row(unsigned int i, struct gh_config_row *r_p);	/* -ENOENT: past the end */
+/* Row i, in order (after gh_config_load); -ENOENT: past the end. */
+int gh_config_row(unsigned int i, struct gh_config_row *r_p);
 const char *gh_config_unknown(unsigned int i);	/* "GDRHOOK_X=v" or NULL */
 /*
  * The environment's "GDRHOOK_X=value" that set option name (no prefix;
@@ -88,5 +108,11 @@ const char *gh_config_unknown(unsigned int i);	/* "GDRHOOK_X=v" or NULL */
  * ("100g", not its bytes).  NULL when the default is in effect.
  */
 const char *gh_config_setting(const char *name);
+/*
+ * Whether the tables agree (after gh_config_load): names and order keys
+ * unique, each old name's new row there, every row held.  0, or -EINVAL
+ * with the first problem in why.
+ */
+int gh_config_check(char *why, size_t cap);
 
 #endif

@@ -15,5 +15,6 @@
 #include "evspool.h"
 #include "evlog_sink.h"
 #include "evlog_ring.h"
+#include "evlog_opts.h"
 
 #endif

@@ -2,6 +2,7 @@
 /* The public API of include/gdrhook.h that is not elsewhere. */
 #include <errno.h>
 
+#include "registry/registry.h"
 #include "hooks/hooks.h"
 
 GH_EXPORT int gdrhook_lookup(const void *ptr, size_t len,
@@ -15,7 +16,7 @@ GH_EXPORT int gdrhook_lookup(const void *ptr, size_t len,
 	if (GH_UNLIKELY(__atomic_load_n(&gh_untrusted, __ATOMIC_RELAXED)))
 		return -ESTALE;
 	rc = gh_registry_lookup((uint64_t)(uintptr_t)ptr, len, &r);
-	if (GH_UNLIKELY(gh_cfg.validate))
+	if (GH_UNLIKELY(gh_registry_cfg.validate))
 		gh_audit_lookup((uint64_t)(uintptr_t)ptr, rc, &r);
 	if (rc == -ENOENT)
 		return rc;

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "evlog/evlog.h"
 #include "pin/pin.h"
 #include "hooks/hooks.h"
 #include "info.h"
@@ -65,7 +66,7 @@ void gh_info_banner(void)
 		return;
 	gh_info("gdrhook %s: pin backend %s (%s%s); event log %s",
 		GH_VERSION, name->name, c ? "chosen; " : "", why,
-		gh_cfg.trace_path ? gh_cfg.trace_path : "off (GDRHOOK_TRACE unset)");
+		gh_evlog_cfg.trace_path ? gh_evlog_cfg.trace_path : "off (GDRHOOK_TRACE unset)");
 }
 
 GH_EXPORT int gdrhook_info(int fd, unsigned int flags)

@@ -19,6 +19,7 @@
 #include "platform/platform.h"
 #include "registry/registry.h"
 #include "pin/pin.h"
+#include "rcache/rcache.h"
 #include "hooks/hooks.h"
 #include "routes.h"
 #include "info_impl.h"
@@ -74,7 +75,7 @@ static void find_gpus(struct facts *f)
 
 	if (!h) {
 		gh_str_printf(f->cuda_why, sizeof(f->cuda_why), "%s cannot be loaded",
-		    gh_cfg.libcuda ? gh_cfg.libcuda : "libcuda.so.1");
+		    gh_platform_cfg.libcuda ? gh_platform_cfg.libcuda : "libcuda.so.1");
 	} else if (!init || !count || !name) {
 		gh_str_printf(f->cuda_why, sizeof(f->cuda_why), "the driver lacks cuInit/cuDeviceGetCount/cuDeviceGetName");
 	} else if ((rc = init(0)) != CUDA_SUCCESS) {
@@ -120,7 +121,7 @@ static int windows_cap(const struct gh_verbs *v, struct ibv_device *dev,
 	struct ibv_context *ctx;
 	int yes = 0, err;
 
-	if (!gh_cfg.windows) {
+	if (!gh_pin_cfg.windows) {
 		gh_str_printf(why, cap, "off: GDRHOOK_WINDOWS=0");
 		return 0;
 	}
@@ -208,7 +209,7 @@ static const char *nic_backend(int import)
 	gh_pin_explain(-1, 0, &x);
 	b = x.chosen;
 	if (b == GH_PIN_DMABUF && !import)
-		b = gh_cfg.backend == GH_CFG_BACKEND_AUTO ?
+		b = gh_pin_cfg.backend == GH_CFG_BACKEND_AUTO ?
 		    gh_pin_auto_fallback() : GH_PIN_NONE;
 	return gh_pin_backend_ops(b)->name;
 }
@@ -219,14 +220,14 @@ static void exact_route(int win, const char *why, int import, char *buf,
 {
 	const char *b = nic_backend(import);
 
-	if (gh_cfg.remote_exposure != GH_CFG_EXPOSURE_EXACT)
+	if (gh_rcache_cfg.remote_exposure != GH_CFG_EXPOSURE_EXACT)
 		gh_str_printf(buf, cap, "off: GDRHOOK_REMOTE_EXPOSURE=allocation (no NIC operation after the first)");
 	else if (!strcmp(b, "none"))
 		gh_str_printf(buf, cap, "the program's own registration (no cache on this NIC)");
 	else if (win < 0)
 		gh_str_printf(buf, cap, "unknown (%s)", why);
-	else if (win > 0 && gh_cfg.windows && !gh_pin_chosen(NULL) &&
-		 gh_cfg.backend == GH_CFG_BACKEND_AUTO && !strcmp(b, "dmabuf"))
+	else if (win > 0 && gh_pin_cfg.windows && !gh_pin_chosen(NULL) &&
+		 gh_pin_cfg.backend == GH_CFG_BACKEND_AUTO && !strcmp(b, "dmabuf"))
 		/* auto's window preference (src/pin/pin_choose.c) is decided
 		 * by a registration of GPU memory this tool does not make */
 		gh_str_printf(buf, cap,
@@ -301,7 +302,7 @@ static void find_backend(struct facts *f)
 	f->choice = rdma_found ? f->rule : NULL;
 	gh_str_printf(f->reason, sizeof(f->reason), "%s", x->reason);
 	if (x->chosen == GH_PIN_DMABUF && rdma_found && !f->nic_import) {
-		if (gh_cfg.backend == GH_CFG_BACKEND_AUTO) {
+		if (gh_pin_cfg.backend == GH_CFG_BACKEND_AUTO) {
 			f->choice = gh_pin_backend_ops(gh_pin_auto_fallback())->name;
 			gh_str_printf(f->reason, sizeof(f->reason),
 			    "auto: no RDMA device here imports DMA-BUF, so the NIC-import probe at the first registration falls back from dmabuf to %s",

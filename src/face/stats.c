@@ -3,7 +3,7 @@
  * Counters: relaxed atomics, printed at exit with GDRHOOK_STATS=1 by the
  * processes that used CUDA or verbs (a process tree's shells and tools
  * inherit the variable and have nothing to say), by every process with
- * GDRHOOK_STATS=all (gh_cfg.stats 2), on stderr after what the program
+ * GDRHOOK_STATS=all (gh_hooks_cfg.stats 2), on stderr after what the program
  * wrote to stdout.
  */
 #include <errno.h>
@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "registry/registry.h"
 #include "hooks/hooks.h"
 #include "info.h"
 #include "stats.h"
@@ -128,8 +129,9 @@ static int is_bytes(int i)
 /* A zero worth a row: the verdict of a check the run asked for. */
 static int zero_shown(int i)
 {
-	return gh_cfg.validate && (i == GH_STAT_IDX_audit_checks ||
-				   i == GH_STAT_IDX_audit_disagreements);
+	return gh_registry_cfg.validate &&
+	       (i == GH_STAT_IDX_audit_checks ||
+		i == GH_STAT_IDX_audit_disagreements);
 }
 
 /* "  label<pad>value": one counter a line, as scripts read it (awk $3). */
@@ -185,7 +187,7 @@ void gh_stats_print(void)
 	unsigned zeros = 0;
 
 	gdrhook_get_stats(&s);
-	if (gh_cfg.stats < 2 && !s.regs_seen &&
+	if (gh_hooks_cfg.stats < 2 && !s.regs_seen &&
 	    !__atomic_load_n(&gh_cuda_used, __ATOMIC_RELAXED))
 		return;
 	gh_buf_init(&b, mem, sizeof(mem));

@@ -150,7 +150,7 @@ void gh_alloc_post(struct gh_call *c, unsigned int kind, uint64_t ptr,
 		}
 	}
 	fill_owner(&r, kind, vmm_handle);
-	if (gh_cfg.validate)
+	if (gh_registry_cfg.validate)
 		gh_drv_buffer_id(ptr, &r.buffer_id);
 	GH_PH_LAP(GH_PH_A_OWNER, t);
 	err = gh_registry_insert(&r, &gen);
@@ -179,7 +179,7 @@ void gh_alloc_post(struct gh_call *c, unsigned int kind, uint64_t ptr,
 	GH_PH_LAP(GH_PH_A_COUNT, t);
 	gh_subscribers_notify(GDRHOOK_EVENT_ALLOC, &r, c->api);
 	GH_PH_LAP(GH_PH_A_SUBS, t);
-	if (gh_cfg.validate)
+	if (gh_registry_cfg.validate)
 		gh_audit_alloc(&r, c->api);
 	GH_PH_T(tl);
 	if (rec_init(&e, c, GH_EV_ALLOC)) {
@@ -216,7 +216,7 @@ void gh_free_pre(struct gh_call *c, uint64_t ptr)
 		c->skip = 1;
 		return;
 	}
-	if (gh_cfg.validate) {
+	if (gh_registry_cfg.validate) {
 		struct gh_range cur;
 
 		if (!gh_registry_lookup(ptr, 1, &cur) && cur.base == ptr)

@@ -12,5 +12,6 @@
 #include "init.h"
 #include "substitute.h"
 #include "dmabuf_export.h"
+#include "hooks_opts.h"
 
 #endif

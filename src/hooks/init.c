@@ -16,6 +16,7 @@
 #include "evlog/evlog.h"
 #include "registry/registry.h"
 #include "hookrt.h"
+#include "hooks_opts.h"
 #include "init.h"
 
 int gh_state;
@@ -48,7 +49,7 @@ static void do_init(void)
 	int state = GH_STATE_DISABLED;
 
 	gh_config_load();
-	if (!gh_cfg.enable) {
+	if (!gh_hooks_cfg.enable) {
 		gh_info("disabled by GDRHOOK_ENABLE=0: pass-through");
 		goto out;
 	}
@@ -56,11 +57,13 @@ static void do_init(void)
 		gh_warn("cannot set up the registry: running as a pass-through");
 		goto out;
 	}
-	if (gh_cfg.trace_path) {
-		gh_evlog_set_block(gh_cfg.trace_mode == GH_CFG_TRACE_MODE_BLOCK);
-		if (gh_evlog_configure(gh_cfg.trace_path, gh_cfg.trace_ring_bytes))
+	if (gh_evlog_cfg.trace_path) {
+		gh_evlog_set_block(gh_evlog_cfg.trace_mode ==
+				   GH_CFG_TRACE_MODE_BLOCK);
+		if (gh_evlog_configure(gh_evlog_cfg.trace_path,
+				       gh_evlog_cfg.trace_ring_bytes))
 			gh_config_defer_warning("no event log: bad GDRHOOK_TRACE",
-						gh_cfg.trace_path);
+						gh_evlog_cfg.trace_path);
 	}
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 	gh_guard_set_ops(gh_deferred_pending, gh_deferred_drain,
@@ -116,9 +119,9 @@ static void at_exit(void)
 		return;
 	if (gh_state != GH_STATE_ACTIVE)
 		return;
-	if (gh_cfg.validate)
+	if (gh_registry_cfg.validate)
 		gh_audit_sweep();
-	if (gh_cfg.stats) {
+	if (gh_hooks_cfg.stats) {
 		/* Count what is still buffered as written. */
 		if (gh_evlog_enabled())
 			gh_evlog_flush();

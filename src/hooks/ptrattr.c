@@ -42,6 +42,7 @@
 #include "base/base.h"
 #include "platform/platform.h"
 #include "registry/registry.h"
+#include "hooks_opts.h"
 #include "init.h"
 
 #undef cuPointerGetAttribute
@@ -152,13 +153,13 @@ static int queries_mode_v = MODE_UNSET, buffer_id_mode_v = MODE_UNSET;
 /* GDRHOOK_POINTER_QUERIES, read once. */
 static inline int queries_mode(void)
 {
-	return mode_get(&queries_mode_v, gh_cfg.pointer_queries);
+	return mode_get(&queries_mode_v, gh_hooks_cfg.pointer_queries);
 }
 
 /* GDRHOOK_BUFFER_ID, read once. */
 static inline int buffer_id_mode(void)
 {
-	return mode_get(&buffer_id_mode_v, gh_cfg.buffer_id);
+	return mode_get(&buffer_id_mode_v, gh_hooks_cfg.buffer_id);
 }
 
 /* Set once the driver has answered a query itself: it is initialized,
@@ -468,7 +469,7 @@ static bool agrees(const char *api, CUdeviceptr ptr, CUresult our_rc,
  */
 static inline bool unguarded(void)
 {
-	return GH_LIKELY(!gh_guard_busy()) && GH_LIKELY(!gh_cfg.validate) &&
+	return GH_LIKELY(!gh_guard_busy()) && GH_LIKELY(!gh_registry_cfg.validate) &&
 	       GH_LIKELY(__atomic_load_n(&gh_cuda_used, __ATOMIC_RELAXED));
 }
 
@@ -506,7 +507,7 @@ answer_one(void *data, CUpointer_attribute a, CUdeviceptr ptr,
 	default:
 		return GH_ASK_DRIVER;
 	}
-	if (GH_UNLIKELY(gh_cfg.validate) && a != CU_POINTER_ATTRIBUTE_BUFFER_ID &&
+	if (GH_UNLIKELY(gh_registry_cfg.validate) && a != CU_POINTER_ATTRIBUTE_BUFFER_ID &&
 	    real) {
 		/* Both poisoned alike; W_NONE writes nothing. */
 		memset(ours, GH_POISON, sizeof(ours));
@@ -650,7 +651,7 @@ answer_all(unsigned int n, const CUpointer_attribute *at, void **data,
 	} else {
 		return -1;
 	}
-	if (GH_UNLIKELY(gh_cfg.validate) && real) {
+	if (GH_UNLIKELY(gh_registry_cfg.validate) && real) {
 		/* The whole answer first: the driver's is compared with it. */
 		for (i = 0; i < n; i++)
 			val[i] = answered_value(w, &r, ptr, at[i], &cc);
@@ -765,7 +766,7 @@ answer_range(CUdeviceptr *pbase, size_t *psize, CUdeviceptr ptr,
 		size = r.size;
 		rc = CUDA_SUCCESS;
 	}
-	if (GH_UNLIKELY(gh_cfg.validate) && real) {
+	if (GH_UNLIKELY(gh_registry_cfg.validate) && real) {
 		drc = real(&dbase, &dsize, ptr);
 		GH_COUNT(audit_checks, 1);
 		if (drc != rc || dbase != base || dsize != size) {
@@ -902,7 +903,7 @@ rt_answer(struct cudaPointerAttributes *out, const void *p,
 	} else {
 		return -1;
 	}
-	if (GH_UNLIKELY(gh_cfg.validate) && real) {
+	if (GH_UNLIKELY(gh_registry_cfg.validate) && real) {
 		memset(&theirs, GH_POISON, sizeof(theirs));
 		drc = real(&theirs, p);
 		GH_COUNT(audit_checks, 1);

@@ -36,6 +36,7 @@
 #include "platform/platform.h"
 #include "backend.h"
 #include "bar.h"
+#include "pin_opts.h"
 
 #define BAR_MAX_DEV	64
 #define BAR_RES_LINES	6	/* BARs 0-5; later lines are ROM, SR-IOV */
@@ -161,13 +162,13 @@ static void read_device(int dev)
 		b1 = gh_bar1_size(bus, &src);
 	if (!total || total(&mem, (CUdevice)dev) != CUDA_SUCCESS)
 		mem = 0;
-	budget = gh_cfg.pin_whole_max ? gh_cfg.pin_whole_max :
+	budget = gh_pin_cfg.pin_whole_max ? gh_pin_cfg.pin_whole_max :
 		 gh_bar_default_budget(b1, mem);
 	gh_info("device %d: BAR1 %llu MiB (%s), memory %llu MiB: allocations up to %llu MiB are pinned whole%s",
 		dev, (unsigned long long)(b1 >> 20), src,
 		(unsigned long long)(mem >> 20),
 		(unsigned long long)(budget >> 20),
-		gh_cfg.pin_whole_max ? " (GDRHOOK_PIN_WHOLE_MAX)" : "");
+		gh_pin_cfg.pin_whole_max ? " (GDRHOOK_PIN_WHOLE_MAX)" : "");
 	__atomic_store_n(&bar.budget[dev], budget + 1, __ATOMIC_RELEASE);
 }
 
@@ -176,7 +177,7 @@ uint64_t gh_bar_whole_max(int dev)
 	uint64_t b;
 
 	if (dev < 0 || dev >= BAR_MAX_DEV)
-		return gh_cfg.pin_whole_max;
+		return gh_pin_cfg.pin_whole_max;
 	b = __atomic_load_n(&bar.budget[dev], __ATOMIC_ACQUIRE);
 	if (GH_UNLIKELY(!b)) {
 		/* Racing first readers compute the same figures. */

@@ -37,6 +37,7 @@
 
 #include "registry/registry.h"
 #include "mwin.h"
+#include "pin_opts.h"
 
 #define MW_ENGINES	64
 #define MW_CTXS		32
@@ -161,7 +162,7 @@ static struct mw_ctx *probe(struct ibv_context *ctx)
 
 	if (!c || c->state != CTX_UNKNOWN)
 		return c;
-	if (!gh_cfg.windows) {
+	if (!gh_pin_cfg.windows) {
 		gh_str_printf(c->why, sizeof(c->why), "GDRHOOK_WINDOWS=0");
 		__atomic_store_n(&c->state, CTX_NO, __ATOMIC_RELEASE);
 		return c;

@@ -12,5 +12,6 @@
 #include "bar.h"
 #include "mwin.h"
 #include "syncmemops.h"
+#include "pin_opts.h"
 
 #endif

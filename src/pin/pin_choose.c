@@ -53,6 +53,7 @@
 #include "registry/registry.h"
 #include "backend.h"
 #include "mwin.h"
+#include "pin_opts.h"
 
 static const struct gh_pin_ops *chosen;	/* gh_pin_choose()'s decision */
 
@@ -174,7 +175,7 @@ static int gdrpin_answers(char *why)
 /* GDRHOOK_BACKEND's backend, or GH_PIN_NBACKENDS for auto. */
 static unsigned int backend_asked(void)
 {
-	switch (gh_cfg.backend) {
+	switch (gh_pin_cfg.backend) {
 	case GH_CFG_BACKEND_DMABUF:
 		return GH_PIN_DMABUF;
 	case GH_CFG_BACKEND_PEERMEM:
@@ -221,7 +222,7 @@ void gh_pin_explain(int dev, int all, struct gh_pin_explanation *x)
 	unsigned int b = 0, first = GH_PIN_NBACKENDS;
 
 	memset(x, 0, sizeof(*x));
-	x->requested = gh_cfg_backend_words[gh_cfg.backend];
+	x->requested = gh_cfg_backend_words[gh_pin_cfg.backend];
 	for (b = 0; b < GH_PIN_NBACKENDS; b++)
 		say(x->why[b], "not probed");
 	b = backend_asked();
@@ -280,7 +281,7 @@ static const struct gh_pin_ops *decide(int dev)
 	gh_pin_explain(dev, 0, &x);
 	v_static.ops = backends[x.chosen];
 	gh_str_printf(v_static.why, sizeof(v_static.why), "%s", x.reason);
-	if (gh_cfg.backend == GH_CFG_BACKEND_GDRPIN && x.chosen == GH_PIN_NONE)
+	if (gh_pin_cfg.backend == GH_CFG_BACKEND_GDRPIN && x.chosen == GH_PIN_NONE)
 		gh_warn("pin backend: none (%s): registrations pass through uncached",
 			x.reason);
 	else
@@ -463,7 +464,7 @@ static int prefer_windows(const struct gh_range *g, struct ibv_pd *pd,
 	const char *why = NULL;
 	int err;
 
-	if (!exact || !gh_cfg.windows)
+	if (!exact || !gh_pin_cfg.windows)
 		return 0;
 	if (!gh_mw_supported(pd, &why)) {
 		gh_str_printf(no, cap, "; NIC %s: %s", name,
@@ -561,7 +562,7 @@ const struct gh_pin_ops *gh_pin_for_nic(const struct gh_range *g,
 	pthread_mutex_lock(&lock);
 	if (!verdict) {
 		v_static.per_nic = gh_pin_choose(g->dev) == &gh_pin_dmabuf &&
-				   gh_cfg.backend == GH_CFG_BACKEND_AUTO;
+				   gh_pin_cfg.backend == GH_CFG_BACKEND_AUTO;
 		__atomic_store_n(&verdict, &v_static, __ATOMIC_RELEASE);
 	}
 	if (verdict->per_nic)

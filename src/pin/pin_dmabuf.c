@@ -38,6 +38,7 @@
 #include "evlog/evlog.h"
 #include "platform/platform.h"
 #include "backend.h"
+#include "pin_opts.h"
 
 typedef CUresult (*get_handle_fn)(void *, CUdeviceptr, size_t,
 				  CUmemRangeHandleType, unsigned long long);
@@ -71,7 +72,7 @@ static int cu_errno(CUresult rc)
 /* The export flags to try first for dev, and whether 0 may follow. */
 static unsigned long long mapping_flags(int dev, int *fallback_p)
 {
-	int m = gh_cfg.dmabuf_mapping;
+	int m = gh_pin_cfg.dmabuf_mapping;
 	CUresult (*attr)(int *, CUdevice_attribute, CUdevice) =
 		(CUresult (*)(int *, CUdevice_attribute, CUdevice))drv_sym(
 			"cuDeviceGetAttribute");

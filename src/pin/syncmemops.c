@@ -23,6 +23,7 @@
 #include <cuda.h>
 
 #include "registry/registry.h"
+#include "pin_opts.h"
 #include "syncmemops.h"
 
 typedef CUresult (*flags_get_fn)(unsigned int *);
@@ -146,7 +147,7 @@ void gh_syncmemops_ensure(const struct gh_range *r)
 	uint64_t ctx = r->ctx;
 	int rc;
 
-	if (!gh_cfg.sync_memops)
+	if (!gh_pin_cfg.sync_memops)
 		return;
 	f = resolve(&mine);
 	if (!f->cur || !f->push || !f->pop)

@@ -15,5 +15,6 @@
 #include "resolve.h"
 #include "drv.h"
 #include "vreal.h"
+#include "platform_opts.h"
 
 #endif

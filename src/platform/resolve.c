@@ -18,6 +18,7 @@
 
 #include "gh_hooks.h"
 #include "base/base.h"
+#include "platform_opts.h"
 #include "resolve.h"
 
 typedef void *(*dlsym_fn)(void *, const char *);
@@ -211,7 +212,7 @@ static void *open_driver(const char *name, const char **why_p)
  */
 const char *gh_libcuda_loaded(void)
 {
-	const char *name = gh_cfg.libcuda;
+	const char *name = gh_platform_cfg.libcuda;
 	void *h;
 
 	if (name && (h = dlopen(name, RTLD_LAZY | RTLD_NOLOAD))) {
@@ -232,7 +233,7 @@ const char *gh_libcuda_loaded(void)
 void *gh_libcuda_handle(void)
 {
 	void *h = __atomic_load_n(&libcuda, __ATOMIC_ACQUIRE);
-	const char *name = gh_cfg.libcuda, *why;
+	const char *name = gh_platform_cfg.libcuda, *why;
 
 	if (h)
 		return h;

@@ -13,5 +13,6 @@
 #include "rcache_core.h"
 #include "rcache_spankeys.h"
 #include "rcache_span.h"
+#include "rcache_opts.h"
 
 #endif

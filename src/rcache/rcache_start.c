@@ -13,6 +13,7 @@
 
 #include "pin/pin.h"
 #include "rcache_core.h"
+#include "rcache_opts.h"
 
 static const struct gh_pin_ops *started;	/* what the cache runs */
 static const struct gh_pin_ops *tried;	/* the last backend it was given */
@@ -20,14 +21,14 @@ static int recorded;
 
 static int exposure_flags(void)
 {
-	return gh_cfg.remote_exposure == GH_CFG_EXPOSURE_ALLOCATION ? 0 :
+	return gh_rcache_cfg.remote_exposure == GH_CFG_EXPOSURE_ALLOCATION ? 0 :
 	       GH_RC_EXPOSE_EXACT;
 }
 
 static void cache_on(const struct gh_pin_ops *ops)
 {
-	if (!gh_rcache_init(ops, gh_cfg.cache_max_size,
-			    gh_cfg.cache_max_count, exposure_flags()))
+	if (!gh_rcache_init(ops, gh_rcache_cfg.cache_max_size,
+			    gh_rcache_cfg.cache_max_count, exposure_flags()))
 		__atomic_store_n(&started, ops, __ATOMIC_RELEASE);
 	else
 		gh_warn("registration cache: no memory for its tables: registrations pass through uncached");

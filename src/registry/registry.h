@@ -16,5 +16,6 @@
 #include "audit.h"
 #include "subscribers.h"
 #include "frees.h"
+#include "registry_opts.h"
 
 #endif

@@ -11,6 +11,7 @@
 #include "base/base.h"
 #include "evlog/evlog.h"
 #include "ranges.h"
+#include "registry_opts.h"
 #include "subscribers.h"
 #include "trust.h"
 
@@ -28,7 +29,7 @@ void gh_mark_untrusted(const char *api, const char *why)
 		gh_subscribers_notify(GDRHOOK_EVENT_UNTRUSTED, &none, api);
 	}
 	gh_ev_emit_untrusted(GH_EV_UNTRUSTED, 0, api, why);
-	if (gh_cfg.strict) {
+	if (gh_registry_cfg.strict) {
 		gh_err("GDRHOOK_STRICT=1: aborting");
 		abort();
 	}

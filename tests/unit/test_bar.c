@@ -75,7 +75,7 @@ TEST(bar_extent)
 	uint64_t lo, hi, base = 0x7f0000000000ULL;
 
 	/* the H100 figure: 1 MiB and 1 GiB whole, 40 GiB by range */
-	gh_cfg.pin_whole_max = gh_bar_default_budget(128 * GiB,
+	gh_pin_cfg.pin_whole_max = gh_bar_default_budget(128 * GiB,
 						     85017493504ULL);
 	CHECK_EQ(gh_bar_extent(-1, base, MiB, base + 4096, 100, &lo, &hi), 1);
 	CHECK_EQ(lo, base);
@@ -97,7 +97,7 @@ TEST(bar_extent)
 	CHECK_EQ(gh_bar_extent(-1, base, 40 * GiB, base, 40 * GiB, &lo, &hi),
 		 1);
 	/* no budget known: whole */
-	gh_cfg.pin_whole_max = 0;
+	gh_pin_cfg.pin_whole_max = 0;
 	CHECK_EQ(gh_bar_extent(-1, base, 40 * GiB, base + 4096, 1, &lo, &hi),
 		 1);
 }

@@ -54,14 +54,14 @@ TEST(gdrpin_ops_fail_cleanly)
 TEST(choose_gdrpin_without_device_is_none)
 {
 	gh_gdrpin_dev = "/nonexistent/gdrpin";
-	gh_cfg.backend = GH_CFG_BACKEND_GDRPIN;
+	gh_pin_cfg.backend = GH_CFG_BACKEND_GDRPIN;
 	CHECK(gh_pin_choose(0) == &gh_pin_none);
 }
 
 TEST(choose_auto_without_anything_is_none)
 {
 	gh_gdrpin_dev = "/nonexistent/gdrpin";
-	gh_cfg.backend = GH_CFG_BACKEND_AUTO;
+	gh_pin_cfg.backend = GH_CFG_BACKEND_AUTO;
 	CHECK(gh_pin_choose(0) != &gh_pin_gdrpin);
 }
 

@@ -180,6 +180,8 @@ void gh_info_json(struct out *o, const struct facts *f, const char *v)
 		j_str(o, "source", r.source == GH_CFG_ENV ?
 		      "environment" : "default");
 		j_bool(o, "invalid_in_environment", r.source == GH_CFG_BAD_ENV);
+		gh_str_printf(name, sizeof(name), "GDRHOOK_%s", r.via ? r.via : "");
+		j_str(o, "deprecated_name", r.via ? name : NULL);
 		j_str(o, "meaning", gh_info_unmark(r.doc, doc, sizeof(doc)));
 		j_close(o, '}');
 	}

@@ -232,6 +232,21 @@ static const char *const cfg_src[] = {
 	[GH_CFG_BAD_ENV] = "default (the environment's value is not valid)",
 };
 
+/* Where r's value came from: a deprecated name is said, as the load
+ * said it (gh_config_report). */
+static const char *cfg_source(const struct gh_config_row *r, char *buf,
+			      size_t cap)
+{
+	if (!r->via)
+		return cfg_src[r->source];
+	if (r->source == GH_CFG_BAD_ENV)
+		gh_str_printf(buf, cap, "default (the value of GDRHOOK_%s, deprecated, is not valid)",
+			      r->via);
+	else
+		gh_str_printf(buf, cap, "from GDRHOOK_%s, deprecated", r->via);
+	return buf;
+}
+
 /* Set in the environment (validly or not), or not at its default. */
 static int cfg_changed(const struct gh_config_row *r)
 {
@@ -249,7 +264,7 @@ static void show_config(struct out *o, int all)
 {
 	struct gh_config_row r;
 	unsigned int shown = 0, more = 0, i;
-	char doc[2048];
+	char doc[2048], src[96];
 	const char *u;
 
 	if (all) {
@@ -271,7 +286,7 @@ static void show_config(struct out *o, int all)
 		if (!all && ++shown > SUM_CONFIG)
 			continue;
 		gh_info_line(o, "  GDRHOOK_%s=%s (%s)", r.name, r.value ? r.value : "",
-			     cfg_src[r.source]);
+			     cfg_source(&r, src, sizeof(src)));
 		if (all)
 			gh_info_line(o, INFO_CONT "%s", gh_info_unmark(r.doc, doc, sizeof(doc)));
 	}

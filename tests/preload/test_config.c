@@ -8,7 +8,8 @@
  *  - booleans, sizes, levels and words: the warning lists the accepted
  *    values or forms, and echoes the value as written.
  *  - old names (GDRHOOK_LOG, _LOG_BUFFER, _LOG_MODE): read as the new
- *    ones with one deprecation line; the new name wins when both are set.
+ *    ones with one deprecation line; the new name wins when both are set;
+ *    gdrhook-info -c names the old name a value came from.
  *  - an unknown name near a known one: "did you mean".
  *  - a bad escape in a file name template is named, with the escapes.
  *  - the diagnostics: GDRHOOK_LOG_FILE with %h and %p, the prefix
@@ -313,7 +314,8 @@ TEST(values_echoed_as_written)
 	rm_tree(dir);
 }
 
-/* gdrhook-info -c shows a variable set under its old name, as written. */
+/* gdrhook-info -c shows a variable set under its old name, as written,
+ * and that old name as its source. */
 TEST(info_shows_old_name_value)
 {
 	static const char *const env[] = { "GDRHOOK_LOG_BUFFER=100g", NULL };
@@ -321,8 +323,39 @@ TEST(info_shows_old_name_value)
 
 	err_path(err, sizeof(err), "infoold");
 	CHECK_EQ(run_scenario_err("info_config", env, err), 0);
-	CHECK_EQ(ERR_COUNT(err, "GDRHOOK_TRACE_BUFFER=100g (environment)"), 1);
+	CHECK_EQ(ERR_COUNT(err, "GDRHOOK_TRACE_BUFFER=100g (from GDRHOOK_LOG_BUFFER, deprecated)"), 1);
+	CHECK_EQ(ERR_COUNT(err, "GDRHOOK_TRACE_BUFFER=100g (environment)"), 0);
+	/* the load's own line, once */
+	CHECK_EQ(ERR_COUNT(err, "deprecated variable GDRHOOK_LOG_BUFFER=100g"), 1);
 	unlink(err);
+}
+
+/* The source of each value in gdrhook-info -c: an old name, a bad value
+ * under one, and the new name where both are set. */
+TEST(info_names_a_deprecated_source)
+{
+	char dir[256], trace[320], e1[400], err[320];
+
+	tmp_dir(dir, sizeof(dir));
+	snprintf(trace, sizeof(trace), "%s/t.jsonl", dir);
+	snprintf(e1, sizeof(e1), "GDRHOOK_LOG=%s", trace);
+	snprintf(err, sizeof(err), "%s/err", dir);
+	{
+		const char *const env[] = { e1, "GDRHOOK_LOG_BUFFER=lots",
+					    "GDRHOOK_LOG_MODE=block",
+					    "GDRHOOK_TRACE_MODE=drop", NULL };
+
+		CHECK_EQ(run_scenario_err("info_config", env, err), 0);
+	}
+	CHECK(file_size(trace) > 0);	/* GDRHOOK_LOG read as GDRHOOK_TRACE */
+	CHECK_EQ(ERR_COUNT(err, "  GDRHOOK_TRACE=", trace,
+			   " (from GDRHOOK_LOG, deprecated)"), 1);
+	CHECK_EQ(ERR_COUNT(err, "  GDRHOOK_TRACE_BUFFER=12m (default (the value of GDRHOOK_LOG_BUFFER, deprecated, is not valid))"), 1);
+	CHECK_EQ(ERR_COUNT(err, "  GDRHOOK_TRACE_MODE=drop (environment)"), 1);
+	CHECK_EQ(ERR_COUNT(err, "deprecated variable", e1,
+			   "read as GDRHOOK_TRACE, its new name"), 1);
+	CHECK_EQ(ERR_COUNT(err, "GDRHOOK_LOG_MODE=block ignored"), 1);
+	rm_tree(dir);
 }
 
 /* The host name as the prefix and %h give it. */

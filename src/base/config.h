@@ -66,18 +66,19 @@ struct gh_opt_table {
 };
 
 /*
- * Registers the table of rows (an array) over the struct values, in the
- * section gh_opts, where config.c finds every table the link brought
- * (__start_gh_opts): no constructor, so the values are parsed before any
- * code runs that reads them.  One per layer, in src/<layer>/<layer>_opts.c,
- * a file that needs nothing but base: the README's table is generated
- * from those files alone (scripts/opt-rows.c, make doc).
+ * Registers the table of rows (an array, by name) over the struct values,
+ * in the section gh_opts, where config.c finds every table the link
+ * brought (__start_gh_opts): no constructor hands a table over, so all
+ * are in place when gh_config_load runs, whichever constructor or hook
+ * runs it first.  One per layer, in src/<layer>/<layer>_opts.c, a file
+ * that needs nothing but base: the README's table is generated from
+ * those files alone (scripts/opt-rows.c, make doc).
  */
 #define GH_OPT_TABLE(rows, values)					\
-	static const struct gh_opt_table gh_opt_table_ = {		\
+	static const struct gh_opt_table gh_opt_table_##rows = {	\
 		rows, sizeof(rows) / sizeof((rows)[0]), &(values) };	\
-	static const struct gh_opt_table *const gh_opt_table_p_	\
-	__attribute__((section("gh_opts"), used)) = &gh_opt_table_
+	static const struct gh_opt_table *const gh_opt_entry_##rows	\
+	__attribute__((section("gh_opts"), used)) = &gh_opt_table_##rows
 
 int gh_config_load(void);
 /* Warn about old names, unknown GDRHOOK_* names (with the name probably

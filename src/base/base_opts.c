@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
- * The GDRHOOK_* options of base: the diagnostics (log.c).  config.c
- * applies them at load (gh_log_level as soon as it is parsed, the file
- * at the end); the other layers' options are in their own folders.
+ * The GDRHOOK_* options of base: the diagnostics (log.c).  The level
+ * applies as soon as it is parsed, the file once every table is loaded;
+ * the other layers' options are in their own folders.
  */
 #include "base_opts.h"
 #include "config.h"
+#include "log.h"
 
 struct gh_base_cfg gh_base_cfg;
 
@@ -16,4 +17,9 @@ static const struct gh_opt rows[] = {
 	GH_OPT(30, "LOG_FILE", "", GH_OPT_PATH, CFG, log_file,
 	       "Write the diagnostics to this file instead of stderr (as `NCCL_DEBUG_FILE`, `UCX_LOG_FILE`): `%h` expands to the host name, `%p` to the pid, `%%` to `%`; a relative path is relative to where the program started. Appended to, created `0600`, never through a symlink, opened at the first message. One that cannot be opened: stderr, with one warning. Unset or `stderr`: stderr."),
 };
-GH_OPT_TABLE(rows, gh_base_cfg);
+
+static void loaded(void)
+{
+	gh_log_set_file(gh_base_cfg.log_file);
+}
+GH_OPT_TABLE_LOADED(rows, gh_base_cfg, loaded);

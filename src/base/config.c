@@ -10,7 +10,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include "base_opts.h"
 #include "config.h"
 #include "fmt.h"
 #include "log.h"
@@ -485,6 +484,7 @@ static int set_one(const struct slot *s, const char *name,
 int gh_config_load(void)
 {
 	extern char **environ;
+	const struct gh_opt_table *const *t;
 	int nbad = 0;
 
 	index_rows();
@@ -523,7 +523,9 @@ int gh_config_load(void)
 		else
 			nbad += set_one(n, olds[i].old->o->name, olds[i].entry);
 	}
-	gh_log_set_file(gh_base_cfg.log_file);
+	for (t = __start_gh_opts; t && t < __stop_gh_opts; t++)
+		if ((*t)->loaded)
+			(*t)->loaded();
 	return nbad;
 }
 

@@ -58,11 +58,16 @@ struct gh_opt {
 #define GH_OPT_OLD(old, new) \
 	{ 0, old, NULL, GH_OPT_RENAMED, 0, NULL, NULL, new }
 
-/* A layer's rows and the struct their values live in. */
+/*
+ * A layer's rows, the struct their values live in, and what to run once
+ * every table is loaded (NULL: nothing): how a layer applies its values
+ * without base knowing its names.
+ */
 struct gh_opt_table {
 	const struct gh_opt *rows;
 	unsigned int n;
 	void *values;
+	void (*loaded)(void);
 };
 
 /*
@@ -74,11 +79,13 @@ struct gh_opt_table {
  * that needs nothing but base: the README's table is generated from
  * those files alone (scripts/opt-rows.c, make doc).
  */
-#define GH_OPT_TABLE(rows, values)					\
+#define GH_OPT_TABLE_LOADED(rows, values, loaded)			\
 	static const struct gh_opt_table gh_opt_table_##rows = {	\
-		rows, sizeof(rows) / sizeof((rows)[0]), &(values) };	\
+		rows, sizeof(rows) / sizeof((rows)[0]), &(values),	\
+		loaded };						\
 	static const struct gh_opt_table *const gh_opt_entry_##rows	\
 	__attribute__((section("gh_opts"), used)) = &gh_opt_table_##rows
+#define GH_OPT_TABLE(rows, values) GH_OPT_TABLE_LOADED(rows, values, NULL)
 
 int gh_config_load(void);
 /* Warn about old names, unknown GDRHOOK_* names (with the name probably

@@ -99,7 +99,7 @@
  * tables, entries and node reserves, and the memory under them.
  * ranges_node.c: one shared granule's node and its leaves.
  * ranges_walk.c: finding an entry's overlaps, preparing and publishing
- * its slots, unlinking it.  ranges.c: the writers' API (insert, remove,
+ * its slots, unlinking it.  ranges_write.c: the writers' API (insert, remove,
  * the scans, counters, fork, reset).
  */
 #ifndef GH_RANGES_IMPL_H

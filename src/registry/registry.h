@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The registry layer (src/registry), its one header: the live GPU
- * allocations with lock-free lookups (ranges.c), whether they can be
+ * allocations with lock-free lookups (ranges*.c), whether they can be
  * trusted (trust.c), the registrations in flight against them
  * (inflight.c), audit mode (audit.c), the subscribers (subscribers.c)
  * and the sequence every free follows (frees.c).

@@ -446,7 +446,7 @@ static void exec_churn_round(const char *log_var, const char *path,
 	 * image recorded is lost: its allocation generations have no
 	 * gap but the one allocation per churning thread whose record
 	 * was not made yet when the image went (4 at most).  A thread
-	 * takes generations in blocks of 64 (src/registry/ranges.c,
+	 * takes generations in blocks of 64 (src/registry/ranges_write.c,
 	 * GH_REG_GEN_BLOCK) and uses each block in order from its start:
 	 * a gap is what a block misses below its highest.  Lossless
 	 * mode: in drop mode a writer starved by a busy machine drops

@@ -165,7 +165,7 @@ def header_names(text):
     names = set(re.findall(r"^\s*#\s*define\s+(\w+)", text, re.M))
     code = re.sub(r"^\s*#.*?(?<!\\)$", "", text, flags=re.M | re.S)
     names |= set(re.findall(r"\b(?:struct|union|enum)\s+(\w+)\s*\{", code))
-    for body in re.findall(r"\benum\b[^{;]*\{([^}]*)\}", code):
+    for body in re.findall(r"\benum\s*(?:\w+\s*)?\{([^}]*)\}", code):
         names |= set(re.findall(r"(?:^|,)\s*(\w+)", body))
     names |= set(re.findall(r"\bstatic\b[^;{=]*?\b(\w+)\s*\([^;{]*\)\s*\{",
                             code))

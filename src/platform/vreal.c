@@ -17,7 +17,6 @@
 #include <cuda.h>
 
 #include "gh_hooks.h"
-#include "base/base.h"
 #include "resolve.h"
 #include "vreal.h"
 

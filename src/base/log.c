@@ -256,7 +256,7 @@ static void gh_log_write(const char *p, size_t n)
 static char gh_host[65];
 static int gh_host_state;	/* atomic: 0 unknown, 1 filling, 2 ready */
 
-static void gh_buf_host(struct gh_buf *b)
+void gh_log_host(struct gh_buf *b)
 {
 	struct utsname u;
 	int st = __atomic_load_n(&gh_host_state, __ATOMIC_ACQUIRE);
@@ -280,7 +280,7 @@ static void gh_buf_host(struct gh_buf *b)
 void gh_log_prefix(struct gh_buf *b, int level)
 {
 	gh_buf_lit(b, "gdrhook[");
-	gh_buf_host(b);
+	gh_log_host(b);
 	gh_buf_putc(b, ':');
 	gh_buf_i64(b, getpid());
 	gh_buf_putc(b, ':');

@@ -39,6 +39,8 @@ void gh_log_set_file(const char *tmpl);
 
 /* Append a message's "gdrhook[host:pid:tid]: level: " to b. */
 void gh_log_prefix(struct gh_buf *b, int level);
+/* The short host name, as the prefix writes it (the stats' header). */
+void gh_log_host(struct gh_buf *b);
 
 /*
  * Write all of p to fd without ever raising SIGPIPE in the program.  A

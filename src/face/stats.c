@@ -191,7 +191,9 @@ void gh_stats_print(void)
 	    !__atomic_load_n(&gh_cuda_used, __ATOMIC_RELAXED))
 		return;
 	gh_buf_init(&b, mem, sizeof(mem));
-	gh_buf_lit(&b, "gdrhook[");
+	gh_buf_lit(&b, "gdrhook[");	/* the diagnostics' prefix, less a tid */
+	gh_log_host(&b);
+	gh_buf_putc(&b, ':');
 	gh_buf_i64(&b, getpid());
 	gh_buf_lit(&b, "]: stats\n");
 #define X(m, label, value, doc) row(&b, GH_STAT_IDX_##m, label, s.m, &zeros);

@@ -94,6 +94,7 @@
 #include <cuda_runtime_api.h>
 
 #include "gdrhook_preload.h"
+#include "bench_cuda.h"
 
 #define KiB (1ull << 10)
 #define MiB (1ull << 20)
@@ -145,37 +146,6 @@ static CUcontext ctx;
 /* The program's own work after each call (the "work" configuration). */
 static long work_ns;
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void die_cu(const char *what, CUresult rc)
-{
-	const char *name = NULL;
-
-	cuGetErrorName(rc, &name);
-	fprintf(stderr, "bench_alloc_path: %s: %s (%d)\n", what,
-		name ? name : "?", (int)rc);
-	exit(2);
-}
-
-#define CK(call) do { CUresult rc_ = (call); \
-		if (rc_ != CUDA_SUCCESS) die_cu(#call, rc_); } while (0)
-#define CKRT(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
-		fprintf(stderr, "bench_alloc_path: %s: %s (%d)\n", #call, \
-			cudaGetErrorName(e_), (int)e_); exit(2); } } while (0)
-
-static long env_long(const char *name, long def)
-{
-	const char *s = getenv(name);
-
-	return s && *s ? strtol(s, NULL, 0) : def;
-}
-
 /*
  * ns of the thread's own work, touching nothing shared: what a program
  * (or a shim) does between two driver calls, at no cost but its time.
@@ -201,33 +171,10 @@ static long env_threads(void)
 	return t < 1 ? 1 : t > MAX_THREADS ? MAX_THREADS : t;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* Of a sorted array: the element at rank p (0..1) rounded to nearest. */
-static double rank(const double *s, int n, double p)
-{
-	return s[(int)(p * (n - 1) + 0.5)];
-}
-
 static double median(double *v, int n)
 {
 	qsort(v, (size_t)n, sizeof(*v), cmp_double);
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-static uint64_t xs(uint64_t *s)
-{
-	uint64_t x = *s;
-
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	return *s = x;
 }
 
 /* 1 B .. 8 MiB: a uniform octave 2^0 .. 2^22, then uniform inside it. */
@@ -302,13 +249,7 @@ static void slot_alloc(struct slot *s, enum api api, size_t size,
 
 static void pin_self(int cpu)
 {
-	cpu_set_t set;
-
-	if (cpu < 0)
-		return;
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	if (pthread_setaffinity_np(pthread_self(), sizeof(set), &set)) {
+	if (cpu >= 0 && pin_cpu(cpu)) {
 		fprintf(stderr, "bench_alloc_path: cannot pin to CPU %d\n", cpu);
 		exit(2);
 	}
@@ -371,20 +312,6 @@ static void *worker_run(void *arg)
 	return NULL;
 }
 
-/* The CPUs this process may run on, in order; returns the count. */
-static int allowed_cpus(int *cpus, int max)
-{
-	cpu_set_t set;
-	int n = 0;
-
-	if (sched_getaffinity(0, sizeof(set), &set))
-		return 0;
-	for (int c = 0; c < CPU_SETSIZE && n < max; c++)
-		if (CPU_ISSET(c, &set))
-			cpus[n++] = c;
-	return n;
-}
-
 static void report_gh(void)
 {
 	struct gdrhook_preload gh;
@@ -421,8 +348,6 @@ static int measure(const struct mode *m)
 	int cpus[MAX_THREADS], ncpu = allowed_cpus(cpus, MAX_THREADS);
 	uint64_t t0 = 0, t1 = 0;
 	double *tp = NULL, tc;
-	char name[256] = "";
-	int dv = 0, rv = 0;
 
 	if (n < 1)
 		n = 1;
@@ -437,11 +362,7 @@ static int measure(const struct mode *m)
 		fprintf(stderr, "bench_alloc_path: no current context\n");
 		return 2;
 	}
-	CK(cuDeviceGetName(name, sizeof(name), 0));
-	CK(cuDriverGetVersion(&dv));
-	CKRT(cudaRuntimeGetVersion(&rv));
-	printf("R device %s\nR cuda_driver_api %d.%d\nR cuda_runtime %d.%d\n",
-	       name, dv / 1000, dv % 1000 / 10, rv / 1000, rv % 1000 / 10);
+	print_versions(0);
 	printf("R mode %s\nR threads %ld\nR n %ld\nR warmup %ld\n", m->name,
 	       threads, n, warm);
 	if (!m->multi) {

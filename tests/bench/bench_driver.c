@@ -77,6 +77,7 @@
 #include <cuda_runtime_api.h>
 
 #include "gdrhook_preload.h"
+#include "bench_cuda.h"
 #include "drvsym.h"
 
 #define KiB (1ull << 10)
@@ -95,44 +96,6 @@ static CUcontext ctx;
 static double timer_ns;
 static volatile uint64_t sink;
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void die_cu(const char *what, CUresult rc)
-{
-	const char *name = NULL;
-
-	cuGetErrorName(rc, &name);
-	fprintf(stderr, "bench_driver: %s: %s (%d)\n", what,
-		name ? name : "?", (int)rc);
-	exit(2);
-}
-
-#define CK(call) do { CUresult rc_ = (call); \
-		if (rc_ != CUDA_SUCCESS) die_cu(#call, rc_); } while (0)
-#define CKRT(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
-		fprintf(stderr, "bench_driver: %s: %s (%d)\n", #call, \
-			cudaGetErrorName(e_), (int)e_); exit(2); } } while (0)
-
-static long env_long(const char *name, long def)
-{
-	const char *s = getenv(name);
-
-	return s && *s ? strtol(s, NULL, 0) : def;
-}
-
-static double env_double(const char *name, double def)
-{
-	const char *s = getenv(name);
-
-	return s && *s ? strtod(s, NULL) : def;
-}
-
 /* "1,2,4" -> array; returns the count. */
 static int parse_list(const char *s, long *v, int max)
 {
@@ -149,13 +112,6 @@ static int parse_list(const char *s, long *v, int max)
 		s = *end ? end + 1 : end;
 	}
 	return n;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
 }
 
 /* Nearest-rank percentile of a sorted array. */
@@ -243,16 +199,10 @@ static void report_gh_stats(const char *pfx)
 static int mode_info(void)
 {
 	CUdevice dev;
-	char name[256] = "";
-	int dv = 0, rv = 0;
 
 	CK(cuInit(0));
 	CK(cuDeviceGet(&dev, 0));
-	CK(cuDeviceGetName(name, sizeof(name), dev));
-	CK(cuDriverGetVersion(&dv));
-	cudaRuntimeGetVersion(&rv);
-	printf("R device %s\nR cuda_driver_api %d.%d\nR cuda_runtime %d.%d\n",
-	       name, dv / 1000, dv % 1000 / 10, rv / 1000, rv % 1000 / 10);
+	print_versions(dev);
 	have_gh = gdrhook_preload_open(&gh) == 0;
 	printf("R gdrhook %d\n", have_gh);
 	if (have_gh)
@@ -567,16 +517,6 @@ struct rchurn {
 	uint64_t t_start, t_end;
 };
 
-static uint64_t xs(uint64_t *s)
-{
-	uint64_t x = *s;
-
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	return *s = x;
-}
-
 static void *rchurn_thread(void *arg)
 {
 	struct rchurn *m = arg;
@@ -767,13 +707,8 @@ static void *tp_thread(void *p)
 	size_t i = t->start;
 	uint64_t calls = 0, t0;
 
-	if (t->cpu >= 0) {
-		cpu_set_t cs;
-
-		CPU_ZERO(&cs);
-		CPU_SET(t->cpu, &cs);
-		pthread_setaffinity_np(pthread_self(), sizeof(cs), &cs);
-	}
+	if (t->cpu >= 0)
+		pin_cpu(t->cpu);
 	if (t->k != K_GH)
 		cuCtxSetCurrent(ctx);
 	pthread_barrier_wait(t->bar);
@@ -897,7 +832,6 @@ static int mode_tagcheck(int argc, char **argv)
 	long maxlive, maxl = 1, have = 0;
 	CUdeviceptr *base, *a;
 	uint32_t *idx;
-	cpu_set_t cs;
 	uint64_t talloc = 0, tfree;
 
 	nl = parse_list(ls && *ls ? ls : "1000,20000,100000,200000", lv, 16);
@@ -908,11 +842,7 @@ static int mode_tagcheck(int argc, char **argv)
 	}
 	setup(0);
 
-	CPU_ZERO(&cs);
-	if (sched_getaffinity(0, sizeof(cs), &cs) == 0)
-		for (int c = 0; c < CPU_SETSIZE && ncpus < MAX_THREADS; c++)
-			if (CPU_ISSET(c, &cs))
-				cpus[ncpus++] = c;
+	ncpus = allowed_cpus(cpus, MAX_THREADS);
 	printf("R cpus %d\n", ncpus);
 
 	CK(cuMemGetInfo(&freeb, &totalb));

@@ -54,6 +54,7 @@
 
 #include "fakeverbs.h"
 #include "fakeverbs_cost.h"
+#include "bench_util.h"
 
 #define MiB	(1ull << 20)
 #define ACC	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
@@ -97,14 +98,6 @@ struct row {
 	double regs, dmabuf_regs, binds;
 	double dmabuf_cpu_ns;	/* the anchor's: the double's own */
 };
-
-static double now_ns(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
-}
 
 static void die(const char *what, long rc)
 {
@@ -161,17 +154,10 @@ static uint64_t wider_than(struct ibv_pd *pd, uint32_t rkey, uint64_t p,
 #define MAXIT	4096
 static double samples[MAXIT];
 
-static int cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 /* The median of v[0..n): one preemption of a loaded host is no figure. */
 static double median(double *v, unsigned int n)
 {
-	qsort(v, n, sizeof(*v), cmp_d);
+	qsort(v, n, sizeof(*v), cmp_double);
 	return n ? v[n / 2] : 0;
 }
 

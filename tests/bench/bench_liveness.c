@@ -41,6 +41,8 @@
 #include <unistd.h>
 #include <infiniband/verbs.h>
 
+#include "bench_util.h"
+
 #define ACC	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)
 #define LEN	(64u << 10)
 #define IOVA	0x7a0000000000ull
@@ -52,14 +54,6 @@ static void die(const char *what)
 	fprintf(stderr, "bench_liveness: %s (errno %d: %s)\n", what, errno,
 		strerror(errno));
 	exit(1);
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000ULL + (uint64_t)t.tv_nsec;
 }
 
 static void cu(CUresult rc, const char *what)

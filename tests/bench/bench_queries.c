@@ -48,6 +48,7 @@
 #include <cuda_runtime_api.h>
 
 #include "drvsym.h"
+#include "bench_util.h"
 
 #define MAXLIVE		8
 #define NKIND		6
@@ -70,14 +71,6 @@ static double now(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static inline uint64_t rnd(uint64_t *s)
-{
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
 }
 
 typedef CUresult (*attr_fn)(void *, CUpointer_attribute, CUdeviceptr);
@@ -105,7 +98,7 @@ static CUpointer_attribute at3[3] = {
 /* One call of kind k on a random pointer; returns something to sink. */
 static inline uint64_t one(int k, const struct calls *c, uint64_t *s)
 {
-	uint64_t r = rnd(s);
+	uint64_t r = xs(s);
 	CUdeviceptr p = dptr[r % nlive];
 	unsigned long long id = 0;
 	unsigned int mt = 0;
@@ -203,12 +196,12 @@ static int setup(size_t n)
 	if (!dptr || !hptr)
 		return -1;
 	for (size_t i = 0; i < n; i++) {
-		size_t sz = 256 + rnd(&s) % 1793;
+		size_t sz = 256 + xs(&s) % 1793;
 		CUdeviceptr d;
 
 		if (cuMemAlloc(&d, sz))
 			return -1;
-		dptr[i] = d + rnd(&s) % sz;
+		dptr[i] = d + xs(&s) % sz;
 		hptr[i] = malloc(64);
 	}
 	nlive = n;
@@ -227,21 +220,6 @@ static struct ipfig {
 	double drv_ns, shim_ns, r10, r50, r90;
 } ipf[MAXFIG];
 static int nipf;
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* @v sorted, 0 <= q <= 1: the nearest-rank quantile. */
-static double quantile(const double *v, int n, double q)
-{
-	int i = (int)(q * (n - 1) + 0.5);
-
-	return v[i];
-}
 
 /* ns per call of kind k over one block through @c, from seed @seed. */
 static double block_ns(int k, const struct calls *c, uint64_t seed,
@@ -296,11 +274,11 @@ static void paired(int k)
 	f = &ipf[nipf++];
 	f->live = nlive;
 	f->kind = k;
-	f->drv_ns = quantile(d, n, 0.5);
-	f->shim_ns = quantile(h, n, 0.5);
-	f->r10 = quantile(r, n, 0.1);
-	f->r50 = quantile(r, n, 0.5);
-	f->r90 = quantile(r, n, 0.9);
+	f->drv_ns = rank(d, n, 0.5);
+	f->shim_ns = rank(h, n, 0.5);
+	f->r10 = rank(r, n, 0.1);
+	f->r50 = rank(r, n, 0.5);
+	f->r90 = rank(r, n, 0.9);
 	if (sink == 42)
 		fputc(' ', stderr);	/* keeps the calls */
 }

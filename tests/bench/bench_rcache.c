@@ -48,6 +48,7 @@
 #include <infiniband/verbs.h>
 
 #include "rcache/rcache.h"
+#include "bench_util.h"
 
 #if defined(__has_include)
 #if __has_include(<ucs/memory/rcache.h>)
@@ -182,14 +183,6 @@ static const char *ux_open(void)
 
 /* ------------------------------------------------------- measuring */
 
-static uint64_t now_ns(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000ULL + (uint64_t)t.tv_nsec;
-}
-
 static int live, span;
 static struct gh_range *rng;
 
@@ -201,14 +194,6 @@ struct th {
 	uint32_t *ns;		/* per-op ns of each batch */
 	long bad;
 };
-
-static uint64_t xs(uint64_t *x)
-{
-	*x ^= *x << 13;
-	*x ^= *x >> 7;
-	*x ^= *x << 17;
-	return *x;
-}
 
 static pthread_barrier_t bar;
 

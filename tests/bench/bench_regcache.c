@@ -36,6 +36,7 @@
 #include <infiniband/verbs.h>
 
 #include "verbs_qp.h"
+#include "bench_util.h"
 
 #define ACC	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
 		 IBV_ACCESS_REMOTE_READ)
@@ -49,14 +50,6 @@ static void die(const char *what)
 	fprintf(stderr, "bench_regcache: %s (errno %d: %s)\n", what, errno,
 		strerror(errno));
 	exit(1);
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000ULL + (uint64_t)t.tv_nsec;
 }
 
 static struct {

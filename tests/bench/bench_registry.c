@@ -62,6 +62,7 @@
 #endif
 
 #include "registry/registry.h"
+#include "bench_util.h"
 
 #ifdef GH_BENCH_HAVE_UCX
 #include <ucs/datastruct/pgtable.h>
@@ -98,21 +99,13 @@ static uint64_t rng_next(uint64_t *s)
 	return z ^ (z >> 31);
 }
 
-static double now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
 static inline uint64_t ticks(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
 	_mm_lfence();
 	return __rdtsc();
 #else
-	return (uint64_t)now_ns();
+	return now_ns();
 #endif
 }
 
@@ -405,16 +398,9 @@ static void lat_floor(double *p50, double *p99)
 	pct(p50, p99);
 }
 
-static int cmp_dbl(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 static double median(double *v, int n)
 {
-	qsort(v, n, sizeof(*v), cmp_dbl);
+	qsort(v, n, sizeof(*v), cmp_double);
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 

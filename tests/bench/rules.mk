@@ -14,11 +14,14 @@ BENCH_UCX_CFLAGS := $(if $(filter 1,$(GH_BENCH_UCX)),-DGH_BENCH_HAVE_UCX,)
 BENCH_UCX_LIBS	:= $(if $(filter 1,$(GH_BENCH_UCX)),-lucs,)
 
 BENCH_BINS	:= $(BUILD)/tests/bench/bench_registry
+# the helpers the programs share (header-only)
+BENCH_CUDA_H	:= tests/bench/bench_cuda.h tests/bench/bench_util.h
 
 .PHONY: bench
 bench: $(BENCH_BINS)
 
-$(BUILD)/tests/bench/bench_registry: tests/bench/bench_registry.c $(LAYER_AS)
+$(BUILD)/tests/bench/bench_registry: tests/bench/bench_registry.c \
+		tests/bench/bench_util.h $(LAYER_AS)
 	@mkdir -p $(dir $@)
 	$(call say,CCLD,$@)
 	$(Q)$(CC) $(ALL_CFLAGS) $(BENCH_UCX_CFLAGS) -o $@ $< \
@@ -49,8 +52,8 @@ bench-no-cudart:
 endif
 bench-driver: $(BENCH_DRIVER)
 
-$(BENCH_DRIVER): tests/bench/bench_driver.c tests/bench/drvsym.h include/gdrhook.h \
-		include/gdrhook_preload.h
+$(BENCH_DRIVER): tests/bench/bench_driver.c tests/bench/drvsym.h $(BENCH_CUDA_H) \
+		include/gdrhook.h include/gdrhook_preload.h
 	@mkdir -p $(dir $@)
 	$(call say,CCLD,$@)
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< $(BENCH_DRIVER_LIBS)
@@ -64,7 +67,8 @@ BENCH_REGCACHE	:= $(BUILD)/tests/bench/bench_regcache
 bench: $(BENCH_REGCACHE)
 bench-regcache: $(BENCH_REGCACHE)
 
-$(BENCH_REGCACHE): tests/bench/bench_regcache.c tests/verbs_qp.h $(BUILD)/fake/libcuda.so
+$(BENCH_REGCACHE): tests/bench/bench_regcache.c tests/bench/bench_util.h \
+		tests/verbs_qp.h $(BUILD)/fake/libcuda.so
 	@mkdir -p $(dir $@)
 	$(call say,CCLD,$@)
 	$(Q)$(CC) $(ALL_CFLAGS) -Itests -o $@ $< -L$(BUILD)/fake -lcuda -libverbs $(LDLIBS)
@@ -81,7 +85,8 @@ bench: $(BENCH_QUERIES)
 endif
 bench-queries: $(BENCH_QUERIES)
 
-$(BENCH_QUERIES): tests/bench/bench_queries.c tests/bench/drvsym.h
+$(BENCH_QUERIES): tests/bench/bench_queries.c tests/bench/drvsym.h \
+		tests/bench/bench_util.h
 	@mkdir -p $(dir $@)
 	$(call say,CCLD,$@)
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< -Wl,--no-as-needed $(BENCH_DRIVER_LIBS)
@@ -98,7 +103,7 @@ bench: $(BENCH_ALLOC_PATH)
 endif
 bench-alloc-path: $(BENCH_ALLOC_PATH)
 
-$(BENCH_ALLOC_PATH): tests/bench/bench_alloc_path.c include/gdrhook.h \
+$(BENCH_ALLOC_PATH): tests/bench/bench_alloc_path.c $(BENCH_CUDA_H) include/gdrhook.h \
 		include/gdrhook_preload.h
 	@mkdir -p $(dir $@)
 	$(call say,CCLD,$@)
@@ -127,7 +132,7 @@ BENCH_RCACHE	:= $(BUILD)/tests/bench/bench_rcache
 bench: $(BENCH_RCACHE)
 bench-rcache: $(BENCH_RCACHE)
 
-$(BENCH_RCACHE): tests/bench/bench_rcache.c $(LAYER_AS)
+$(BENCH_RCACHE): tests/bench/bench_rcache.c tests/bench/bench_util.h $(LAYER_AS)
 	@mkdir -p $(dir $@)
 	$(call say,CCLD,$@)
 	$(Q)$(CC) $(ALL_CFLAGS) -Itests -o $@ $< \
@@ -151,7 +156,8 @@ BENCH_EXPOSURE	:= $(BUILD)/tests/bench/bench_exposure
 bench: $(BENCH_EXPOSURE)
 bench-exposure: $(BENCH_EXPOSURE)
 
-$(BENCH_EXPOSURE): tests/bench/bench_exposure.c tests/fakeverbs/fakeverbs.h \
+$(BENCH_EXPOSURE): tests/bench/bench_exposure.c tests/bench/bench_util.h \
+		tests/fakeverbs/fakeverbs.h \
 		tests/fakeverbs/fakeverbs_cost.h $(BUILD)/fake/libcuda.so $(FAKEVERBS_LIB) $(LIB)
 	@mkdir -p $(dir $@)
 	$(call say,CCLD,$@)
@@ -170,7 +176,8 @@ bench: $(BENCH_LIVENESS)
 # what its command line uses: the library and both doubles
 bench-liveness: $(BENCH_LIVENESS) $(LIB) $(FAKEVERBS_LIB)
 
-$(BENCH_LIVENESS): tests/bench/bench_liveness.c $(BUILD)/fake/libcuda.so
+$(BENCH_LIVENESS): tests/bench/bench_liveness.c tests/bench/bench_util.h \
+		$(BUILD)/fake/libcuda.so
 	@mkdir -p $(dir $@)
 	$(call say,CCLD,$@)
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD)/fake -lcuda -libverbs $(LDLIBS)

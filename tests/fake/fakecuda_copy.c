@@ -43,17 +43,11 @@ static CUresult copy(void *dst, const void *src, size_t n, CUdeviceptr dchk,
 	return CUDA_SUCCESS;
 }
 
-FC_API CUresult CUDAAPI cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
-{
-	FC_ENTER();
-	return copy((void *)dst, (const void *)src, n, 0, 0);
-}
-
-FC_API CUresult CUDAAPI cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n)
-{
-	FC_ENTER();
-	return copy((void *)dst, (const void *)src, n, 0, 0);
-}
+FC_FORWARD(FC_ENTER, cuMemcpy, (CUdeviceptr dst, CUdeviceptr src, size_t n),
+	   copy((void *)dst, (const void *)src, n, 0, 0))
+FC_FORWARD(FC_ENTER, cuMemcpy_ptds,
+	   (CUdeviceptr dst, CUdeviceptr src, size_t n),
+	   copy((void *)dst, (const void *)src, n, 0, 0))
 
 FC_API CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n,
 				      CUstream hStream)
@@ -73,52 +67,28 @@ FC_API CUresult CUDAAPI cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src,
 	return copy((void *)dst, (const void *)src, n, 0, 0);
 }
 
-FC_API CUresult CUDAAPI cuMemcpyHtoD_v2(CUdeviceptr dstDevice,
-				       const void *srcHost, size_t ByteCount)
-{
-	FC_ENTER();
-	return copy((void *)dstDevice, srcHost, ByteCount, dstDevice, 0);
-}
+FC_FORWARD(FC_ENTER, cuMemcpyHtoD_v2,
+	   (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount),
+	   copy((void *)dstDevice, srcHost, ByteCount, dstDevice, 0))
+FC_FORWARD(FC_ENTER, cuMemcpyHtoD_v2_ptds,
+	   (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount),
+	   copy((void *)dstDevice, srcHost, ByteCount, dstDevice, 0))
 
-FC_API CUresult CUDAAPI cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice,
-					    const void *srcHost,
-					    size_t ByteCount)
-{
-	FC_ENTER();
-	return copy((void *)dstDevice, srcHost, ByteCount, dstDevice, 0);
-}
+FC_FORWARD(FC_ENTER, cuMemcpyDtoH_v2,
+	   (void *dstHost, CUdeviceptr srcDevice, size_t ByteCount),
+	   copy(dstHost, (const void *)srcDevice, ByteCount, 0, srcDevice))
+FC_FORWARD(FC_ENTER, cuMemcpyDtoH_v2_ptds,
+	   (void *dstHost, CUdeviceptr srcDevice, size_t ByteCount),
+	   copy(dstHost, (const void *)srcDevice, ByteCount, 0, srcDevice))
 
-FC_API CUresult CUDAAPI cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice,
-				       size_t ByteCount)
-{
-	FC_ENTER();
-	return copy(dstHost, (const void *)srcDevice, ByteCount, 0, srcDevice);
-}
-
-FC_API CUresult CUDAAPI cuMemcpyDtoH_v2_ptds(void *dstHost,
-					    CUdeviceptr srcDevice,
-					    size_t ByteCount)
-{
-	FC_ENTER();
-	return copy(dstHost, (const void *)srcDevice, ByteCount, 0, srcDevice);
-}
-
-FC_API CUresult CUDAAPI cuMemcpyDtoD_v2(CUdeviceptr dstDevice,
-				       CUdeviceptr srcDevice, size_t ByteCount)
-{
-	FC_ENTER();
-	return copy((void *)dstDevice, (const void *)srcDevice, ByteCount,
-		    dstDevice, srcDevice);
-}
-
-FC_API CUresult CUDAAPI cuMemcpyDtoD_v2_ptds(CUdeviceptr dstDevice,
-					    CUdeviceptr srcDevice,
-					    size_t ByteCount)
-{
-	FC_ENTER();
-	return copy((void *)dstDevice, (const void *)srcDevice, ByteCount,
-		    dstDevice, srcDevice);
-}
+FC_FORWARD(FC_ENTER, cuMemcpyDtoD_v2,
+	   (CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount),
+	   copy((void *)dstDevice, (const void *)srcDevice, ByteCount,
+		dstDevice, srcDevice))
+FC_FORWARD(FC_ENTER, cuMemcpyDtoD_v2_ptds,
+	   (CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount),
+	   copy((void *)dstDevice, (const void *)srcDevice, ByteCount,
+		dstDevice, srcDevice))
 
 FC_API CUresult CUDAAPI cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice,
 					    const void *srcHost,
@@ -183,19 +153,12 @@ static CUresult memset32(CUdeviceptr dst, unsigned int v, size_t n)
 	return CUDA_SUCCESS;
 }
 
-FC_API CUresult CUDAAPI cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc,
-				     size_t N)
-{
-	FC_ENTER();
-	return memset8(dstDevice, uc, N);
-}
-
-FC_API CUresult CUDAAPI cuMemsetD8_v2_ptds(CUdeviceptr dstDevice,
-					  unsigned char uc, size_t N)
-{
-	FC_ENTER();
-	return memset8(dstDevice, uc, N);
-}
+FC_FORWARD(FC_ENTER, cuMemsetD8_v2,
+	   (CUdeviceptr dstDevice, unsigned char uc, size_t N),
+	   memset8(dstDevice, uc, N))
+FC_FORWARD(FC_ENTER, cuMemsetD8_v2_ptds,
+	   (CUdeviceptr dstDevice, unsigned char uc, size_t N),
+	   memset8(dstDevice, uc, N))
 
 FC_API CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc,
 					size_t N, CUstream hStream)
@@ -216,19 +179,12 @@ FC_API CUresult CUDAAPI cuMemsetD8Async_ptsz(CUdeviceptr dstDevice,
 	return memset8(dstDevice, uc, N);
 }
 
-FC_API CUresult CUDAAPI cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int ui,
-				      size_t N)
-{
-	FC_ENTER();
-	return memset32(dstDevice, ui, N);
-}
-
-FC_API CUresult CUDAAPI cuMemsetD32_v2_ptds(CUdeviceptr dstDevice,
-					   unsigned int ui, size_t N)
-{
-	FC_ENTER();
-	return memset32(dstDevice, ui, N);
-}
+FC_FORWARD(FC_ENTER, cuMemsetD32_v2,
+	   (CUdeviceptr dstDevice, unsigned int ui, size_t N),
+	   memset32(dstDevice, ui, N))
+FC_FORWARD(FC_ENTER, cuMemsetD32_v2_ptds,
+	   (CUdeviceptr dstDevice, unsigned int ui, size_t N),
+	   memset32(dstDevice, ui, N))
 
 FC_API CUresult CUDAAPI cuMemGetInfo_v2(size_t *free_b, size_t *total)
 {

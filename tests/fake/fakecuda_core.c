@@ -693,36 +693,20 @@ static CUresult ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
 	return CUDA_SUCCESS;
 }
 
-FC_API CUresult CUDAAPI cuCtxCreate(CUcontext *pctx, unsigned int flags,
-				    CUdevice dev)
-{
-	FC_ENTER();
-	return ctx_create(pctx, flags, dev);
-}
-
-FC_API CUresult CUDAAPI cuCtxCreate_v2(CUcontext *pctx, unsigned int flags,
-				       CUdevice dev)
-{
-	FC_ENTER();
-	return ctx_create(pctx, flags, dev);
-}
-
-FC_API CUresult CUDAAPI cuCtxCreate_v3(CUcontext *pctx,
-				       CUexecAffinityParam *paramsArray,
-				       int numParams, unsigned int flags,
-				       CUdevice dev)
-{
-	FC_ENTER();
-	return ctx_create(pctx, flags, dev);
-}
-
-FC_API CUresult CUDAAPI cuCtxCreate_v4(CUcontext *pctx,
-				       CUctxCreateParams *ctxCreateParams,
-				       unsigned int flags, CUdevice dev)
-{
-	FC_ENTER();
-	return ctx_create(pctx, flags, dev);
-}
+FC_FORWARD(FC_ENTER, cuCtxCreate,
+	   (CUcontext *pctx, unsigned int flags, CUdevice dev),
+	   ctx_create(pctx, flags, dev))
+FC_FORWARD(FC_ENTER, cuCtxCreate_v2,
+	   (CUcontext *pctx, unsigned int flags, CUdevice dev),
+	   ctx_create(pctx, flags, dev))
+FC_FORWARD(FC_ENTER, cuCtxCreate_v3,
+	   (CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
+	    unsigned int flags, CUdevice dev),
+	   ctx_create(pctx, flags, dev))
+FC_FORWARD(FC_ENTER, cuCtxCreate_v4,
+	   (CUcontext *pctx, CUctxCreateParams *ctxCreateParams,
+	    unsigned int flags, CUdevice dev),
+	   ctx_create(pctx, flags, dev))
 
 static CUresult ctx_destroy(CUcontext ctx)
 {
@@ -744,17 +728,10 @@ static CUresult ctx_destroy(CUcontext ctx)
 	return CUDA_SUCCESS;
 }
 
-FC_API CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx)
-{
-	FC_ENTER();
-	return ctx_destroy(ctx);
-}
-
-FC_API CUresult CUDAAPI cuCtxDestroy(CUcontext ctx)
-{
-	FC_ENTER();
-	return ctx_destroy(ctx);
-}
+FC_FORWARD(FC_ENTER, cuCtxDestroy_v2, (CUcontext ctx),
+	   ctx_destroy(ctx))
+FC_FORWARD(FC_ENTER, cuCtxDestroy, (CUcontext ctx),
+	   ctx_destroy(ctx))
 
 FC_API CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx)
 {
@@ -824,29 +801,15 @@ static CUresult ctx_pop(CUcontext *pctx)
 	return CUDA_SUCCESS;
 }
 
-FC_API CUresult CUDAAPI cuCtxPushCurrent_v2(CUcontext ctx)
-{
-	FC_ENTER();
-	return ctx_push(ctx);
-}
+FC_FORWARD(FC_ENTER, cuCtxPushCurrent_v2, (CUcontext ctx),
+	   ctx_push(ctx))
+FC_FORWARD(FC_ENTER, cuCtxPushCurrent, (CUcontext ctx),
+	   ctx_push(ctx))
 
-FC_API CUresult CUDAAPI cuCtxPushCurrent(CUcontext ctx)
-{
-	FC_ENTER();
-	return ctx_push(ctx);
-}
-
-FC_API CUresult CUDAAPI cuCtxPopCurrent_v2(CUcontext *pctx)
-{
-	FC_ENTER();
-	return ctx_pop(pctx);
-}
-
-FC_API CUresult CUDAAPI cuCtxPopCurrent(CUcontext *pctx)
-{
-	FC_ENTER();
-	return ctx_pop(pctx);
-}
+FC_FORWARD(FC_ENTER, cuCtxPopCurrent_v2, (CUcontext *pctx),
+	   ctx_pop(pctx))
+FC_FORWARD(FC_ENTER, cuCtxPopCurrent, (CUcontext *pctx),
+	   ctx_pop(pctx))
 
 FC_API CUresult CUDAAPI cuCtxGetDevice(CUdevice *device)
 {
@@ -960,29 +923,15 @@ static CUresult primary_reset(CUdevice dev)
 	return CUDA_SUCCESS;
 }
 
-FC_API CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev)
-{
-	FC_ENTER();
-	return primary_release(dev);
-}
+FC_FORWARD(FC_ENTER, cuDevicePrimaryCtxRelease_v2, (CUdevice dev),
+	   primary_release(dev))
+FC_FORWARD(FC_ENTER, cuDevicePrimaryCtxRelease, (CUdevice dev),
+	   primary_release(dev))
 
-FC_API CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev)
-{
-	FC_ENTER();
-	return primary_release(dev);
-}
-
-FC_API CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev)
-{
-	FC_ENTER();
-	return primary_reset(dev);
-}
-
-FC_API CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev)
-{
-	FC_ENTER();
-	return primary_reset(dev);
-}
+FC_FORWARD(FC_ENTER, cuDevicePrimaryCtxReset_v2, (CUdevice dev),
+	   primary_reset(dev))
+FC_FORWARD(FC_ENTER, cuDevicePrimaryCtxReset, (CUdevice dev),
+	   primary_reset(dev))
 
 FC_API CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev,
 						   unsigned int *flags,
@@ -1068,17 +1017,10 @@ static CUresult stream_destroy(CUstream s)
 	return CUDA_SUCCESS;
 }
 
-FC_API CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream)
-{
-	FC_ENTER();
-	return stream_destroy(hStream);
-}
-
-FC_API CUresult CUDAAPI cuStreamDestroy(CUstream hStream)
-{
-	FC_ENTER();
-	return stream_destroy(hStream);
-}
+FC_FORWARD(FC_ENTER, cuStreamDestroy_v2, (CUstream hStream),
+	   stream_destroy(hStream))
+FC_FORWARD(FC_ENTER, cuStreamDestroy, (CUstream hStream),
+	   stream_destroy(hStream))
 
 static CUresult stream_sync(CUstream s)
 {
@@ -1097,29 +1039,15 @@ static CUresult stream_sync(CUstream s)
 	return sync_current();
 }
 
-FC_API CUresult CUDAAPI cuStreamSynchronize(CUstream hStream)
-{
-	FC_ENTER();
-	return stream_sync(hStream);
-}
+FC_FORWARD(FC_ENTER, cuStreamSynchronize, (CUstream hStream),
+	   stream_sync(hStream))
+FC_FORWARD(FC_ENTER, cuStreamSynchronize_ptsz, (CUstream hStream),
+	   stream_sync(hStream))
 
-FC_API CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream hStream)
-{
-	FC_ENTER();
-	return stream_sync(hStream);
-}
-
-FC_API CUresult CUDAAPI cuStreamQuery(CUstream hStream)
-{
-	FC_ENTER_INIT();
-	return fc_stream_ok(hStream) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
-}
-
-FC_API CUresult CUDAAPI cuStreamQuery_ptsz(CUstream hStream)
-{
-	FC_ENTER_INIT();
-	return fc_stream_ok(hStream) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
-}
+FC_FORWARD(FC_ENTER_INIT, cuStreamQuery, (CUstream hStream),
+	   fc_stream_ok(hStream) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE)
+FC_FORWARD(FC_ENTER_INIT, cuStreamQuery_ptsz, (CUstream hStream),
+	   fc_stream_ok(hStream) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE)
 
 /* --------------------------------------------------------------- errors */
 

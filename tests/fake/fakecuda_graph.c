@@ -182,31 +182,16 @@ out:
 
 /* Every exported begin and end of capture, as libcuda.so.1 has them (the
  * capture mode is not modelled). */
-FC_API CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream hStream,
-						CUstreamCaptureMode mode)
-{
-	FC_ENTER_INIT();
-	return begin_capture(hStream);
-}
-
-FC_API CUresult CUDAAPI cuStreamBeginCapture_v2_ptsz(CUstream hStream,
-						     CUstreamCaptureMode mode)
-{
-	FC_ENTER_INIT();
-	return begin_capture(hStream);
-}
-
-FC_API CUresult CUDAAPI cuStreamBeginCapture(CUstream hStream)
-{
-	FC_ENTER_INIT();
-	return begin_capture(hStream);
-}
-
-FC_API CUresult CUDAAPI cuStreamBeginCapture_ptsz(CUstream hStream)
-{
-	FC_ENTER_INIT();
-	return begin_capture(hStream);
-}
+FC_FORWARD(FC_ENTER_INIT, cuStreamBeginCapture_v2,
+	   (CUstream hStream, CUstreamCaptureMode mode),
+	   begin_capture(hStream))
+FC_FORWARD(FC_ENTER_INIT, cuStreamBeginCapture_v2_ptsz,
+	   (CUstream hStream, CUstreamCaptureMode mode),
+	   begin_capture(hStream))
+FC_FORWARD(FC_ENTER_INIT, cuStreamBeginCapture, (CUstream hStream),
+	   begin_capture(hStream))
+FC_FORWARD(FC_ENTER_INIT, cuStreamBeginCapture_ptsz, (CUstream hStream),
+	   begin_capture(hStream))
 
 /* Capture into an existing graph: what is captured joins its nodes. */
 static CUresult begin_capture_to(CUstream hStream, CUgraph hGraph)
@@ -227,23 +212,16 @@ static CUresult begin_capture_to(CUstream hStream, CUgraph hGraph)
 	return rc;
 }
 
-FC_API CUresult CUDAAPI cuStreamBeginCaptureToGraph(CUstream hStream,
-		CUgraph hGraph, const CUgraphNode *dependencies,
-		const CUgraphEdgeData *dependencyData, size_t numDependencies,
-		CUstreamCaptureMode mode)
-{
-	FC_ENTER_INIT();
-	return begin_capture_to(hStream, hGraph);
-}
-
-FC_API CUresult CUDAAPI cuStreamBeginCaptureToGraph_ptsz(CUstream hStream,
-		CUgraph hGraph, const CUgraphNode *dependencies,
-		const CUgraphEdgeData *dependencyData, size_t numDependencies,
-		CUstreamCaptureMode mode)
-{
-	FC_ENTER_INIT();
-	return begin_capture_to(hStream, hGraph);
-}
+FC_FORWARD(FC_ENTER_INIT, cuStreamBeginCaptureToGraph,
+	   (CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies,
+	    const CUgraphEdgeData *dependencyData, size_t numDependencies,
+	    CUstreamCaptureMode mode),
+	   begin_capture_to(hStream, hGraph))
+FC_FORWARD(FC_ENTER_INIT, cuStreamBeginCaptureToGraph_ptsz,
+	   (CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies,
+	    const CUgraphEdgeData *dependencyData, size_t numDependencies,
+	    CUstreamCaptureMode mode),
+	   begin_capture_to(hStream, hGraph))
 
 static CUresult end_capture(CUstream hStream, CUgraph *phGraph)
 {
@@ -265,18 +243,12 @@ out:
 	return rc;
 }
 
-FC_API CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
-{
-	FC_ENTER_INIT();
-	return end_capture(hStream, phGraph);
-}
-
-FC_API CUresult CUDAAPI cuStreamEndCapture_ptsz(CUstream hStream,
-					       CUgraph *phGraph)
-{
-	FC_ENTER_INIT();
-	return end_capture(hStream, phGraph);
-}
+FC_FORWARD(FC_ENTER_INIT, cuStreamEndCapture,
+	   (CUstream hStream, CUgraph *phGraph),
+	   end_capture(hStream, phGraph))
+FC_FORWARD(FC_ENTER_INIT, cuStreamEndCapture_ptsz,
+	   (CUstream hStream, CUgraph *phGraph),
+	   end_capture(hStream, phGraph))
 
 FC_API CUresult CUDAAPI cuStreamGetCaptureInfo_v3(CUstream hStream,
 		CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out,
@@ -524,23 +496,19 @@ out:
 	return rc;
 }
 
-FC_API CUresult CUDAAPI cuGraphAddNode_v2(CUgraphNode *phGraphNode,
-		CUgraph hGraph, const CUgraphNode *dependencies,
-		const CUgraphEdgeData *dependencyData, size_t numDependencies,
-		CUgraphNodeParams *nodeParams)
-{
-	FC_ENTER_INIT();
-	return add_node(phGraphNode, hGraph, nodeParams);
-}
+FC_FORWARD(FC_ENTER_INIT, cuGraphAddNode_v2,
+	   (CUgraphNode *phGraphNode, CUgraph hGraph,
+	    const CUgraphNode *dependencies,
+	    const CUgraphEdgeData *dependencyData, size_t numDependencies,
+	    CUgraphNodeParams *nodeParams),
+	   add_node(phGraphNode, hGraph, nodeParams))
 
 /* CUDA 12.2 ABI: no edge data. */
-FC_API CUresult CUDAAPI cuGraphAddNode(CUgraphNode *phGraphNode,
-		CUgraph hGraph, const CUgraphNode *dependencies,
-		size_t numDependencies, CUgraphNodeParams *nodeParams)
-{
-	FC_ENTER_INIT();
-	return add_node(phGraphNode, hGraph, nodeParams);
-}
+FC_FORWARD(FC_ENTER_INIT, cuGraphAddNode,
+	   (CUgraphNode *phGraphNode, CUgraph hGraph,
+	    const CUgraphNode *dependencies, size_t numDependencies,
+	    CUgraphNodeParams *nodeParams),
+	   add_node(phGraphNode, hGraph, nodeParams))
 
 /* Graphs with memory nodes cannot be cloned. */
 FC_API CUresult CUDAAPI cuGraphClone(CUgraph *phGraphClone,
@@ -655,21 +623,14 @@ FC_API CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec,
 }
 
 /* CUDA 10.0 and 11.0 ABI: no flags. */
-FC_API CUresult CUDAAPI cuGraphInstantiate(CUgraphExec *phGraphExec,
-		CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer,
-		size_t bufferSize)
-{
-	FC_ENTER_INIT();
-	return instantiate(phGraphExec, hGraph, 0);
-}
-
-FC_API CUresult CUDAAPI cuGraphInstantiate_v2(CUgraphExec *phGraphExec,
-		CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer,
-		size_t bufferSize)
-{
-	FC_ENTER_INIT();
-	return instantiate(phGraphExec, hGraph, 0);
-}
+FC_FORWARD(FC_ENTER_INIT, cuGraphInstantiate,
+	   (CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+	    char *logBuffer, size_t bufferSize),
+	   instantiate(phGraphExec, hGraph, 0))
+FC_FORWARD(FC_ENTER_INIT, cuGraphInstantiate_v2,
+	   (CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+	    char *logBuffer, size_t bufferSize),
+	   instantiate(phGraphExec, hGraph, 0))
 
 static CUresult instantiate_params(CUgraphExec *pe, CUgraph g,
 				   CUDA_GRAPH_INSTANTIATE_PARAMS *p)
@@ -685,20 +646,14 @@ static CUresult instantiate_params(CUgraphExec *pe, CUgraph g,
 	return rc;
 }
 
-FC_API CUresult CUDAAPI cuGraphInstantiateWithParams(CUgraphExec *phGraphExec,
-		CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
-{
-	FC_ENTER_INIT();
-	return instantiate_params(phGraphExec, hGraph, instantiateParams);
-}
-
-FC_API CUresult CUDAAPI cuGraphInstantiateWithParams_ptsz(
-		CUgraphExec *phGraphExec, CUgraph hGraph,
-		CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
-{
-	FC_ENTER_INIT();
-	return instantiate_params(phGraphExec, hGraph, instantiateParams);
-}
+FC_FORWARD(FC_ENTER_INIT, cuGraphInstantiateWithParams,
+	   (CUgraphExec *phGraphExec, CUgraph hGraph,
+	    CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams),
+	   instantiate_params(phGraphExec, hGraph, instantiateParams))
+FC_FORWARD(FC_ENTER_INIT, cuGraphInstantiateWithParams_ptsz,
+	   (CUgraphExec *phGraphExec, CUgraph hGraph,
+	    CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams),
+	   instantiate_params(phGraphExec, hGraph, instantiateParams))
 
 /* Back node @n's memory: a fresh allocation record at its fixed VA. */
 static CUresult back(struct fc_gnode *n, CUcontext ctx)
@@ -765,31 +720,19 @@ out:
 	return rc;
 }
 
-FC_API CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
-{
-	FC_ENTER_INIT();
-	return launch(hGraphExec, hStream);
-}
+FC_FORWARD(FC_ENTER_INIT, cuGraphLaunch,
+	   (CUgraphExec hGraphExec, CUstream hStream),
+	   launch(hGraphExec, hStream))
+FC_FORWARD(FC_ENTER_INIT, cuGraphLaunch_ptsz,
+	   (CUgraphExec hGraphExec, CUstream hStream),
+	   launch(hGraphExec, hStream))
 
-FC_API CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec,
-					   CUstream hStream)
-{
-	FC_ENTER_INIT();
-	return launch(hGraphExec, hStream);
-}
-
-FC_API CUresult CUDAAPI cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream)
-{
-	FC_ENTER_INIT();
-	return exec_ok(hGraphExec) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-}
-
-FC_API CUresult CUDAAPI cuGraphUpload_ptsz(CUgraphExec hGraphExec,
-					   CUstream hStream)
-{
-	FC_ENTER_INIT();
-	return exec_ok(hGraphExec) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-}
+FC_FORWARD(FC_ENTER_INIT, cuGraphUpload,
+	   (CUgraphExec hGraphExec, CUstream hStream),
+	   exec_ok(hGraphExec) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE)
+FC_FORWARD(FC_ENTER_INIT, cuGraphUpload_ptsz,
+	   (CUgraphExec hGraphExec, CUstream hStream),
+	   exec_ok(hGraphExec) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE)
 
 FC_API CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec)
 {

@@ -81,6 +81,20 @@ void fc_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 		(void)fc_enter(&fc_slot_, __func__, &fc_inj_);		\
 	} while (0)
 
+/*
+ * An exported entry point that only forwards: the driver exports one call
+ * under several names (_v2, _ptsz, _ptds, older ABIs) and the double
+ * models them as one.  Each name stays a function of its own, since
+ * FC_ENTER counts calls and injects failures by name.  @params is the
+ * parenthesized parameter list, @call what the function returns.
+ */
+#define FC_FORWARD(enter, name, params, call)				\
+	FC_API CUresult CUDAAPI name params				\
+	{								\
+		enter();						\
+		return call;						\
+	}
+
 /* ---- objects ---- */
 
 #define FC_CTX_MAGIC 0x66437478u	/* "fCtx" */

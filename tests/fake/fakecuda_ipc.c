@@ -287,21 +287,12 @@ out:
 	return rc;
 }
 
-FC_API CUresult CUDAAPI cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr,
-					      CUipcMemHandle handle,
-					      unsigned int Flags)
-{
-	FC_ENTER();
-	return ipc_open(pdptr, handle, Flags);
-}
-
-FC_API CUresult CUDAAPI cuIpcOpenMemHandle(CUdeviceptr *pdptr,
-					   CUipcMemHandle handle,
-					   unsigned int Flags)
-{
-	FC_ENTER();
-	return ipc_open(pdptr, handle, Flags);
-}
+FC_FORWARD(FC_ENTER, cuIpcOpenMemHandle_v2,
+	   (CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags),
+	   ipc_open(pdptr, handle, Flags))
+FC_FORWARD(FC_ENTER, cuIpcOpenMemHandle,
+	   (CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags),
+	   ipc_open(pdptr, handle, Flags))
 
 FC_API CUresult CUDAAPI cuIpcCloseMemHandle(CUdeviceptr dptr)
 {

@@ -212,17 +212,10 @@ out:
 	return rc;
 }
 
-FC_API CUresult CUDAAPI cuMemAllocHost_v2(void **pp, size_t bytesize)
-{
-	FC_ENTER();
-	return host_alloc(pp, bytesize, 0);
-}
-
-FC_API CUresult CUDAAPI cuMemAllocHost(void **pp, unsigned int bytesize)
-{
-	FC_ENTER();
-	return host_alloc(pp, bytesize, 0);
-}
+FC_FORWARD(FC_ENTER, cuMemAllocHost_v2, (void **pp, size_t bytesize),
+	   host_alloc(pp, bytesize, 0))
+FC_FORWARD(FC_ENTER, cuMemAllocHost, (void **pp, unsigned int bytesize),
+	   host_alloc(pp, bytesize, 0))
 
 FC_API CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize,
 				       unsigned int Flags)
@@ -281,19 +274,12 @@ out:
 	return rc;
 }
 
-FC_API CUresult CUDAAPI cuMemHostRegister_v2(void *p, size_t bytesize,
-					     unsigned int Flags)
-{
-	FC_ENTER();
-	return host_register(p, bytesize, Flags);
-}
-
-FC_API CUresult CUDAAPI cuMemHostRegister(void *p, size_t bytesize,
-					  unsigned int Flags)
-{
-	FC_ENTER();
-	return host_register(p, bytesize, Flags);
-}
+FC_FORWARD(FC_ENTER, cuMemHostRegister_v2,
+	   (void *p, size_t bytesize, unsigned int Flags),
+	   host_register(p, bytesize, Flags))
+FC_FORWARD(FC_ENTER, cuMemHostRegister,
+	   (void *p, size_t bytesize, unsigned int Flags),
+	   host_register(p, bytesize, Flags))
 
 FC_API CUresult CUDAAPI cuMemHostUnregister(void *p)
 {

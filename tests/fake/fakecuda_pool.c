@@ -152,19 +152,12 @@ out:
 	return rc;
 }
 
-FC_API CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize,
-					CUstream hStream)
-{
-	FC_ENTER();
-	return alloc_async(dptr, bytesize, NULL, hStream);
-}
-
-FC_API CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
-					     CUstream hStream)
-{
-	FC_ENTER();
-	return alloc_async(dptr, bytesize, NULL, hStream);
-}
+FC_FORWARD(FC_ENTER, cuMemAllocAsync,
+	   (CUdeviceptr *dptr, size_t bytesize, CUstream hStream),
+	   alloc_async(dptr, bytesize, NULL, hStream))
+FC_FORWARD(FC_ENTER, cuMemAllocAsync_ptsz,
+	   (CUdeviceptr *dptr, size_t bytesize, CUstream hStream),
+	   alloc_async(dptr, bytesize, NULL, hStream))
 
 static CUresult from_pool(CUdeviceptr *dptr, size_t size, CUmemoryPool pool,
 			  CUstream s)
@@ -175,23 +168,14 @@ static CUresult from_pool(CUdeviceptr *dptr, size_t size, CUmemoryPool pool,
 	return alloc_async(dptr, size, pool, s);
 }
 
-FC_API CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr,
-						size_t bytesize,
-						CUmemoryPool pool,
-						CUstream hStream)
-{
-	FC_ENTER();
-	return from_pool(dptr, bytesize, pool, hStream);
-}
-
-FC_API CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr,
-						     size_t bytesize,
-						     CUmemoryPool pool,
-						     CUstream hStream)
-{
-	FC_ENTER();
-	return from_pool(dptr, bytesize, pool, hStream);
-}
+FC_FORWARD(FC_ENTER, cuMemAllocFromPoolAsync,
+	   (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+	    CUstream hStream),
+	   from_pool(dptr, bytesize, pool, hStream))
+FC_FORWARD(FC_ENTER, cuMemAllocFromPoolAsync_ptsz,
+	   (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+	    CUstream hStream),
+	   from_pool(dptr, bytesize, pool, hStream))
 
 static CUresult free_async(CUdeviceptr dptr, CUstream s)
 {
@@ -212,17 +196,10 @@ static CUresult free_async(CUdeviceptr dptr, CUstream s)
 	return fc_mem_free(dptr, 1);
 }
 
-FC_API CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
-{
-	FC_ENTER();
-	return free_async(dptr, hStream);
-}
-
-FC_API CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
-{
-	FC_ENTER();
-	return free_async(dptr, hStream);
-}
+FC_FORWARD(FC_ENTER, cuMemFreeAsync, (CUdeviceptr dptr, CUstream hStream),
+	   free_async(dptr, hStream))
+FC_FORWARD(FC_ENTER, cuMemFreeAsync_ptsz, (CUdeviceptr dptr, CUstream hStream),
+	   free_async(dptr, hStream))
 
 FC_API CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool,
 					const CUmemPoolProps *poolProps)

@@ -8,7 +8,7 @@ PFN_<base>_v<version>[_ptds|_ptsz].  The n-th distinct version of <base>
 after that (PFN_cuMemAlloc_v2000 -> cuMemAlloc, PFN_cuMemAlloc_v3020 ->
 cuMemAlloc_v2); a per-thread typedef at version V names the symbol of V
 plus the _ptds/_ptsz suffix.  Only symbols that the fake defines (FC_API
-functions in the given sources) are kept.
+functions and FC_FORWARD entry points in the given sources) are kept.
 
 usage: gen-gpa.py cudaTypedefs.h out.h src.c...
 """
@@ -16,7 +16,8 @@ import re
 import sys
 
 TYPEDEF = re.compile(r'\(CUDAAPI \*PFN_(cu\w+?)_v(\d+)(_ptds|_ptsz)?\)\(')
-DEFINED = re.compile(r'^FC_API CUresult CUDAAPI (cu\w+)\(', re.M)
+DEFINED = re.compile(r'^(?:FC_API CUresult CUDAAPI (cu\w+)\(|'
+                     r'FC_FORWARD\(\w+, (cu\w+),)', re.M)
 
 
 def table(typedefs_text):
@@ -47,7 +48,7 @@ def main():
     rows = table(open(hdr).read())
     defined = set()
     for s in srcs:
-        defined.update(DEFINED.findall(open(s).read()))
+        defined.update(a or b for a, b in DEFINED.findall(open(s).read()))
     keep = sorted(r for r in rows if r[3] in defined)
     missing = sorted(defined - {r[3] for r in rows})
     with open(out, 'w') as f:

@@ -14,7 +14,6 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <time.h>
@@ -23,6 +22,7 @@
 #include "clock.h"
 #include "fmt.h"
 #include "log.h"
+#include "ownfd.h"
 
 /* TLS behind gh_gettid() (clock.h is header-only). */
 __thread int32_t gh_tid_cache_;
@@ -100,7 +100,7 @@ int gh_write_nosig(int fd, const char *p, size_t n, int stall_ms,
 /*
  * GDRHOOK_LOG_FILE, opened at the first message (a process that says
  * nothing leaves no file).  Its descriptor is the shim's, not a number,
- * as the event trace's is (src/evlog/evspool.c, gh_fd_own): moved high,
+ * as the event trace's is (ownfd.h, evlog's gh_fd_own): moved high,
  * known by dev/ino and checked before each write, so a program that
  * closed it and opened its own file on that number never gets our lines,
  * and nothing of the program's is ever closed or written over.
@@ -145,23 +145,7 @@ void gh_log_set_file(const char *tmpl)
 
 static int gh_lf_ours(int fd)
 {
-	struct stat st;
-
-	return fd >= 0 && !fstat(fd, &st) && st.st_dev == LF_LD(gh_lf_dev) &&
-	       st.st_ino == LF_LD(gh_lf_ino);
-}
-
-/* The lowest number an owned fd takes (as gh_fd_own's floor). */
-static int gh_lf_floor(void)
-{
-	struct rlimit rl;
-	rlim_t lim = 1024;
-
-	if (!getrlimit(RLIMIT_NOFILE, &rl))
-		lim = rl.rlim_cur;
-	if (lim > 4096)
-		lim = 4096;
-	return (int)(lim - lim / 8);
+	return gh_fd_is(fd, LF_LD(gh_lf_dev), LF_LD(gh_lf_ino));
 }
 
 /*
@@ -193,7 +177,7 @@ static int gh_lf_open(void)
 		close(fd);
 		fd = old;
 	} else {
-		hi = fcntl(fd, F_DUPFD_CLOEXEC, gh_lf_floor());
+		hi = fcntl(fd, F_DUPFD_CLOEXEC, gh_fd_floor());
 		if (hi >= 0) {
 			close(fd);
 			fd = hi;

@@ -24,7 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -68,24 +67,7 @@ static struct {
 };
 
 /* ---------------------------------------------------------------- */
-/* owned descriptors                                                 */
-
-/*
- * The lowest number an owned fd takes: near the soft RLIMIT_NOFILE,
- * where open() reaches last, but not so high that the program's fd table
- * grows for it (a table of n descriptors costs the kernel 8n bytes).
- */
-static int gh_fd_floor(void)
-{
-	struct rlimit rl;
-	rlim_t lim = 1024;
-
-	if (!getrlimit(RLIMIT_NOFILE, &rl))
-		lim = rl.rlim_cur;
-	if (lim > 4096)
-		lim = 4096;
-	return (int)(lim - lim / 8);
-}
+/* owned descriptors (the primitives, gh_fd_floor and gh_fd_is: base) */
 
 void gh_fd_prime(void)
 {
@@ -121,14 +103,6 @@ int gh_fd_own(int fd, struct gh_ownfd *o)
 	o->ino = st.st_ino;
 	o->fd = fd;
 	return 0;
-}
-
-static int gh_fd_is(int fd, dev_t dev, ino_t ino)
-{
-	struct stat st;
-
-	return fd >= 0 && !fstat(fd, &st) && st.st_dev == dev &&
-	       st.st_ino == ino;
 }
 
 int gh_fd_ours(const struct gh_ownfd *o)

@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "clock.h"
 #include "compiler.h"
@@ -38,6 +39,19 @@ static inline void gh_mutex_lock(struct gh_mutex *l)
 #ifdef GH_DEBUG
 	__atomic_store_n(&l->owner, gh_gettid(), __ATOMIC_RELAXED);
 #endif
+}
+
+/* pthread_mutex_timedlock (CLOCK_REALTIME): 0, or its error number. */
+static inline int gh_mutex_timedlock(struct gh_mutex *l,
+				     const struct timespec *until)
+{
+	int err = pthread_mutex_timedlock(&l->m, until);
+
+#ifdef GH_DEBUG
+	if (!err)
+		__atomic_store_n(&l->owner, gh_gettid(), __ATOMIC_RELAXED);
+#endif
+	return err;
 }
 
 static inline void gh_mutex_unlock(struct gh_mutex *l)

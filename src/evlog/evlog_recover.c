@@ -51,18 +51,19 @@ static void gh_ev_recover_lost(const struct gh_spool_dead *d)
 
 /*
  * Append what a dead process's rings still hold to its log, after a
- * "recovered" record.  Under gh_ev.lock with gh_ev.sink.fd unused (-1 or -2):
+ * "recovered" record.  Under ev's lock with ev->sink.fd unused (-1 or -2):
  * borrows the output buffer and fd slot.
  */
-void gh_ev_recover(const struct gh_spool_dead *d)
+void gh_ev_recover(struct gh_ev_log *ev, const struct gh_spool_dead *d)
 {
-	struct gh_ownfd saved_sink = gh_ev.sink;
-	const char *saved_path = gh_ev.sink_path;
+	struct gh_ownfd saved_sink = ev->sink;
+	const char *saved_path = ev->sink_path;
 	uint64_t n = 0;
-	int lfd, saved_dead = gh_ev.dead;
-	uint64_t saved_written = gh_evlog_written();
-	uint64_t saved_dropped = gh_evlog_dropped();
+	int lfd, saved_dead = ev->dead;
+	uint64_t saved_written = gh_ev_written(ev);
+	uint64_t saved_dropped = gh_ev_dropped(ev);
 
+	GH_ASSERT_LOCKED(&ev->lock);
 	if (!strcmp(d->log, GH_EV_STDERR)) {
 		/*
 		 * A former image of this process shares our stderr (the exec
@@ -78,11 +79,11 @@ void gh_ev_recover(const struct gh_spool_dead *d)
 			lfd = -errno;
 	} else {
 		if (d->pid == getpid())
-			gh_ev.after_exec = 1;	/* our former image: it may have torn */
+			ev->after_exec = 1;	/* our former image: it may have torn */
 		lfd = gh_ev_open_sink(d->log, 1);
 	}
 	if (lfd >= 0)
-		lfd = gh_fd_own(lfd, &gh_ev.sink);
+		lfd = gh_fd_own(lfd, &ev->sink);
 	if (lfd < 0) {
 		char text[256];
 		struct gh_buf tb;
@@ -92,32 +93,32 @@ void gh_ev_recover(const struct gh_spool_dead *d)
 		gh_buf_cstr(&tb);
 		gh_warn("event log: cannot recover %s into %s: %s", d->spool,
 			d->log, text);
-		gh_ev.sink = saved_sink;
+		ev->sink = saved_sink;
 		return;
 	}
-	gh_ev.sink_path = d->log;
-	gh_ev.dead = 0;
-	gh_buf_reset(&gh_ev.out);
-	gh_ev.out_recs = 0;
+	ev->sink_path = d->log;
+	ev->dead = 0;
+	gh_buf_reset(&ev->out);
+	ev->out_recs = 0;
 	/* the "recovered" record goes first, with the count */
 	n = gh_ev_spool_count(d);
-	gh_ev_put_recovered(d, n);
-	for (uint32_t i = 0; i < d->nrings && gh_ev.sink.fd >= 0; i++) {
+	gh_ev_put_recovered(ev, d, n);
+	for (uint32_t i = 0; i < d->nrings && ev->sink.fd >= 0; i++) {
 		struct gh_ring *g = gh_spool_dead_ring(d, i);
 
 		if (!g)
 			continue;
-		gh_ev_drain_ring(g, d->pid);
+		gh_ev_drain_ring(ev, g, d->pid);
 		gh_spool_unmap_ring(d, g);
 	}
-	if (gh_ev.sink.fd >= 0)
-		gh_fd_close(&gh_ev.sink);
-	gh_ev.sink = saved_sink;
-	gh_ev.sink_path = saved_path;
-	gh_ev.dead = saved_dead;
+	if (ev->sink.fd >= 0)
+		gh_fd_close(&ev->sink);
+	ev->sink = saved_sink;
+	ev->sink_path = saved_path;
+	ev->dead = saved_dead;
 	/* the recovered events are not this process's */
-	__atomic_store_n(&gh_ev.written, saved_written, __ATOMIC_RELAXED);
-	__atomic_store_n(&gh_ev.dropped, saved_dropped, __ATOMIC_RELAXED);
+	__atomic_store_n(&ev->written, saved_written, __ATOMIC_RELAXED);
+	__atomic_store_n(&ev->dropped, saved_dropped, __ATOMIC_RELAXED);
 	gh_info("event log: recovered %llu events of dead process %d into %s",
 		(unsigned long long)n, (int)d->pid, d->log);
 }

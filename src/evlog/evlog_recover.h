@@ -10,12 +10,14 @@
 
 #include "evspool.h"
 
+struct gh_ev_log;
+
 /*
- * Recover one dead process's spool (gh_spool_recover_all's callback, at
- * configure).  Under gh_ev.lock with gh_ev.sink.fd unused (-1 or -2):
- * borrows the output buffer and fd slot, and leaves this process's
+ * Recover one dead process's spool into its log (at configure, for
+ * gh_spool_recover_all).  Under ev's lock with ev->sink.fd unused (-1 or
+ * -2): borrows the output buffer and fd slot, and leaves this process's
  * counts as they were.
  */
-void gh_ev_recover(const struct gh_spool_dead *d);
+void gh_ev_recover(struct gh_ev_log *ev, const struct gh_spool_dead *d);
 
 #endif

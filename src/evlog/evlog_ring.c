@@ -3,7 +3,7 @@
  * The event log's rings and its writer thread: see evlog_ring.h.
  *
  * Each thread that records an event owns one ring: a single-producer
- * (the owning thread), single-consumer (whoever holds gh_ev.lock: the
+ * (the owning thread), single-consumer (whoever holds the log's lock: the
  * writer thread, a flush, fork or shutdown) queue of self-contained
  * records (struct gh_evrec: strings copied in, no pointers).  Rings are
  * mapped on a thread's first event, pushed onto a lock-free, push-only
@@ -51,15 +51,16 @@
 #define MADV_POPULATE_WRITE 23	/* Linux 5.14 */
 #endif
 
-struct gh_ev_log gh_ev = {
-	.lock = PTHREAD_MUTEX_INITIALIZER,
+/* The log: the one instance, handed down from the entry points below. */
+static struct gh_ev_log gh_ev = {
+	.lock = GH_MUTEX_INIT,
 	.sink = { .fd = -1 },
 };
 
 static __thread struct gh_ring *gh_ev_tl_ring;
-/* This thread's fork prepare took gh_ev.lock (the child inherits it). */
+/* This thread's fork prepare took the log's lock (the child inherits it). */
 static __thread int gh_ev_fork_held;
-/* This thread's exec prepare took gh_ev.lock (until the image is gone). */
+/* This thread's exec prepare took the log's lock (until the image is gone). */
 static __thread int gh_ev_exec_held;
 
 /* ---------------------------------------------------------------- */
@@ -67,8 +68,15 @@ static __thread int gh_ev_exec_held;
 
 static void gh_ev_thread_exit(void *arg);
 
+/* gh_spool_recover_all's callback: one dead process's spool. */
+static void gh_ev_recover_one(void *ev, const struct gh_spool_dead *d)
+{
+	gh_ev_recover(ev, d);
+}
+
 int gh_evlog_configure(const char *path, uint64_t ring_bytes)
 {
+	struct gh_ev_log *ev = &gh_ev;
 	struct gh_buf b;
 	uint64_t recs;
 	const char *p;
@@ -83,11 +91,11 @@ int gh_evlog_configure(const char *path, uint64_t ring_bytes)
 			return -EINVAL;
 		p++;
 	}
-	if (__atomic_load_n(&gh_ev.state, __ATOMIC_ACQUIRE) != GH_EV_OFF)
+	if (__atomic_load_n(&ev->state, __ATOMIC_ACQUIRE) != GH_EV_OFF)
 		return -EBUSY;
 
 	/* a relative path means relative to where the program started */
-	gh_buf_init(&b, gh_ev.path, sizeof(gh_ev.path));
+	gh_buf_init(&b, ev->path, sizeof(ev->path));
 	if (strcmp(path, GH_EV_STDERR) && path[0] != '/') {
 		char cwd[PATH_MAX];
 
@@ -112,28 +120,28 @@ int gh_evlog_configure(const char *path, uint64_t ring_bytes)
 	/* round down to a power of two */
 	while (recs & (recs - 1))
 		recs &= recs - 1;
-	gh_ev.asked_bytes = ring_bytes;
+	ev->asked_bytes = ring_bytes;
 
-	if (!gh_ev.key_ok) {
-		rc = pthread_key_create(&gh_ev.key, gh_ev_thread_exit);
+	if (!ev->key_ok) {
+		rc = pthread_key_create(&ev->key, gh_ev_thread_exit);
 		if (rc)
 			return -rc;
-		gh_ev.key_ok = 1;
+		ev->key_ok = 1;
 	}
-	gh_ev.is_stderr = !strcmp(path, GH_EV_STDERR);
-	gh_ev.ring_recs = (uint32_t)recs;
-	gh_ev.dead = 0;
-	__atomic_store_n(&gh_ev.written, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&gh_ev.dropped, 0, __ATOMIC_RELAXED);
-	gh_ev.self = getpid();
-	gh_ev.start_t = gh_now_ns();
-	gh_ev.start_wall = gh_wall_ns();
-	gh_ev_out_init();
+	ev->is_stderr = !strcmp(path, GH_EV_STDERR);
+	ev->ring_recs = (uint32_t)recs;
+	ev->dead = 0;
+	__atomic_store_n(&ev->written, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&ev->dropped, 0, __ATOMIC_RELAXED);
+	ev->self = getpid();
+	ev->start_t = gh_now_ns();
+	ev->start_wall = gh_wall_ns();
+	gh_ev_out_init(ev);
 	gh_fd_prime();		/* not in the first logged call */
-	pthread_mutex_lock(&gh_ev.lock);
-	gh_spool_recover_all(gh_ev_recover);
-	pthread_mutex_unlock(&gh_ev.lock);
-	__atomic_store_n(&gh_ev.state, GH_EV_IDLE, __ATOMIC_RELEASE);
+	gh_mutex_lock(&ev->lock);
+	gh_spool_recover_all(gh_ev_recover_one, ev);
+	gh_mutex_unlock(&ev->lock);
+	__atomic_store_n(&ev->state, GH_EV_IDLE, __ATOMIC_RELEASE);
 	return 0;
 }
 
@@ -150,12 +158,12 @@ int gh_evlog_enabled(void)
 /* ---------------------------------------------------------------- */
 /* rings                                                             */
 
-static void gh_ev_wake(void)
+static void gh_ev_wake(struct gh_ev_log *ev)
 {
 	int saved = errno;
 
-	__atomic_add_fetch(&gh_ev.futex, 1, __ATOMIC_RELEASE);
-	syscall(SYS_futex, &gh_ev.futex, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	__atomic_add_fetch(&ev->futex, 1, __ATOMIC_RELEASE);
+	syscall(SYS_futex, &ev->futex, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 	errno = saved;
 }
 
@@ -169,7 +177,8 @@ static void gh_ev_wake(void)
  * reserved here, the rest by the writer, which is woken for it, or by
  * the thread itself if it gets there first (gh_ring_grow).
  */
-static struct gh_ring *gh_ring_new(uint32_t recs, uint32_t st, int spool_only)
+static struct gh_ring *gh_ring_new(struct gh_ev_log *ev, uint32_t recs,
+				   uint32_t st, int spool_only)
 {
 	struct gh_ring *g, *head;
 	size_t len = gh_ring_bytes(recs);
@@ -200,21 +209,21 @@ static struct gh_ring *gh_ring_new(uint32_t recs, uint32_t st, int spool_only)
 	g->populated = st == GH_RING_FREE;
 	/* recoverers look at state: it is set last */
 	__atomic_store_n(&g->state, st, __ATOMIC_RELEASE);
-	head = __atomic_load_n(&gh_ev.rings, __ATOMIC_RELAXED);
+	head = __atomic_load_n(&ev->rings, __ATOMIC_RELAXED);
 	do {
 		g->next = head;
-	} while (!__atomic_compare_exchange_n(&gh_ev.rings, &head, g, 1,
+	} while (!__atomic_compare_exchange_n(&ev->rings, &head, g, 1,
 					      __ATOMIC_RELEASE,
 					      __ATOMIC_RELAXED));
 	return g;
 }
 
 /* A free ring of recs records, now owned by the caller, or NULL. */
-static struct gh_ring *gh_ring_take_free(uint32_t recs)
+static struct gh_ring *gh_ring_take_free(struct gh_ev_log *ev, uint32_t recs)
 {
 	struct gh_ring *g;
 
-	for (g = __atomic_load_n(&gh_ev.rings, __ATOMIC_ACQUIRE); g;
+	for (g = __atomic_load_n(&ev->rings, __ATOMIC_ACQUIRE); g;
 	     g = g->next) {
 		uint32_t want = GH_RING_FREE;
 
@@ -275,7 +284,8 @@ static void gh_ring_reserve_rest(struct gh_ring *g)
  * the writer, reading the mask as it drains, finds the same slots).
  * Preserves errno.
  */
-static __attribute__((noinline)) void gh_ring_grow(struct gh_ring *g,
+static __attribute__((noinline)) void gh_ring_grow(struct gh_ev_log *ev,
+						   struct gh_ring *g,
 						   uint64_t h)
 {
 	uint64_t lim = __atomic_load_n(&g->limit, __ATOMIC_ACQUIRE);
@@ -296,7 +306,7 @@ static __attribute__((noinline)) void gh_ring_grow(struct gh_ring *g,
 				 __ATOMIC_RELEASE);
 		gh_ring_raise_limit(g, UINT64_MAX);
 	}
-	gh_ev_wake();
+	gh_ev_wake(ev);
 	errno = saved;
 }
 
@@ -307,15 +317,13 @@ static __attribute__((noinline)) void gh_ring_grow(struct gh_ring *g,
  * records on the hook path).  A thread that takes it wakes the writer, which makes
  * the next.  Not after a spool ring could not be reserved (no room).
  */
-static int gh_ev_spare_off;
-
-static void gh_ev_keep_spare(void)
+static void gh_ev_keep_spare(struct gh_ev_log *ev)
 {
 	struct gh_ring *g;
-	uint32_t recs = gh_ev.ring_recs;
+	uint32_t recs = ev->ring_recs;
 	int have_spare = 0;
 
-	for (g = __atomic_load_n(&gh_ev.rings, __ATOMIC_ACQUIRE); g;
+	for (g = __atomic_load_n(&ev->rings, __ATOMIC_ACQUIRE); g;
 	     g = g->next) {
 		/* the rest of a ring a thread made itself */
 		if (g->in_spool)
@@ -339,38 +347,38 @@ static void gh_ev_keep_spare(void)
 			    GH_RING_FREE)
 			have_spare = 1;
 	}
-	if (have_spare || gh_ev_spare_off || gh_ev.is_stderr ||
-	    __atomic_load_n(&gh_ev.state, __ATOMIC_ACQUIRE) != GH_EV_RUN ||
-	    __atomic_load_n(&gh_ev.stop, __ATOMIC_ACQUIRE))
+	if (have_spare || ev->spare_off || ev->is_stderr ||
+	    __atomic_load_n(&ev->state, __ATOMIC_ACQUIRE) != GH_EV_RUN ||
+	    __atomic_load_n(&ev->stop, __ATOMIC_ACQUIRE))
 		return;
-	if (!gh_ring_new(recs, GH_RING_FREE, 1))
-		gh_ev_spare_off = 1;
+	if (!gh_ring_new(ev, recs, GH_RING_FREE, 1))
+		ev->spare_off = 1;
 }
 
 /* Take a free ring or map a new one.  Slow path: once per thread. */
-static struct gh_ring *gh_ring_get(void)
+static struct gh_ring *gh_ring_get(struct gh_ev_log *ev)
 {
 	struct gh_ring *g;
-	uint32_t recs = gh_ev.ring_recs;
+	uint32_t recs = ev->ring_recs;
 	int saved = errno;
 
-	g = gh_ring_take_free(recs);
+	g = gh_ring_take_free(ev, recs);
 	if (!g) {
-		g = gh_ring_new(recs, GH_RING_OWNED, 0);
+		g = gh_ring_new(ev, recs, GH_RING_OWNED, 0);
 		if (!g) {
 			errno = saved;
 			return NULL;
 		}
 	}
 	/* the writer makes the next spare, or reserves the rest of this */
-	gh_ev_wake();
+	gh_ev_wake(ev);
 	/*
 	 * The key's destructor hands the ring back at thread exit.  glibc
 	 * keeps the first 32 keys' values inline in the thread descriptor
 	 * (no allocation); a later key may calloc once per thread.
 	 */
-	if (gh_ev.key_ok)
-		pthread_setspecific(gh_ev.key, g);
+	if (ev->key_ok)
+		pthread_setspecific(ev->key, g);
 	gh_ev_tl_ring = g;
 	errno = saved;
 	return g;
@@ -389,56 +397,56 @@ static void gh_ev_thread_exit(void *arg)
 /* ---------------------------------------------------------------- */
 /* writer thread                                                     */
 
-static void gh_ev_drain_locked(void);
+static void gh_ev_drain_locked(struct gh_ev_log *ev);
 
 static void *gh_ev_writer_main(void *arg)
 {
 	struct timespec ts = { 0, GH_EV_PERIOD_MS * 1000000L };
+	struct gh_ev_log *ev = arg;
 
-	(void)arg;
 	for (;;) {
-		uint32_t seq = __atomic_load_n(&gh_ev.futex, __ATOMIC_ACQUIRE);
-		int stop = __atomic_load_n(&gh_ev.stop, __ATOMIC_ACQUIRE);
+		uint32_t seq = __atomic_load_n(&ev->futex, __ATOMIC_ACQUIRE);
+		int stop = __atomic_load_n(&ev->stop, __ATOMIC_ACQUIRE);
 
-		pthread_mutex_lock(&gh_ev.lock);
-		gh_ev_open_locked();
-		gh_ev_drain_locked();
+		gh_mutex_lock(&ev->lock);
+		gh_ev_open_locked(ev);
+		gh_ev_drain_locked(ev);
 		gh_spool_report();
-		pthread_mutex_unlock(&gh_ev.lock);
+		gh_mutex_unlock(&ev->lock);
 		if (stop)
 			break;
-		gh_ev_keep_spare();
-		syscall(SYS_futex, &gh_ev.futex, FUTEX_WAIT_PRIVATE, seq, &ts,
+		gh_ev_keep_spare(ev);
+		syscall(SYS_futex, &ev->futex, FUTEX_WAIT_PRIVATE, seq, &ts,
 			NULL, 0);
 	}
 	return NULL;
 }
 
 /* First event of the process: map the spool, start the writer (once). */
-static void gh_ev_start(void)
+static void gh_ev_start(struct gh_ev_log *ev)
 {
 	char log[PATH_MAX];
 	uint32_t want = GH_EV_IDLE;
 	sigset_t all, old;
 	int saved = errno, rc;
 
-	if (!__atomic_compare_exchange_n(&gh_ev.state, &want, GH_EV_STARTING,
+	if (!__atomic_compare_exchange_n(&ev->state, &want, GH_EV_STARTING,
 					 0, __ATOMIC_ACQ_REL,
 					 __ATOMIC_RELAXED))
 		return;
-	__atomic_store_n(&gh_ev.stop, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&gh_ev.first_tid, gh_gettid(), __ATOMIC_RELAXED);
+	__atomic_store_n(&ev->stop, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&ev->first_tid, gh_gettid(), __ATOMIC_RELAXED);
 	/* stderr's spool is recovered only by this pid's next image */
-	if (gh_ev.is_stderr ||
-	    !gh_ev_expand(gh_ev.path, getpid(), log, sizeof(log)))
-		gh_spool_open(gh_ev.is_stderr ? GH_EV_STDERR : log,
-			      gh_ev.ring_recs, gh_ev.start_t, gh_ev.start_wall);
+	if (ev->is_stderr ||
+	    !gh_ev_expand(ev->path, getpid(), log, sizeof(log)))
+		gh_spool_open(ev->is_stderr ? GH_EV_STDERR : log,
+			      ev->ring_recs, ev->start_t, ev->start_wall);
 	/* the writer inherits a full signal mask (SIGPIPE included) */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = pthread_create(&gh_ev.writer, NULL, gh_ev_writer_main, NULL);
+	rc = pthread_create(&ev->writer, NULL, gh_ev_writer_main, ev);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	__atomic_store_n(&gh_ev.state, rc ? GH_EV_NOWRITER : GH_EV_RUN,
+	__atomic_store_n(&ev->state, rc ? GH_EV_NOWRITER : GH_EV_RUN,
 			 __ATOMIC_RELEASE);
 	errno = saved;
 }
@@ -451,30 +459,32 @@ static void gh_ev_start(void)
  * Returns 0 when there is room, -1 when the event must be dropped (no
  * writer, sink abandoned, or this thread holds the consumer lock).
  */
-static int gh_ev_wait_room(struct gh_ring *g, uint64_t h)
+static int gh_ev_wait_room(struct gh_ev_log *ev, struct gh_ring *g,
+			   uint64_t h)
 {
 	struct timespec ts = { 0, 10 * 1000000L };
 
 	for (;;) {
-		uint32_t seq = __atomic_load_n(&gh_ev.drained,
+		uint32_t seq = __atomic_load_n(&ev->drained,
 					       __ATOMIC_ACQUIRE);
 
 		if (h - __atomic_load_n(&g->tail, __ATOMIC_ACQUIRE) <= g->mask)
 			return 0;
 		if (gh_ev_fork_held || gh_ev_exec_held ||
-		    __atomic_load_n(&gh_ev.state, __ATOMIC_ACQUIRE) !=
+		    __atomic_load_n(&ev->state, __ATOMIC_ACQUIRE) !=
 			    GH_EV_RUN ||
-		    __atomic_load_n(&gh_ev.dead, __ATOMIC_RELAXED))
+		    __atomic_load_n(&ev->dead, __ATOMIC_RELAXED))
 			return -1;
-		gh_ev_wake();
-		syscall(SYS_futex, &gh_ev.drained, FUTEX_WAIT_PRIVATE, seq,
+		gh_ev_wake(ev);
+		syscall(SYS_futex, &ev->drained, FUTEX_WAIT_PRIVATE, seq,
 			&ts, NULL, 0);
 	}
 }
 
 void gh_evlog_put(const struct gh_evrec *r)
 {
-	uint32_t s = __atomic_load_n(&gh_ev.state, __ATOMIC_ACQUIRE);
+	struct gh_ev_log *ev = &gh_ev;
+	uint32_t s = __atomic_load_n(&ev->state, __ATOMIC_ACQUIRE);
 	struct gh_ring *g;
 	struct gh_evrec *slot;
 	uint64_t h, t;
@@ -484,23 +494,23 @@ void gh_evlog_put(const struct gh_evrec *r)
 		if (s == GH_EV_OFF)
 			return;
 		if (s == GH_EV_IDLE)
-			gh_ev_start();
+			gh_ev_start(ev);
 		/* another thread is mapping the spool: its rings come next */
 		for (int spins = 0; spins < 100000 &&
-		     __atomic_load_n(&gh_ev.state, __ATOMIC_ACQUIRE) ==
+		     __atomic_load_n(&ev->state, __ATOMIC_ACQUIRE) ==
 			     GH_EV_STARTING; spins++)
 			sched_yield();
 	}
-	if (__builtin_expect(__atomic_load_n(&gh_ev.dead, __ATOMIC_RELAXED),
+	if (__builtin_expect(__atomic_load_n(&ev->dead, __ATOMIC_RELAXED),
 			     0)) {
-		gh_ev_drop(1);
+		gh_ev_drop(ev, 1);
 		return;
 	}
 	g = gh_ev_tl_ring;
 	if (__builtin_expect(!g, 0)) {
-		g = gh_ring_get();
+		g = gh_ring_get(ev);
 		if (!g) {
-			gh_ev_drop(1);
+			gh_ev_drop(ev, 1);
 			return;
 		}
 	}
@@ -508,12 +518,12 @@ void gh_evlog_put(const struct gh_evrec *r)
 	t = __atomic_load_n(&g->tail, __ATOMIC_ACQUIRE);
 	if (__builtin_expect(h >= __atomic_load_n(&g->limit, __ATOMIC_ACQUIRE),
 			     0))
-		gh_ring_grow(g, h);
+		gh_ring_grow(ev, g, h);
 	if (__builtin_expect(h - t > g->mask, 0)) {
 		saved = errno;
-		if (!gh_ev.block || gh_ev_wait_room(g, h)) {
+		if (!ev->block || gh_ev_wait_room(ev, g, h)) {
 			errno = saved;
-			gh_ev_drop(1);
+			gh_ev_drop(ev, 1);
 			return;
 		}
 		errno = saved;
@@ -528,31 +538,32 @@ void gh_evlog_put(const struct gh_evrec *r)
 	__atomic_store_n(&g->head, h + 1, __ATOMIC_RELEASE);
 	/* fill level rises by one per put, so it meets wake_at exactly */
 	if (__builtin_expect(h + 1 - t == g->wake_at, 0))
-		gh_ev_wake();
+		gh_ev_wake(ev);
 }
 
 /* Consume every ring once; recycle orphaned rings once empty. */
-static void gh_ev_drain_locked(void)
+static void gh_ev_drain_locked(struct gh_ev_log *ev)
 {
 	struct gh_ring *g;
 	pid_t pid = getpid();
 	int saved = errno;
 
-	for (g = __atomic_load_n(&gh_ev.rings, __ATOMIC_ACQUIRE); g;
+	GH_ASSERT_LOCKED(&ev->lock);
+	for (g = __atomic_load_n(&ev->rings, __ATOMIC_ACQUIRE); g;
 	     g = g->next) {
 		uint32_t st = __atomic_load_n(&g->state, __ATOMIC_ACQUIRE);
 
 		if (st == GH_RING_FREE)
 			continue;
-		gh_ev_drain_ring(g, pid);
+		gh_ev_drain_ring(ev, g, pid);
 		/* orphaned before we read head: head was final */
 		if (st == GH_RING_ORPHANED)
 			__atomic_store_n(&g->state, GH_RING_FREE,
 					 __ATOMIC_RELEASE);
 	}
-	__atomic_add_fetch(&gh_ev.drained, 1, __ATOMIC_RELEASE);
-	if (gh_ev.block)
-		syscall(SYS_futex, &gh_ev.drained, FUTEX_WAKE_PRIVATE, INT_MAX,
+	__atomic_add_fetch(&ev->drained, 1, __ATOMIC_RELEASE);
+	if (ev->block)
+		syscall(SYS_futex, &ev->drained, FUTEX_WAKE_PRIVATE, INT_MAX,
 			NULL, NULL, 0);
 	errno = saved;
 }
@@ -561,29 +572,30 @@ static void gh_ev_drain_locked(void)
 /* flush, shutdown, fork                                             */
 
 /* Has this process recorded any event (so that the log exists)? */
-static int gh_ev_touched(void)
+static int gh_ev_touched(const struct gh_ev_log *ev)
 {
-	uint32_t s = __atomic_load_n(&gh_ev.state, __ATOMIC_ACQUIRE);
+	uint32_t s = __atomic_load_n(&ev->state, __ATOMIC_ACQUIRE);
 
 	return s >= GH_EV_STARTING;
 }
 
 void gh_evlog_flush(void)
 {
+	struct gh_ev_log *ev = &gh_ev;
 	int saved = errno;
 
-	if (!gh_ev_touched())
+	if (!gh_ev_touched(ev))
 		return;
-	pthread_mutex_lock(&gh_ev.lock);
-	gh_ev_open_locked();
-	gh_ev_drain_locked();
+	gh_mutex_lock(&ev->lock);
+	gh_ev_open_locked(ev);
+	gh_ev_drain_locked(ev);
 	gh_spool_report();
-	pthread_mutex_unlock(&gh_ev.lock);
+	gh_mutex_unlock(&ev->lock);
 	errno = saved;
 }
 
 /*
- * Before exec: drain every ring and keep gh_ev.lock until the image is
+ * Before exec: drain every ring and keep the log's lock until the image is
  * replaced, so that the writer is never cut off mid-line; what threads
  * record after the drain stays in the spool for the next image.  The
  * wait is bounded (a signal handler may exec while its thread holds the
@@ -591,21 +603,22 @@ void gh_evlog_flush(void)
  */
 int gh_evlog_exec_prepare(void)
 {
+	struct gh_ev_log *ev = &gh_ev;
 	struct timespec until;
 	int saved = errno;
 
 	/* a vfork child shares our memory: the lock is the parent's */
-	if (!gh_ev_touched() || gh_ev_exec_held || getpid() != gh_ev.self)
+	if (!gh_ev_touched(ev) || gh_ev_exec_held || getpid() != ev->self)
 		return 0;
 	clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_sec += GH_EV_STALL_MS / 1000 + 1;
-	if (pthread_mutex_timedlock(&gh_ev.lock, &until)) {
+	if (gh_mutex_timedlock(&ev->lock, &until)) {
 		errno = saved;
 		return 0;
 	}
 	gh_ev_exec_held = 1;
-	gh_ev_open_locked();
-	gh_ev_drain_locked();
+	gh_ev_open_locked(ev);
+	gh_ev_drain_locked(ev);
 	errno = saved;
 	return 1;
 }
@@ -617,45 +630,46 @@ void gh_evlog_exec_failed(void)
 	if (!gh_ev_exec_held)
 		return;
 	gh_ev_exec_held = 0;
-	pthread_mutex_unlock(&gh_ev.lock);
+	gh_mutex_unlock(&gh_ev.lock);
 	errno = saved;
 }
 
 void gh_evlog_shutdown(uint64_t live, uint64_t live_bytes)
 {
-	uint32_t s = __atomic_load_n(&gh_ev.state, __ATOMIC_ACQUIRE);
+	struct gh_ev_log *ev = &gh_ev;
+	uint32_t s = __atomic_load_n(&ev->state, __ATOMIC_ACQUIRE);
 	uint64_t dropped;
 	int saved = errno, spins = 0, dead_before;
 
 	/* another thread may be inside pthread_create for the writer */
 	while (s == GH_EV_STARTING && spins++ < 10000) {
 		sched_yield();
-		s = __atomic_load_n(&gh_ev.state, __ATOMIC_ACQUIRE);
+		s = __atomic_load_n(&ev->state, __ATOMIC_ACQUIRE);
 	}
 	if (s == GH_EV_OFF)
 		return;
 	if (s == GH_EV_RUN) {
-		__atomic_store_n(&gh_ev.stop, 1, __ATOMIC_RELEASE);
-		gh_ev_wake();
-		pthread_join(gh_ev.writer, NULL);
+		__atomic_store_n(&ev->stop, 1, __ATOMIC_RELEASE);
+		gh_ev_wake(ev);
+		pthread_join(ev->writer, NULL);
 	}
 	/* later puts are ignored */
-	__atomic_store_n(&gh_ev.state, GH_EV_OFF, __ATOMIC_RELEASE);
+	__atomic_store_n(&ev->state, GH_EV_OFF, __ATOMIC_RELEASE);
 	if (s == GH_EV_IDLE) {
 		errno = saved;
 		return;		/* no event: leave no trace */
 	}
 
-	pthread_mutex_lock(&gh_ev.lock);
-	gh_ev_open_locked();
-	gh_ev_drain_locked();
-	dead_before = gh_ev.dead;
-	dropped = gh_evlog_dropped();
-	gh_ev_close_locked(live, live_bytes, dropped);
+	gh_mutex_lock(&ev->lock);
+	gh_ev_open_locked(ev);
+	gh_ev_drain_locked(ev);
+	dead_before = ev->dead;
+	dropped = gh_ev_dropped(ev);
+	gh_ev_close_locked(ev, live, live_bytes, dropped);
 	gh_spool_report();
 	/* every record went out or was counted: the spool has no more use */
 	gh_spool_remove();
-	pthread_mutex_unlock(&gh_ev.lock);
+	gh_mutex_unlock(&ev->lock);
 	/* an abandoned sink already said so, with its count */
 	if (dropped && !dead_before)
 		gh_warn("event log: %llu events dropped (rings full); raise "
@@ -672,16 +686,17 @@ void gh_evlog_shutdown(uint64_t live, uint64_t live_bytes)
  */
 void gh_evlog_atfork_prepare(void)
 {
+	struct gh_ev_log *ev = &gh_ev;
 	int saved = errno;
 
 	if (!gh_evlog_enabled() || gh_ev_fork_held)
 		return;
-	pthread_mutex_lock(&gh_ev.lock);
+	gh_mutex_lock(&ev->lock);
 	gh_ev_fork_held = 1;
-	gh_ev.parent = getpid();
-	if (gh_ev_touched()) {
-		gh_ev_open_locked();
-		gh_ev_drain_locked();
+	ev->parent = getpid();
+	if (gh_ev_touched(ev)) {
+		gh_ev_open_locked(ev);
+		gh_ev_drain_locked(ev);
 	}
 	errno = saved;
 }
@@ -691,11 +706,12 @@ void gh_evlog_atfork_parent(void)
 	if (!gh_ev_fork_held)
 		return;
 	gh_ev_fork_held = 0;
-	pthread_mutex_unlock(&gh_ev.lock);
+	gh_mutex_unlock(&gh_ev.lock);
 }
 
 void gh_evlog_atfork_child(void)
 {
+	struct gh_ev_log *ev = &gh_ev;
 	struct gh_ring *g, *next, *keep = NULL;
 	uint32_t s;
 
@@ -709,7 +725,7 @@ void gh_evlog_atfork_child(void)
 	 * them; the child maps its own spool at its first event.  Private
 	 * rings of the other threads are free for reuse.
 	 */
-	for (g = __atomic_load_n(&gh_ev.rings, __ATOMIC_ACQUIRE); g;
+	for (g = __atomic_load_n(&ev->rings, __ATOMIC_ACQUIRE); g;
 	     g = next) {
 		next = g->next;
 		if (g->in_spool) {
@@ -723,20 +739,35 @@ void gh_evlog_atfork_child(void)
 		g->next = keep;
 		keep = g;
 	}
-	__atomic_store_n(&gh_ev.rings, keep, __ATOMIC_RELEASE);
-	if (gh_ev.key_ok)
-		pthread_setspecific(gh_ev.key, gh_ev_tl_ring);
+	__atomic_store_n(&ev->rings, keep, __ATOMIC_RELEASE);
+	if (ev->key_ok)
+		pthread_setspecific(ev->key, gh_ev_tl_ring);
 	gh_spool_atfork_child();
-	gh_ev_sink_atfork_child();
-	gh_ev.self = getpid();
-	gh_ev.start_t = gh_now_ns();
-	gh_ev.start_wall = gh_wall_ns();
-	__atomic_store_n(&gh_ev.stop, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&gh_ev.written, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&gh_ev.dropped, 0, __ATOMIC_RELAXED);
-	s = __atomic_load_n(&gh_ev.state, __ATOMIC_RELAXED);
+	gh_ev_sink_atfork_child(ev);
+	ev->self = getpid();
+	ev->start_t = gh_now_ns();
+	ev->start_wall = gh_wall_ns();
+	__atomic_store_n(&ev->stop, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&ev->written, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&ev->dropped, 0, __ATOMIC_RELAXED);
+	s = __atomic_load_n(&ev->state, __ATOMIC_RELAXED);
 	if (s != GH_EV_OFF)
-		__atomic_store_n(&gh_ev.state, GH_EV_IDLE, __ATOMIC_RELEASE);
+		__atomic_store_n(&ev->state, GH_EV_IDLE, __ATOMIC_RELEASE);
 	gh_ev_fork_held = 0;
-	pthread_mutex_unlock(&gh_ev.lock);
+	gh_mutex_unlock(&ev->lock);
+}
+
+uint64_t gh_evlog_written(void)
+{
+	return gh_ev_written(&gh_ev);
+}
+
+uint64_t gh_evlog_dropped(void)
+{
+	return gh_ev_dropped(&gh_ev);
+}
+
+struct gh_ring *gh_ev_rings(void)
+{
+	return __atomic_load_n(&gh_ev.rings, __ATOMIC_ACQUIRE);
 }

@@ -49,6 +49,10 @@ static inline uint64_t gh_evlog_clock(void)
  */
 void gh_evlog_put(const struct gh_evrec *r);
 
+/* Events the sink took, and events dropped, in this process. */
+uint64_t gh_evlog_written(void);
+uint64_t gh_evlog_dropped(void);
+
 /* Drain every ring to the file now (synchronous). */
 void gh_evlog_flush(void);
 

@@ -31,8 +31,6 @@ _Static_assert(2 * (6 * GH_EV_STR_MAX + 2) + 512 <= GH_EV_LINE_MAX,
 	       "an event line may not fit GH_EV_LINE_MAX");
 _Static_assert(6 * PATH_MAX + 512 <= GH_EV_OUTBUF, "start line too long");
 
-static char gh_ev_outbuf[GH_EV_OUTBUF];
-
 static const char *const gh_kind_names[GDRHOOK_KIND_COUNT_] = {
 	[GDRHOOK_KIND_NONE] = "none",
 	[GDRHOOK_KIND_DEVICE] = "device",
@@ -53,16 +51,6 @@ void gh_ev_put_kind(struct gh_buf *b, unsigned int kind)
 		gh_buf_json_str(b, gh_kind_names[kind], GH_EV_STR_MAX);
 	else
 		gh_buf_u64(b, kind);	/* unknown: keep the number */
-}
-
-uint64_t gh_evlog_written(void)
-{
-	return __atomic_load_n(&gh_ev.written, __ATOMIC_RELAXED);
-}
-
-uint64_t gh_evlog_dropped(void)
-{
-	return __atomic_load_n(&gh_ev.dropped, __ATOMIC_RELAXED);
 }
 
 /* ---------------------------------------------------------------- */
@@ -116,7 +104,7 @@ static void gh_ev_kv_u64(struct gh_buf *b, const char *key, size_t klen,
 	} while (0)
 
 /* ---------------------------------------------------------------- */
-/* output (all under gh_ev.lock)                                     */
+/* output (all under the log's lock)                                */
 
 /*
  * What err means for a log, in words: strerror's text, and what it means
@@ -166,24 +154,26 @@ void gh_ev_put_err(struct gh_buf *b, int err)
 }
 
 /* Give up on the sink: one message; what it did not take is dropped. */
-static void gh_ev_abandon(const char *why, int err, uint64_t lost)
+static void gh_ev_abandon(struct gh_ev_log *ev, const char *why, int err,
+			  uint64_t lost)
 {
 	char text[256];
 	struct gh_buf b;
 
-	__atomic_store_n(&gh_ev.dead, 1, __ATOMIC_RELAXED);
-	gh_ev_drop(lost);
+	GH_ASSERT_LOCKED(&ev->lock);
+	__atomic_store_n(&ev->dead, 1, __ATOMIC_RELAXED);
+	gh_ev_drop(ev, lost);
 	gh_buf_init(&b, text, sizeof(text));
 	gh_ev_put_err(&b, -err);
 	gh_buf_cstr(&b);
 	gh_warn("event log %s: %s: %s; no more events are written, "
 		"%llu lost so far (the exit counts say how many in all)",
-		gh_ev.is_stderr ? GH_EV_STDERR :
-		gh_ev.opened[0] ? gh_ev.opened : gh_ev.path, why, text,
-		(unsigned long long)gh_evlog_dropped());
-	if (!gh_ev.is_stderr)
-		gh_fd_close(&gh_ev.sink);
-	gh_ev.sink.fd = -2;
+		ev->is_stderr ? GH_EV_STDERR :
+		ev->opened[0] ? ev->opened : ev->path, why, text,
+		(unsigned long long)gh_ev_dropped(ev));
+	if (!ev->is_stderr)
+		gh_fd_close(&ev->sink);
+	ev->sink.fd = -2;
 }
 
 
@@ -193,27 +183,27 @@ static void gh_ev_abandon(const char *why, int err, uint64_t lost)
  * number, or dup2()ed over it: then it is not ours to write into or to
  * close.  The log is opened again by its path (as at first: O_APPEND,
  * never through a symlink) or, failing that, abandoned.  Returns 1 when
- * gh_ev.sink.fd may be written.
+ * ev->sink.fd may be written.
  */
-static int gh_ev_sink_ready(void)
+static int gh_ev_sink_ready(struct gh_ev_log *ev)
 {
 	int fd;
 
-	if (gh_ev.sink.fd < 0)
+	if (ev->sink.fd < 0)
 		return 0;
-	if (gh_ev.is_stderr || gh_fd_ours(&gh_ev.sink))
+	if (ev->is_stderr || gh_fd_ours(&ev->sink))
 		return 1;
 	gh_log_once(GH_LOG_INFO, "event log %s: the program closed or "
 		    "replaced its descriptor; opened again by its path",
-		    gh_ev.sink_path);
+		    ev->sink_path);
 	/* a dup of stderr (recovery) has no path to open again */
-	fd = gh_ev.sink_path && gh_ev.sink_path[0] == '/' ?
-	     gh_ev_open_sink(gh_ev.sink_path, 0) : -EBADF;
+	fd = ev->sink_path && ev->sink_path[0] == '/' ?
+	     gh_ev_open_sink(ev->sink_path, 0) : -EBADF;
 	if (fd >= 0)
-		fd = gh_fd_own(fd, &gh_ev.sink);
+		fd = gh_fd_own(fd, &ev->sink);
 	if (fd < 0) {
-		gh_ev.sink.fd = -1;	/* never closed: not ours */
-		gh_ev_abandon("cannot be opened again after the program closed "
+		ev->sink.fd = -1;	/* never closed: not ours */
+		gh_ev_abandon(ev, "cannot be opened again after the program closed "
 			      "its descriptor", fd, 0);
 		return 0;
 	}
@@ -225,58 +215,58 @@ static int gh_ev_sink_ready(void)
  * the sink took them whole; on failure the lines it did not take are
  * counted as dropped and the sink is abandoned.
  */
-static void gh_ev_out_flush(void)
+static void gh_ev_out_flush(struct gh_ev_log *ev)
 {
 	size_t done = 0;
 	int err;
 
-	if (!gh_ev.out.len)
+	if (!ev->out.len)
 		goto out;
-	if (!gh_ev_sink_ready()) {
-		gh_ev_drop(gh_ev.out_recs);
+	if (!gh_ev_sink_ready(ev)) {
+		gh_ev_drop(ev, ev->out_recs);
 		goto out;
 	}
-	err = gh_write_nosig(gh_ev.sink.fd, gh_ev.out.p, gh_ev.out.len,
+	err = gh_write_nosig(ev->sink.fd, ev->out.p, ev->out.len,
 			     GH_EV_STALL_MS, &done);
 	if (err) {
 		uint64_t took = 0;
 
 		/* whole lines taken: count the newlines that went out */
 		for (size_t i = 0; i < done; i++)
-			took += gh_ev.out.p[i] == '\n';
-		if (took > gh_ev.out_recs)
-			took = gh_ev.out_recs;
-		__atomic_add_fetch(&gh_ev.written, took, __ATOMIC_RELAXED);
-		gh_ev_abandon("write failed", err, gh_ev.out_recs - took);
+			took += ev->out.p[i] == '\n';
+		if (took > ev->out_recs)
+			took = ev->out_recs;
+		__atomic_add_fetch(&ev->written, took, __ATOMIC_RELAXED);
+		gh_ev_abandon(ev, "write failed", err, ev->out_recs - took);
 	} else {
-		__atomic_add_fetch(&gh_ev.written, gh_ev.out_recs,
+		__atomic_add_fetch(&ev->written, ev->out_recs,
 				   __ATOMIC_RELAXED);
 	}
 out:
-	gh_buf_reset(&gh_ev.out);
-	gh_ev.out_recs = 0;
+	gh_buf_reset(&ev->out);
+	ev->out_recs = 0;
 }
 
 /* A line that is not an event (start, fork, exit): written on its own. */
-static struct gh_buf *gh_ev_meta_line(void)
+static struct gh_buf *gh_ev_meta_line(struct gh_ev_log *ev)
 {
-	if (gh_ev.out.len)
-		gh_ev_out_flush();
-	return &gh_ev.out;
+	if (ev->out.len)
+		gh_ev_out_flush(ev);
+	return &ev->out;
 }
 
-static void gh_ev_meta_done(void)
+static void gh_ev_meta_done(struct gh_ev_log *ev)
 {
 	size_t done = 0;
 	int err;
 
-	if (gh_ev.out.len && gh_ev_sink_ready()) {
-		err = gh_write_nosig(gh_ev.sink.fd, gh_ev.out.p, gh_ev.out.len,
+	if (ev->out.len && gh_ev_sink_ready(ev)) {
+		err = gh_write_nosig(ev->sink.fd, ev->out.p, ev->out.len,
 				     GH_EV_STALL_MS, &done);
 		if (err)
-			gh_ev_abandon("write failed", err, 0);
+			gh_ev_abandon(ev, "write failed", err, 0);
 	}
-	gh_buf_reset(&gh_ev.out);
+	gh_buf_reset(&ev->out);
 }
 
 /* A torn last line (a former image killed mid-write) ends here. */
@@ -318,56 +308,57 @@ int gh_ev_open_sink(const char *path, int end_torn)
 	return fd;
 }
 
-void gh_ev_out_init(void)
+void gh_ev_out_init(struct gh_ev_log *ev)
 {
-	gh_buf_init(&gh_ev.out, gh_ev_outbuf, sizeof(gh_ev_outbuf));
-	gh_ev.out_recs = 0;
+	gh_buf_init(&ev->out, ev->outbuf, sizeof(ev->outbuf));
+	ev->out_recs = 0;
 }
 
 /* Open the file (first use in this process) and write "start" [+ "fork"]. */
-void gh_ev_open_locked(void)
+void gh_ev_open_locked(struct gh_ev_log *ev)
 {
 	char exe[PATH_MAX];
 	struct gh_buf *b;
 	ssize_t n;
 	int saved = errno, fd;
 
-	if (gh_ev.sink.fd != -1)
+	GH_ASSERT_LOCKED(&ev->lock);
+	if (ev->sink.fd != -1)
 		return;
 	/* said by a process that logs, not by every one that starts */
-	if ((uint64_t)gh_ev.ring_recs * sizeof(struct gh_evrec) !=
-	    gh_ev.asked_bytes) {
+	if ((uint64_t)ev->ring_recs * sizeof(struct gh_evrec) !=
+	    ev->asked_bytes) {
 		/* the value as the user wrote it ("100g"), not its bytes */
 		const char *set = gh_config_setting("TRACE_BUFFER");
 		char num[GH_FMT_NUM_MAX + 32];
 
 		if (!set) {
 			gh_str_printf(num, sizeof(num), "GDRHOOK_TRACE_BUFFER=%llu",
-				      (unsigned long long)gh_ev.asked_bytes);
+				      (unsigned long long)ev->asked_bytes);
 			set = num;
 		}
 		gh_log_once(GH_LOG_WARN, "%s: each "
 			    "thread's ring holds %u events (%llu bytes) "
 			    "instead: a ring holds a power of two of %u-byte "
 			    "events, %u to %u", set,
-			    gh_ev.ring_recs,
-			    (unsigned long long)gh_ev.ring_recs *
+			    ev->ring_recs,
+			    (unsigned long long)ev->ring_recs *
 				    sizeof(struct gh_evrec),
 			    (unsigned int)sizeof(struct gh_evrec),
 			    GH_EV_MIN_RECS, GH_EV_MAX_RECS);
 	}
-	if (gh_ev.is_stderr) {
-		gh_ev.sink.fd = STDERR_FILENO;
+	if (ev->is_stderr) {
+		ev->sink.fd = STDERR_FILENO;
 	} else {
-		fd = gh_ev_expand(gh_ev.path, getpid(), gh_ev.opened,
-				  sizeof(gh_ev.opened));
-		gh_ev.sink_path = gh_ev.opened;
+		fd = gh_ev_expand(ev->path, getpid(), ev->opened,
+				  sizeof(ev->opened));
+		ev->sink_path = ev->opened;
 		if (!fd)
-			fd = gh_ev_open_sink(gh_ev.opened, gh_ev.after_exec);
+			fd = gh_ev_open_sink(ev->opened, ev->after_exec);
 		if (fd >= 0)
-			fd = gh_fd_own(fd, &gh_ev.sink);
+			fd = gh_fd_own(fd, &ev->sink);
 		if (fd < 0) {
-			gh_ev_abandon("cannot open", fd, 0);
+			gh_ev_abandon(ev, "cannot open", fd, 0);
 			errno = saved;
 			return;
 		}
@@ -375,59 +366,60 @@ void gh_ev_open_locked(void)
 	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	exe[n > 0 ? n : 0] = '\0';
 
-	b = gh_ev_meta_line();
+	b = gh_ev_meta_line(ev);
 	gh_buf_lit(b, "{\"ev\":\"start\",\"v\":");
 	gh_buf_u64(b, GH_EV_FORMAT_VERSION);
-	GH_KV_U(b, "t", gh_ev.start_t);
+	GH_KV_U(b, "t", ev->start_t);
 	GH_KV_I(b, "pid", getpid());
 	GH_KV_I(b, "tid",
-		__atomic_load_n(&gh_ev.first_tid, __ATOMIC_RELAXED));
+		__atomic_load_n(&ev->first_tid, __ATOMIC_RELAXED));
 	GH_KEY(b, "exe");
 	gh_buf_json_str(b, exe, sizeof(exe));
-	GH_KV_U(b, "wall_ns", gh_ev.start_wall);
+	GH_KV_U(b, "wall_ns", ev->start_wall);
 	GH_KV_BOOL(b, "crash_safe", gh_spool_active());
 	GH_KEY(b, "mode");
-	if (gh_ev.block)
+	if (ev->block)
 		gh_buf_lit(b, "\"block\"");
 	else
 		gh_buf_lit(b, "\"drop\"");
 	gh_buf_lit(b, "}\n");
-	if (gh_ev.is_fork_child) {
+	if (ev->is_fork_child) {
 		gh_buf_lit(b, "{\"ev\":\"fork\",\"parent\":");
-		gh_buf_i64(b, gh_ev.parent);
-		GH_KV_U(b, "t", gh_ev.start_t);
+		gh_buf_i64(b, ev->parent);
+		GH_KV_U(b, "t", ev->start_t);
 		GH_KV_I(b, "pid", getpid());
 		GH_KV_I(b, "tid",
-			__atomic_load_n(&gh_ev.first_tid, __ATOMIC_RELAXED));
+			__atomic_load_n(&ev->first_tid, __ATOMIC_RELAXED));
 		gh_buf_lit(b, "}\n");
 	}
-	gh_ev_meta_done();
+	gh_ev_meta_done(ev);
 	errno = saved;
 }
 
 /* Format slots tail..head of one ring into the buffer; write as it fills. */
-uint64_t gh_ev_drain_ring(struct gh_ring *g, pid_t pid)
+uint64_t gh_ev_drain_ring(struct gh_ev_log *ev, struct gh_ring *g, pid_t pid)
 {
 	uint64_t t = __atomic_load_n(&g->tail, __ATOMIC_RELAXED);
 	uint64_t h = __atomic_load_n(&g->head, __ATOMIC_ACQUIRE);
 	uint64_t n = 0;
 
+	GH_ASSERT_LOCKED(&ev->lock);
 	while (t != h) {
-		if (gh_buf_room(&gh_ev.out) < GH_EV_LINE_MAX) {
+		if (gh_buf_room(&ev->out) < GH_EV_LINE_MAX) {
 			/* written (or counted lost): free the slots */
-			gh_ev_out_flush();
+			gh_ev_out_flush(ev);
 			__atomic_store_n(&g->tail, t, __ATOMIC_RELEASE);
 		}
-		if (gh_ev.sink.fd >= 0) {
-			gh_ev_format_record(&gh_ev.out, &g->rec[t & gh_ring_mask(g)], pid);
-			gh_ev.out_recs++;
+		if (ev->sink.fd >= 0) {
+			gh_ev_format_record(&ev->out, &g->rec[t & gh_ring_mask(g)], pid);
+			ev->out_recs++;
 		} else {
-			gh_ev_drop(1);
+			gh_ev_drop(ev, 1);
 		}
 		t++;
 		n++;
 	}
-	gh_ev_out_flush();
+	gh_ev_out_flush(ev);
 	__atomic_store_n(&g->tail, t, __ATOMIC_RELEASE);
 	return n;
 }
@@ -437,10 +429,13 @@ uint64_t gh_ev_drain_ring(struct gh_ring *g, pid_t pid)
  * The "recovered" record of a dead process's spool (evlog_recover.c), n:
  * the records it still held; written before them.
  */
-void gh_ev_put_recovered(const struct gh_spool_dead *d, uint64_t n)
+void gh_ev_put_recovered(struct gh_ev_log *ev, const struct gh_spool_dead *d,
+			 uint64_t n)
 {
-	struct gh_buf *b = gh_ev_meta_line();
+	struct gh_buf *b;
 
+	GH_ASSERT_LOCKED(&ev->lock);
+	b = gh_ev_meta_line(ev);
 	gh_buf_lit(b, "{\"ev\":\"recovered\",\"t\":");
 	gh_buf_u64(b, d->start_t);
 	GH_KV_I(b, "pid", d->pid);
@@ -449,40 +444,43 @@ void gh_ev_put_recovered(const struct gh_spool_dead *d, uint64_t n)
 	GH_KV_U(b, "dropped", d->dropped);
 	GH_KV_I(b, "by", getpid());
 	gh_buf_lit(b, "}\n");
-	gh_ev_meta_done();
+	gh_ev_meta_done(ev);
 }
 
 /* At exit, everything drained: write "exit", close the log. */
-void gh_ev_close_locked(uint64_t live, uint64_t live_bytes, uint64_t dropped)
+void gh_ev_close_locked(struct gh_ev_log *ev, uint64_t live,
+			uint64_t live_bytes, uint64_t dropped)
 {
 	struct gh_buf *b;
 
-	if (gh_ev.sink.fd >= 0) {
-		b = gh_ev_meta_line();
+	GH_ASSERT_LOCKED(&ev->lock);
+	if (ev->sink.fd >= 0) {
+		b = gh_ev_meta_line(ev);
 		gh_buf_lit(b, "{\"ev\":\"exit\",\"t\":");
 		gh_buf_u64(b, gh_now_ns());
 		GH_KV_I(b, "pid", getpid());
 		GH_KV_I(b, "tid", gh_gettid());
-		GH_KV_U(b, "events", gh_evlog_written());
+		GH_KV_U(b, "events", gh_ev_written(ev));
 		GH_KV_U(b, "dropped", dropped);
 		GH_KV_U(b, "live", live);
 		GH_KV_U(b, "live_bytes", live_bytes);
 		gh_buf_lit(b, "}\n");
-		gh_ev_meta_done();
-		if (!gh_ev.is_stderr && gh_ev.sink.fd >= 0)
-			gh_fd_close(&gh_ev.sink);
+		gh_ev_meta_done(ev);
+		if (!ev->is_stderr && ev->sink.fd >= 0)
+			gh_fd_close(&ev->sink);
 	}
-	gh_ev.sink.fd = -1;
+	ev->sink.fd = -1;
 }
 
-void gh_ev_sink_atfork_child(void)
+/* Lock held, taken by the parent's thread: no assertion (its owner). */
+void gh_ev_sink_atfork_child(struct gh_ev_log *ev)
 {
 	/* the parent's log, ours only while dev/ino say so */
-	if (gh_ev.sink.fd >= 0 && !gh_ev.is_stderr)
-		gh_fd_close(&gh_ev.sink);
-	gh_ev.sink.fd = -1;
-	gh_ev.dead = 0;
-	gh_buf_reset(&gh_ev.out);
-	gh_ev.out_recs = 0;
-	gh_ev.is_fork_child = 1;
+	if (ev->sink.fd >= 0 && !ev->is_stderr)
+		gh_fd_close(&ev->sink);
+	ev->sink.fd = -1;
+	ev->dead = 0;
+	gh_buf_reset(&ev->out);
+	ev->out_recs = 0;
+	ev->is_fork_child = 1;
 }

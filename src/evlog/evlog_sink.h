@@ -4,8 +4,9 @@
  * The log file (or stderr) opened from its path template, the output
  * buffer records are formatted into, the lines that are not events
  * ("start", "fork", "exit", "recovered"), and the counts of what the
- * sink took and what was dropped.  What touches the sink or the output
- * buffer runs under gh_ev.lock (evlog_state.h), but gh_ev_out_init() at
+ * sink took and what was dropped.  Each takes the log (struct
+ * gh_ev_log, evlog_state.h) from its caller; what touches the sink or the
+ * output buffer runs under the log's lock, but gh_ev_out_init() at
  * configure.
  */
 #ifndef GH_EVLOG_SINK_H
@@ -17,9 +18,7 @@
 
 #include "evspool.h"
 
-/* Events the sink took, and events dropped, in this process. */
-uint64_t gh_evlog_written(void);
-uint64_t gh_evlog_dropped(void);
+struct gh_ev_log;
 
 /* A memory kind's name as a JSON string (the generated formatter's). */
 struct gh_buf;
@@ -40,21 +39,23 @@ void gh_ev_put_err(struct gh_buf *b, int err);
 int gh_ev_open_sink(const char *path, int end_torn);
 
 /* The output buffer, empty (configure). */
-void gh_ev_out_init(void);
+void gh_ev_out_init(struct gh_ev_log *ev);
 
 /* Open the log (first use in this process) and write "start" [+ "fork"]. */
-void gh_ev_open_locked(void);
+void gh_ev_open_locked(struct gh_ev_log *ev);
 
 /* Format what one ring holds and write it; returns the records taken. */
-uint64_t gh_ev_drain_ring(struct gh_ring *g, pid_t pid);
+uint64_t gh_ev_drain_ring(struct gh_ev_log *ev, struct gh_ring *g, pid_t pid);
 
 /* The "recovered" line of a dead process's spool that held n records. */
-void gh_ev_put_recovered(const struct gh_spool_dead *d, uint64_t n);
+void gh_ev_put_recovered(struct gh_ev_log *ev, const struct gh_spool_dead *d,
+			 uint64_t n);
 
 /* At exit: the "exit" line, then the log is closed. */
-void gh_ev_close_locked(uint64_t live, uint64_t live_bytes, uint64_t dropped);
+void gh_ev_close_locked(struct gh_ev_log *ev, uint64_t live,
+			uint64_t live_bytes, uint64_t dropped);
 
 /* fork child: the parent's log is not ours; a fresh sink, "fork" next. */
-void gh_ev_sink_atfork_child(void);
+void gh_ev_sink_atfork_child(struct gh_ev_log *ev);
 
 #endif

@@ -462,9 +462,11 @@ void gh_spool_unmap_ring(const struct gh_spool_dead *d, struct gh_ring *g)
 	munmap(g, d->stride_);
 }
 
-/* Check one claimed spool and hand it to recover(). */
+/* Check one claimed spool and hand it to recover(arg, ...). */
 static void gh_spool_recover(const char *spool,
-			     void (*recover)(const struct gh_spool_dead *d))
+			     void (*recover)(void *arg,
+					     const struct gh_spool_dead *d),
+			     void *arg)
 {
 	size_t hdr_len = gh_spool_hdr_len();
 	struct gh_spool_dead d;
@@ -504,14 +506,16 @@ static void gh_spool_recover(const char *spool,
 	d.stride_ = h->ring_stride;
 	d.data_off_ = h->data_off;
 	d.size_ = (uint64_t)st.st_size;
-	recover(&d);
+	recover(arg, &d);
 out_unmap:
 	munmap(h, hdr_len);
 out_close:
 	close(sfd);
 }
 
-void gh_spool_recover_all(void (*recover)(const struct gh_spool_dead *d))
+void gh_spool_recover_all(void (*recover)(void *arg,
+					  const struct gh_spool_dead *d),
+			  void *arg)
 {
 	char prefix[64], from[320], to[352];
 	struct gh_buf b;
@@ -549,7 +553,7 @@ void gh_spool_recover_all(void (*recover)(const struct gh_spool_dead *d))
 		gh_buf_cstr(&b);
 		if (rename(from, to))
 			continue;	/* another recoverer was first */
-		gh_spool_recover(to, recover);
+		gh_spool_recover(to, recover, arg);
 		unlink(to);
 	}
 	closedir(dir);

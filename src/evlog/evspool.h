@@ -155,9 +155,11 @@ void gh_spool_unmap_ring(const struct gh_spool_dead *d, struct gh_ring *g);
 /*
  * Spools of our uid whose process is gone (our own pid: a former image,
  * before exec): claim each by renaming it (two recoverers never write
- * the same records), call recover(d), remove it.  The caller holds the
- * log's lock.  Not for a hook path.  Preserves errno.
+ * the same records), call recover(arg, d), remove it.  The caller holds
+ * the log's lock.  Not for a hook path.  Preserves errno.
  */
-void gh_spool_recover_all(void (*recover)(const struct gh_spool_dead *d));
+void gh_spool_recover_all(void (*recover)(void *arg,
+					  const struct gh_spool_dead *d),
+			  void *arg);
 
 #endif

@@ -870,8 +870,7 @@ static struct gh_ring *ring_in(uint32_t st)
 {
 	struct gh_ring *g;
 
-	for (g = __atomic_load_n(&gh_ev.rings, __ATOMIC_ACQUIRE); g;
-	     g = g->next)
+	for (g = gh_ev_rings(); g; g = g->next)
 		if (g->in_spool &&
 		    __atomic_load_n(&g->state, __ATOMIC_ACQUIRE) == st)
 			return g;

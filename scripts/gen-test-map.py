@@ -41,6 +41,8 @@ def defs(objdir):
     for o in objs:
         rel = os.path.relpath(o, objdir)[:-2] + ".c"
         src = rel if rel.startswith("src/") else "build/" + rel
+        if src.startswith("src/") and not os.path.exists(src):
+            continue    # a build folder's object of a file since removed
         nm = subprocess.run(["nm", "--defined-only", "-g", o],
                             capture_output=True, text=True, check=True).stdout
         for row in nm.splitlines():

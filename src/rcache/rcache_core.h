@@ -10,6 +10,14 @@
  * counters), rcache_wrap.c (registrations made elsewhere), rcache_drop.c
  * (frees, revocations, PD and device close, purge), rcache_evrec.c (the
  * event records).
+ *
+ * The cache is one object (struct rc_state, rcache_state.h), owned by
+ * the file that keeps its index (rcache_index.c): no other file names
+ * it.  The functions below keep the signatures their callers (src/hooks,
+ * src/face) know and pass that one instance down: each takes it from
+ * the core once (gh_rc_instance) and hands it to the cache's own
+ * functions, which all take it as their first argument and assert on
+ * its lock where they need it held.
  */
 #ifndef GH_RCACHE_CORE_H
 #define GH_RCACHE_CORE_H

@@ -11,7 +11,8 @@
 #include "rcache_state.h"
 #include "rcache_evrec.h"
 
-void gh_rc_log(unsigned int ev, uint64_t t0, const struct rc_logarg *a)
+void gh_rc_log(struct rc_state *rc, unsigned int ev, uint64_t t0,
+	       const struct rc_logarg *a)
 {
 	uint64_t ptr = 0, size = 0;
 	int32_t dev = -1;
@@ -35,7 +36,7 @@ void gh_rc_log(unsigned int ev, uint64_t t0, const struct rc_logarg *a)
 			ptr = a->r->pin.pin_base;
 			size = a->r->pin.pin_size;
 		}
-		gh_ev_emit_pin(ev, t0, ptr, size, a->gen, dev, gh_rc.ops->name,
+		gh_ev_emit_pin(ev, t0, ptr, size, a->gen, dev, rc->ops->name,
 			       a->err);
 		break;
 	case GH_EV_REG:
@@ -54,17 +55,18 @@ void gh_rc_log(unsigned int ev, uint64_t t0, const struct rc_logarg *a)
 	}
 }
 
-void gh_rc_ev_pin(unsigned int ev, const struct rc_ga *r, int err,
-		  uint64_t t0)
+void gh_rc_ev_pin(struct rc_state *rc, unsigned int ev, const struct rc_ga *r,
+		  int err, uint64_t t0)
 {
 	struct rc_logarg a = { .r = r, .gen = r->gen, .err = err };
 
 	if (gh_evlog_enabled())
-		gh_rc_log(ev, t0, &a);
+		gh_rc_log(rc, ev, t0, &a);
 }
 
-void gh_rc_ev_reg(unsigned int ev, const struct rc_entry *x,
-		  const struct rc_ga *r, int err, uint64_t t0)
+void gh_rc_ev_reg(struct rc_state *rc, unsigned int ev,
+		  const struct rc_entry *x, const struct rc_ga *r, int err,
+		  uint64_t t0)
 {
 	struct rc_logarg a = { .r = r, .gen = x->gen,
 			       .mr = x->mr ? (uint64_t)(uintptr_t)x->mr :
@@ -73,7 +75,7 @@ void gh_rc_ev_reg(unsigned int ev, const struct rc_entry *x,
 			       .addr = x->addr, .len = x->len };
 
 	if (gh_evlog_enabled())
-		gh_rc_log(ev, t0, &a);
+		gh_rc_log(rc, ev, t0, &a);
 }
 
 void gh_rcache_log_lookup(int hit, const char *api, uint64_t addr,
@@ -86,5 +88,6 @@ void gh_rcache_log_lookup(int hit, const char *api, uint64_t addr,
 			       .pd = (uint64_t)(uintptr_t)pd, .access = access };
 
 	if (gh_evlog_enabled())
-		gh_rc_log(hit ? GH_EV_HIT : GH_EV_MISS, t0, &a);
+		gh_rc_log(gh_rc_instance(), hit ? GH_EV_HIT : GH_EV_MISS, t0,
+			  &a);
 }

@@ -20,11 +20,13 @@ struct rc_logarg {
 	int err;
 };
 
-void gh_rc_log(unsigned int ev, uint64_t t0, const struct rc_logarg *a);
+void gh_rc_log(struct rc_state *rc, unsigned int ev, uint64_t t0,
+	       const struct rc_logarg *a);
 /* Shorthands that build the record of a pin or a registration. */
-void gh_rc_ev_pin(unsigned int ev, const struct rc_ga *r, int err,
+void gh_rc_ev_pin(struct rc_state *rc, unsigned int ev, const struct rc_ga *r,
+		  int err, uint64_t t0);
+void gh_rc_ev_reg(struct rc_state *rc, unsigned int ev,
+		  const struct rc_entry *x, const struct rc_ga *r, int err,
 		  uint64_t t0);
-void gh_rc_ev_reg(unsigned int ev, const struct rc_entry *x,
-		  const struct rc_ga *r, int err, uint64_t t0);
 
 #endif

@@ -20,7 +20,13 @@
 #include "rcache_evrec.h"
 #include "rcache_spankeys.h"
 
-struct rc_state gh_rc = { .lock = GH_MUTEX_INIT };
+/* The cache, one for the process: only this file names it. */
+static struct rc_state cache = { .lock = GH_MUTEX_INIT };
+
+struct rc_state *gh_rc_instance(void)
+{
+	return &cache;
+}
 
 static void *map_zero(size_t bytes)
 {
@@ -41,57 +47,57 @@ static void *map_zero(size_t bytes)
 
 static void atfork_prepare(void)
 {
-	gh_mutex_lock(&gh_rc.lock);
+	gh_mutex_lock(&cache.lock);
 }
 
 static void atfork_release(void)
 {
-	gh_mutex_unlock(&gh_rc.lock);
+	gh_mutex_unlock(&cache.lock);
 }
 
 static void atfork_child(void)
 {
-	ST(&gh_rc.forked, 1);
-	ST(&gh_rc.stopped, 1);
-	gh_mutex_unlock(&gh_rc.lock);
+	ST(&cache.forked, 1);
+	ST(&cache.stopped, 1);
+	gh_mutex_unlock(&cache.lock);
 }
 
 int gh_rcache_init(const struct gh_pin_ops *ops, uint64_t max_size,
 		   uint64_t max_count, unsigned int flags)
 {
 	static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+	struct rc_state *rc = &cache;
 	int rc_ = 0;
 
-	if (LD_ACQ(&gh_rc.ready))
+	if (LD_ACQ(&rc->ready))
 		return 0;
 	pthread_mutex_lock(&init_lock);
-	if (gh_rc.ready)
+	if (rc->ready)
 		goto out;
-	gh_rc.ent = map_zero(sizeof(*gh_rc.ent) * RC_ENT_CAP);
-	gh_rc.used = map_zero(sizeof(uint32_t) * RC_ENT_CAP);
-	gh_rc.ga = map_zero(sizeof(*gh_rc.ga) * RC_GA_CAP);
-	gh_rc.alias = map_zero(sizeof(*gh_rc.alias) * RC_ALIAS_CAP);
-	gh_rc.ga_b = map_zero(sizeof(*gh_rc.ga_b) << RC_RBITS);
-	if (!gh_rc.ent || !gh_rc.used || !gh_rc.ga || !gh_rc.alias ||
-	    !gh_rc.ga_b) {
+	rc->ent = map_zero(sizeof(*rc->ent) * RC_ENT_CAP);
+	rc->used = map_zero(sizeof(uint32_t) * RC_ENT_CAP);
+	rc->ga = map_zero(sizeof(*rc->ga) * RC_GA_CAP);
+	rc->alias = map_zero(sizeof(*rc->alias) * RC_ALIAS_CAP);
+	rc->ga_b = map_zero(sizeof(*rc->ga_b) << RC_RBITS);
+	if (!rc->ent || !rc->used || !rc->ga || !rc->alias || !rc->ga_b) {
 		rc_ = -ENOMEM;
 		goto out;
 	}
-	gh_rc.dummy = map_zero(4096);
-	if (!gh_rc.dummy) {
+	rc->dummy = map_zero(4096);
+	if (!rc->dummy) {
 		rc_ = -ENOMEM;
 		goto out;
 	}
-	gh_rc.ops = ops;
-	gh_rc.exact = !!(flags & GH_RC_EXPOSE_EXACT);
-	gh_rc.max_size = max_size;
-	gh_rc.max_count = max_count && max_count < RC_ENT_CAP ? max_count :
-		       RC_ENT_CAP;
+	rc->ops = ops;
+	rc->exact = !!(flags & GH_RC_EXPOSE_EXACT);
+	rc->max_size = max_size;
+	rc->max_count = max_count && max_count < RC_ENT_CAP ? max_count :
+		        RC_ENT_CAP;
 	pthread_atfork(atfork_prepare, atfork_release, atfork_child);
 	gh_pin_on_revoked(gh_rcache_revoke);
 	/* every free from now on: first listener, before subscribers */
 	gh_frees_listen(gh_rcache_invalidate);
-	ST_REL(&gh_rc.ready, 1);
+	ST_REL(&rc->ready, 1);
 out:
 	pthread_mutex_unlock(&init_lock);
 	return rc_;
@@ -99,12 +105,12 @@ out:
 
 int gh_rcache_ready(void)
 {
-	return LD_ACQ(&gh_rc.ready);
+	return LD_ACQ(&cache.ready);
 }
 
 void *gh_rcache_dummy_page(void)
 {
-	return gh_rc.dummy;
+	return cache.dummy;
 }
 
 int gh_rcache_access_ok(unsigned int access)
@@ -146,32 +152,33 @@ int gh_rc_ent_kill_idle(struct rc_entry *e, uint64_t ver)
 
 /* ------------------------------------------------------- lock held below */
 
-void gh_rc_hash_unlink(struct rc_entry *e)
+void gh_rc_hash_unlink(struct rc_state *rc, struct rc_entry *e)
 {
-	uint32_t *pp = &gh_rc.ent[hash_of(e)].bhead;
-	uint32_t me = ent_idx(e), i;
+	uint32_t *pp = &rc->ent[hash_of(e)].bhead;
+	uint32_t me = ent_idx(rc, e), i;
 
-	RC_LOCKED();
+	RC_LOCKED(rc);
 
 	while ((i = LD(pp)) != 0) {
 		if (i == me) {
 			ST_REL(pp, LD(&e->hnext));
 			return;
 		}
-		pp = &gh_rc.ent[i - 1].hnext;
+		pp = &rc->ent[i - 1].hnext;
 	}
 }
 
 /* The current cached entry for (gen, pd, exact bits), dead or alive. */
-struct rc_entry *gh_rc_hash_find_cur(uint64_t base, uint64_t gen,
-				     uint64_t pd, unsigned int access)
+struct rc_entry *gh_rc_hash_find_cur(struct rc_state *rc, uint64_t base,
+				     uint64_t gen, uint64_t pd,
+				     unsigned int access)
 {
-	uint32_t i = LD(&gh_rc.ent[hash_ent(base, pd, access, 0, 0)].bhead);
+	uint32_t i = LD(&rc->ent[hash_ent(base, pd, access, 0, 0)].bhead);
 
-	RC_LOCKED();
+	RC_LOCKED(rc);
 
 	while (i) {
-		struct rc_entry *e = &gh_rc.ent[i - 1];
+		struct rc_entry *e = &rc->ent[i - 1];
 
 		if (e->gen == gen && e->pd == pd &&
 		    LD(&e->type) == E_CACHED &&
@@ -184,16 +191,16 @@ struct rc_entry *gh_rc_hash_find_cur(uint64_t base, uint64_t gen,
 	return NULL;
 }
 
-static void ga_unlink_ent(struct rc_entry *e)
+static void ga_unlink_ent(struct rc_state *rc, struct rc_entry *e)
 {
-	struct rc_ga *r = ga_of(e);
-	uint32_t *pp, me = ent_idx(e);
+	struct rc_ga *r = ga_of(rc, e);
+	uint32_t *pp, me = ent_idx(rc, e);
 
-	RC_LOCKED();
+	RC_LOCKED(rc);
 
 	if (!r)
 		return;
-	for (pp = &r->ents; *pp; pp = &gh_rc.ent[*pp - 1].rnext) {
+	for (pp = &r->ents; *pp; pp = &rc->ent[*pp - 1].rnext) {
 		if (*pp == me) {
 			*pp = e->rnext;
 			break;
@@ -203,15 +210,15 @@ static void ga_unlink_ent(struct rc_entry *e)
 	e->rnext = 0;
 }
 
-static void free_push(struct rc_entry *e)
+static void free_push(struct rc_state *rc, struct rc_entry *e)
 {
-	RC_LOCKED();
+	RC_LOCKED(rc);
 
 	if (e->onfree)
 		return;		/* still listed from before its home reuse */
 	e->onfree = 1;
-	e->fnext = gh_rc.ent_free;
-	gh_rc.ent_free = ent_idx(e);
+	e->fnext = rc->ent_free;
+	rc->ent_free = ent_idx(rc, e);
 }
 
 /*
@@ -221,73 +228,75 @@ static void free_push(struct rc_entry *e)
  */
 /* Homes scatter entries over the array: scans (eviction, drops) walk
  * the dense list of the used ones instead. */
-static struct rc_entry *ent_used(struct rc_entry *e)
+static struct rc_entry *ent_used(struct rc_state *rc, struct rc_entry *e)
 {
-	RC_LOCKED();
+	RC_LOCKED(rc);
 
-	e->upos = gh_rc.n_used;
-	gh_rc.used[gh_rc.n_used++] = ent_idx(e) - 1;
+	e->upos = rc->n_used;
+	rc->used[rc->n_used++] = ent_idx(rc, e) - 1;
 	return e;
 }
 
-static void ent_unused(struct rc_entry *e)
+static void ent_unused(struct rc_state *rc, struct rc_entry *e)
 {
-	uint32_t last = gh_rc.used[--gh_rc.n_used];
+	uint32_t last;
 
-	RC_LOCKED();
+	RC_LOCKED(rc);
 
-	gh_rc.used[e->upos] = last;
-	gh_rc.ent[last].upos = e->upos;
+	last = rc->used[--rc->n_used];
+	rc->used[e->upos] = last;
+	rc->ent[last].upos = e->upos;
 }
 
-static struct rc_entry *ent_take(uint32_t home)
+static struct rc_entry *ent_take(struct rc_state *rc, uint32_t home)
 {
 	struct rc_entry *e;
 
-	RC_LOCKED();
+	RC_LOCKED(rc);
 
-	if (home && LD(&gh_rc.ent[home - 1].type) == E_FREE)
-		return ent_used(&gh_rc.ent[home - 1]);
-	while (gh_rc.ent_free) {
-		e = &gh_rc.ent[gh_rc.ent_free - 1];
-		gh_rc.ent_free = e->fnext;
+	if (home && LD(&rc->ent[home - 1].type) == E_FREE)
+		return ent_used(rc, &rc->ent[home - 1]);
+	while (rc->ent_free) {
+		e = &rc->ent[rc->ent_free - 1];
+		rc->ent_free = e->fnext;
 		e->onfree = 0;
 		if (LD(&e->type) == E_FREE)
-			return ent_used(e);
+			return ent_used(rc, e);
 	}
 	/* never used yet: the bump skips the homes taken above it */
-	while (gh_rc.ent_hi < RC_ENT_CAP) {
-		e = &gh_rc.ent[gh_rc.ent_hi++];
+	while (rc->ent_hi < RC_ENT_CAP) {
+		e = &rc->ent[rc->ent_hi++];
 		if (LD(&e->type) == E_FREE)
-			return ent_used(e);
+			return ent_used(rc, e);
 	}
 	return NULL;
 }
 
-void gh_rc_ent_reclaim(struct rc_entry *e)
+void gh_rc_ent_reclaim(struct rc_state *rc, struct rc_entry *e)
 {
-	RC_LOCKED();
+	RC_LOCKED(rc);
 
-	ga_unlink_ent(e);
-	ent_unused(e);
+	ga_unlink_ent(rc, e);
+	ent_unused(rc, e);
 	ST(&e->type, E_FREE);
 	e->mr = NULL;
-	free_push(e);
+	free_push(rc, e);
 }
 
-struct rc_entry *gh_rc_ent_new(struct rc_ga *r, uint32_t type,
-			       struct ibv_pd *pd, unsigned int access,
-			       struct ibv_mr *mr, uint64_t addr, uint64_t len)
+struct rc_entry *gh_rc_ent_new(struct rc_state *rc, struct rc_ga *r,
+			       uint32_t type, struct ibv_pd *pd,
+			       unsigned int access, struct ibv_mr *mr,
+			       uint64_t addr, uint64_t len)
 {
 	struct rc_entry *e;
 	uint64_t ver;
 
-	RC_LOCKED();
+	RC_LOCKED(rc);
 
 	uint32_t home = r ? hash_ent(r->pin.base, (uint64_t)(uintptr_t)pd,
 				     access, addr, len) : 0;
 
-	e = ent_take(type == E_CACHED || type == E_EXACT ? home + 1 : 0);
+	e = ent_take(rc, type == E_CACHED || type == E_EXACT ? home + 1 : 0);
 	if (!e)
 		return NULL;
 	e->home = home;
@@ -311,32 +320,32 @@ struct rc_entry *gh_rc_ent_new(struct rc_ga *r, uint32_t type,
 	e->ga = 0;
 	e->rnext = 0;
 	if (r) {
-		e->ga = (uint32_t)(r - gh_rc.ga) + 1;
+		e->ga = (uint32_t)(r - rc->ga) + 1;
 		e->rnext = r->ents;
-		r->ents = ent_idx(e);
+		r->ents = ent_idx(rc, e);
 	}
 	/* Publish: one reference, for the caller's alias. */
 	ST_REL(&e->word, (ver << W_VER_SHIFT) | W_CLOCK | 1);
 	return e;
 }
 
-void gh_rc_hash_insert(struct rc_entry *e)
+void gh_rc_hash_insert(struct rc_state *rc, struct rc_entry *e)
 {
-	uint32_t *head = &gh_rc.ent[hash_of(e)].bhead;
+	uint32_t *head = &rc->ent[hash_of(e)].bhead;
 
-	RC_LOCKED();
+	RC_LOCKED(rc);
 
 	ST(&e->hnext, LD(head));
-	ST_REL(head, ent_idx(e));
+	ST_REL(head, ent_idx(rc, e));
 }
 
 /* The adopt table slot of mr, or -1. */
-int gh_rc_adopt_find(const struct ibv_mr *mr)
+int gh_rc_adopt_find(struct rc_state *rc, const struct ibv_mr *mr)
 {
-	RC_LOCKED();
+	RC_LOCKED(rc);
 
 	for (uint32_t i = 0; i < RC_ADOPT_CAP; i++)
-		if (gh_rc.adopt_mr[i] == mr)
+		if (rc->adopt_mr[i] == mr)
 			return (int)i;
 	return -1;
 }
@@ -347,26 +356,26 @@ int gh_rc_adopt_find(const struct ibv_mr *mr)
  * If the provider cannot, deregister it and remember the pointer as
  * revoked (the program's ibv_dereg_mr then succeeds without a call).
  */
-static int adopt_revoke(struct ibv_mr *mr)
+static int adopt_revoke(struct rc_state *rc, struct ibv_mr *mr)
 {
-	int i = gh_rc_adopt_find(mr), err;
+	int i = gh_rc_adopt_find(rc, mr), err;
 
-	RC_LOCKED();
+	RC_LOCKED(rc);
 
 	err = gh_vreal_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION |
-				IBV_REREG_MR_CHANGE_ACCESS, NULL, gh_rc.dummy,
+				IBV_REREG_MR_CHANGE_ACCESS, NULL, rc->dummy,
 				4096, 0);
 	if (!err) {
 		/* kept: its next rereg must restate what it lost */
 		if (i >= 0) {
-			gh_rc.adopt_ent[i] = 0;
-			gh_rc.adopt_moved[i] = 1;
+			rc->adopt_ent[i] = 0;
+			rc->adopt_moved[i] = 1;
 		}
 		return 0;
 	}
 	err = gh_vreal_dereg_mr(mr);
 	if (i >= 0)
-		gh_rc.adopt_ent[i] = 0;
+		rc->adopt_ent[i] = 0;
 	return err;
 }
 
@@ -374,16 +383,16 @@ static int adopt_revoke(struct ibv_mr *mr)
  * e (E_WRAP) was finished: its real MR is gone, so every other entry of
  * its ring goes too (one per allocation the registration touched).
  */
-static void ring_finish(struct rc_entry *e, int revoke)
+static void ring_finish(struct rc_state *rc, struct rc_entry *e, int revoke)
 {
-	uint32_t me = ent_idx(e), i = e->sib;
+	uint32_t me = ent_idx(rc, e), i = e->sib;
 
-	RC_LOCKED();
+	RC_LOCKED(rc);
 
 	e->sib = 0;
 	while (i && i != me) {
-		struct rc_entry *x = &gh_rc.ent[i - 1];
-		struct rc_ga *xr = ga_of(x);
+		struct rc_entry *x = &rc->ent[i - 1];
+		struct rc_ga *xr = ga_of(rc, x);
 		int64_t refs;
 
 		i = x->sib;
@@ -391,54 +400,55 @@ static void ring_finish(struct rc_entry *e, int revoke)
 		x->mr = NULL;		/* deregistered with e */
 		refs = gh_rc_ent_kill(x);
 		if (refs >= 0)
-			gh_rc_ent_finish(x, refs, revoke);
-		gh_rc_ga_free_if_unused(xr);
+			gh_rc_ent_finish(rc, x, refs, revoke);
+		gh_rc_ga_free_if_unused(rc, xr);
 	}
 }
 
 /* Drop a reference with the lock held (a window let its parent go). */
-void gh_rc_put_ref_locked(struct rc_entry *e)
+void gh_rc_put_ref_locked(struct rc_state *rc, struct rc_entry *e)
 {
 	uint64_t w = __atomic_sub_fetch(&e->word, 1, __ATOMIC_ACQ_REL);
 
-	RC_LOCKED();
+	RC_LOCKED(rc);
 
 	if (w & W_REFS)
 		return;
 	if (w & W_DEAD) {
 		/* revoked: we were the last holder */
-		gh_rc_ent_reclaim(e);
+		gh_rc_ent_reclaim(rc, e);
 		return;
 	}
-	if (LD(&e->type) == E_CACHED && !LD(&gh_rc.stopped))
+	if (LD(&e->type) == E_CACHED && !LD(&rc->stopped))
 		return;		/* lazy, as gh_rc_put_ref */
 	if (gh_rc_ent_kill_idle(e, w >> W_VER_SHIFT)) {
-		struct rc_ga *r = ga_of(e);
+		struct rc_ga *r = ga_of(rc, e);
 
-		gh_rc_ent_finish(e, 0, 0);
-		gh_rc_ga_free_if_unused(r);
+		gh_rc_ent_finish(rc, e, 0, 0);
+		gh_rc_ga_free_if_unused(rc, r);
 	}
 }
 
 /* An E_WIN entry goes: its window invalidated, its parent let go. */
-static void win_finish(struct rc_entry *e, struct rc_ga *r, uint64_t t0)
+static void win_finish(struct rc_state *rc, struct rc_entry *e, struct rc_ga *r,
+		       uint64_t t0)
 {
-	RC_LOCKED();
+	RC_LOCKED(rc);
 
 	if (e->win) {
-		if (LD(&gh_rc.forked)) {
+		if (LD(&rc->forked)) {
 			gh_mw_forget(e->win);	/* the parent process's */
 		} else {
 			gh_mw_invalidate(e->win);
-			gh_rc_ev_reg(GH_EV_DEREG, e, r, 0, t0);
+			gh_rc_ev_reg(rc, GH_EV_DEREG, e, r, 0, t0);
 		}
 		e->win = NULL;
 	}
 	if (e->parent) {
-		struct rc_entry *par = &gh_rc.ent[e->parent - 1];
+		struct rc_entry *par = &rc->ent[e->parent - 1];
 
 		e->parent = 0;
-		gh_rc_put_ref_locked(par);
+		gh_rc_put_ref_locked(rc, par);
 	}
 }
 
@@ -446,94 +456,95 @@ static void win_finish(struct rc_entry *e, struct rc_ga *r, uint64_t t0)
  * e was just killed by us (refs references left).  Deregister for real;
  * reclaim it, or leave it detached for its last holder (revoked).
  */
-void gh_rc_ent_finish(struct rc_entry *e, int64_t refs, int revoke)
+void gh_rc_ent_finish(struct rc_state *rc, struct rc_entry *e, int64_t refs,
+		      int revoke)
 {
 	uint32_t type = LD(&e->type);
-	struct rc_ga *r = ga_of(e);
+	struct rc_ga *r = ga_of(rc, e);
 	uint64_t t0 = gh_evlog_clock();
 	int err = 0;
 
-	RC_LOCKED();
+	RC_LOCKED(rc);
 
 	if (type == E_CACHED)
-		gh_rc_hash_unlink(e);
+		gh_rc_hash_unlink(rc, e);
 	if (type == E_CACHED || type == E_RETIRED || type == E_EXACT)
-		ADD_LOCKED(&gh_rc.n_entries, -1);
+		ADD_LOCKED(rc, &rc->n_entries, -1);
 	if (type == E_WIN)
-		win_finish(e, r, t0);
-	if (e->mr && LD(&gh_rc.forked)) {
+		win_finish(rc, e, r, t0);
+	if (e->mr && LD(&rc->forked)) {
 		e->mr = NULL;	/* the parent's too: forgotten, never deregistered */
 	} else if (e->mr) {
-		err = e->adopted ? adopt_revoke(e->mr) :
-		      gh_rc.ops->dereg(e->mr);
-		gh_rc_ev_reg(GH_EV_DEREG, e, r, err, t0);
-		CTR_LOCKED(deregs, 1);
+		err = e->adopted ? adopt_revoke(rc, e->mr) :
+		      rc->ops->dereg(e->mr);
+		gh_rc_ev_reg(rc, GH_EV_DEREG, e, r, err, t0);
+		CTR_LOCKED(rc, deregs, 1);
 		if (err)
 			gh_warn("deregistration of mr %p failed: %s",
 				(void *)e->mr, gh_errtext(-err));
 		e->mr = NULL;
 	}
 	if (e->sib)
-		ring_finish(e, revoke);
+		ring_finish(rc, e, revoke);
 	if (revoke)
-		CTR(stale_averted, 1);
+		CTR(rc, stale_averted, 1);
 	if (refs > 0) {
-		CTR(revoked, 1);
+		CTR(rc, revoked, 1);
 		if (gh_evlog_enabled()) {
 			struct rc_logarg a = { .r = r, .gen = e->gen };
 
-			gh_rc_log(GH_EV_REVOKE, t0, &a);
+			gh_rc_log(rc, GH_EV_REVOKE, t0, &a);
 		}
-		ga_unlink_ent(e);	/* the last holder reclaims it */
+		ga_unlink_ent(rc, e);	/* the last holder reclaims it */
 	} else {
-		gh_rc_ent_reclaim(e);
+		gh_rc_ent_reclaim(rc, e);
 	}
 }
 
-void gh_rc_ga_free_if_unused(struct rc_ga *r)
+void gh_rc_ga_free_if_unused(struct rc_state *rc, struct rc_ga *r)
 {
 	uint32_t *pp, me;
 
-	RC_LOCKED();
+	RC_LOCKED(rc);
 
 	if (!r || r->ents || r->busy || !r->used)
 		return;
-	if (r->pinned && LD(&gh_rc.forked)) {
+	if (r->pinned && LD(&rc->forked)) {
 		r->pinned = 0;	/* the parent's pin: forgotten */
 	} else if (r->pinned) {
 		uint64_t t0 = gh_evlog_clock(), bytes = r->pin.pin_size;
 
 		/* (the backend may clear pin_size) */
-		gh_rc.ops->unpin(&r->pin);
-		gh_rc_ev_pin(GH_EV_UNPIN, r, 0, t0);
-		ADD_LOCKED(&gh_rc.pinned_bytes, -bytes);
-		CTR_LOCKED(unpins, 1);
+		rc->ops->unpin(&r->pin);
+		gh_rc_ev_pin(rc, GH_EV_UNPIN, r, 0, t0);
+		ADD_LOCKED(rc, &rc->pinned_bytes, -bytes);
+		CTR_LOCKED(rc, unpins, 1);
 		r->pinned = 0;
 	}
-	me = (uint32_t)(r - gh_rc.ga) + 1;
-	for (pp = &gh_rc.ga_b[hash_ga(r->gen)].head; *pp;
-	     pp = &gh_rc.ga[*pp - 1].hnext) {
+	me = (uint32_t)(r - rc->ga) + 1;
+	for (pp = &rc->ga_b[hash_ga(r->gen)].head; *pp;
+	     pp = &rc->ga[*pp - 1].hnext) {
 		if (*pp == me) {
 			*pp = r->hnext;
 			break;
 		}
 	}
-	__atomic_sub_fetch(&gh_rc.ga_b[hash_ga(r->gen)].cnt, 1, __ATOMIC_ACQ_REL);
+	__atomic_sub_fetch(&rc->ga_b[hash_ga(r->gen)].cnt, 1, __ATOMIC_ACQ_REL);
 	if (gh_rcspan_is_key(r->gen))
-		gh_rcspan_release(r->gen);
+		gh_rcspan_release(rc, r->gen);
 	r->used = 0;
-	r->fnext = gh_rc.ga_free;
-	gh_rc.ga_free = me;
+	r->fnext = rc->ga_free;
+	rc->ga_free = me;
 }
 
-struct rc_ga *gh_rc_ga_find(uint64_t gen)
+struct rc_ga *gh_rc_ga_find(struct rc_state *rc, uint64_t gen)
 {
-	uint32_t i = gh_rc.ga_b[hash_ga(gen)].head;
+	uint32_t i = rc->ga_b[hash_ga(gen)].head;
 
-	RC_LOCKED();
+	RC_LOCKED(rc);
 
 	while (i) {
-		struct rc_ga *r = &gh_rc.ga[i - 1];
+		struct rc_ga *r = &rc->ga[i - 1];
 
 		if (r->gen == gen)
 			return r;
@@ -547,38 +558,39 @@ struct rc_ga *gh_rc_ga_find(uint64_t gen)
  * announced in its bucket's count before the registry is re-checked (see the top of
  * rcache_state.h).
  */
-int gh_rc_ga_get(const struct gh_range *g, struct rc_ga **r_p)
+int gh_rc_ga_get(struct rc_state *rc, const struct gh_range *g,
+		 struct rc_ga **r_p)
 {
 	uint32_t b = hash_ga(g->gen), i;
 	struct gh_range cur;
-	struct rc_ga *r = gh_rc_ga_find(g->gen);
+	struct rc_ga *r = gh_rc_ga_find(rc, g->gen);
 
-	RC_LOCKED();
+	RC_LOCKED(rc);
 
 	if (r) {
 		*r_p = r;
 		return 0;
 	}
 	/* Announce, then re-check (see the top of rcache_state.h). */
-	__atomic_add_fetch(&gh_rc.ga_b[b].cnt, 1, __ATOMIC_ACQ_REL);
-	if (gh_rcspan_is_key(g->gen) ? gh_rcspan_claim(g->gen) :
+	__atomic_add_fetch(&rc->ga_b[b].cnt, 1, __ATOMIC_ACQ_REL);
+	if (gh_rcspan_is_key(g->gen) ? gh_rcspan_claim(rc, g->gen) :
 	    gh_registry_lookup(g->base, 1, &cur) || cur.gen != g->gen ||
 	    cur.base != g->base) {
-		__atomic_sub_fetch(&gh_rc.ga_b[b].cnt, 1, __ATOMIC_ACQ_REL);
+		__atomic_sub_fetch(&rc->ga_b[b].cnt, 1, __ATOMIC_ACQ_REL);
 		return -ESTALE;
 	}
-	if (gh_rc.ga_free) {
-		i = gh_rc.ga_free;
-		gh_rc.ga_free = gh_rc.ga[i - 1].fnext;
-	} else if (gh_rc.ga_hi < RC_GA_CAP) {
-		i = ++gh_rc.ga_hi;
+	if (rc->ga_free) {
+		i = rc->ga_free;
+		rc->ga_free = rc->ga[i - 1].fnext;
+	} else if (rc->ga_hi < RC_GA_CAP) {
+		i = ++rc->ga_hi;
 	} else {
-		__atomic_sub_fetch(&gh_rc.ga_b[b].cnt, 1, __ATOMIC_ACQ_REL);
+		__atomic_sub_fetch(&rc->ga_b[b].cnt, 1, __ATOMIC_ACQ_REL);
 		if (gh_rcspan_is_key(g->gen))
-			gh_rcspan_release(g->gen);
+			gh_rcspan_release(rc, g->gen);
 		return -ENOSPC;
 	}
-	r = &gh_rc.ga[i - 1];
+	r = &rc->ga[i - 1];
 	memset(r, 0, sizeof(*r));
 	r->used = 1;
 	r->gen = g->gen;
@@ -589,20 +601,20 @@ int gh_rc_ga_get(const struct gh_range *g, struct rc_ga **r_p)
 	r->pin.dev = g->dev;
 	r->pin.kind = g->kind;
 	r->pin.fd = -1;
-	r->hnext = gh_rc.ga_b[b].head;
-	gh_rc.ga_b[b].head = i;
+	r->hnext = rc->ga_b[b].head;
+	rc->ga_b[b].head = i;
 	*r_p = r;
 	return 0;
 }
 
 /* Deregister everything made on r (revoking held ones), then drop r. */
-void gh_rc_ga_kill_all(struct rc_ga *r, int before_free)
+void gh_rc_ga_kill_all(struct rc_state *rc, struct rc_ga *r, int before_free)
 {
-	RC_LOCKED();
+	RC_LOCKED(rc);
 
 	/* windows first: a parent with a bound window cannot go */
 	for (uint32_t i = r->ents; i;) {
-		struct rc_entry *e = &gh_rc.ent[i - 1];
+		struct rc_entry *e = &rc->ent[i - 1];
 		int64_t refs;
 
 		i = e->rnext;
@@ -610,28 +622,28 @@ void gh_rc_ga_kill_all(struct rc_ga *r, int before_free)
 			continue;
 		refs = gh_rc_ent_kill(e);
 		if (refs < 0) {
-			ga_unlink_ent(e);
+			ga_unlink_ent(rc, e);
 			continue;
 		}
-		gh_rc_ent_finish(e, refs, before_free);
+		gh_rc_ent_finish(rc, e, refs, before_free);
 	}
 	while (r->ents) {
-		struct rc_entry *e = &gh_rc.ent[r->ents - 1];
+		struct rc_entry *e = &rc->ent[r->ents - 1];
 		int64_t refs = gh_rc_ent_kill(e);
 
 		if (refs < 0) {
-			ga_unlink_ent(e);	/* dead: holder reclaims */
+			ga_unlink_ent(rc, e);	/* dead: holder reclaims */
 			continue;
 		}
-		gh_rc_ent_finish(e, refs, before_free);
+		gh_rc_ent_finish(rc, e, refs, before_free);
 	}
-	gh_rc_ga_free_if_unused(r);
+	gh_rc_ga_free_if_unused(rc, r);
 }
 
 /* r's pin was revoked. */
-void gh_rc_ga_drop(struct rc_ga *r)
+void gh_rc_ga_drop(struct rc_state *rc, struct rc_ga *r)
 {
-	RC_LOCKED();
+	RC_LOCKED(rc);
 
-	gh_rc_ga_kill_all(r, 0);
+	gh_rc_ga_kill_all(rc, r, 0);
 }

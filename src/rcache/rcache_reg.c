@@ -29,18 +29,18 @@ static int kind_cacheable(const struct gh_range *r)
  * len 0: an allocation-wide entry whose access covers want; else the
  * E_EXACT entry of exactly [addr, addr + len) and exactly want.
  */
-static struct rc_entry *lookup_ref(uint64_t base, uint64_t gen, uint64_t pd,
-				   unsigned int want, uint64_t addr,
-				   uint64_t len)
+static struct rc_entry *lookup_ref(struct rc_state *rc, uint64_t base,
+				   uint64_t gen, uint64_t pd, unsigned int want,
+				   uint64_t addr, uint64_t len)
 {
-	struct rc_entry *home = &gh_rc.ent[hash_ent(base, pd, want, addr, len)];
+	struct rc_entry *home = &rc->ent[hash_ent(base, pd, want, addr, len)];
 	uint32_t i;
 
 	__builtin_prefetch(home);	/* in parallel with its bhead line */
 	i = LD_ACQ(&home->bhead);
 
 	for (int steps = 0; i && steps < RC_STEPS; steps++) {
-		struct rc_entry *e = &gh_rc.ent[i - 1];
+		struct rc_entry *e = &rc->ent[i - 1];
 		uint64_t w = LD_ACQ(&e->word);
 
 		if (!(w & W_DEAD) && LD(&e->gen) == gen && LD(&e->pd) == pd &&
@@ -51,8 +51,8 @@ static struct rc_entry *lookup_ref(uint64_t base, uint64_t gen, uint64_t pd,
 			uint64_t ver = w >> W_VER_SHIFT;
 
 			if ((t != E_CACHED && t != E_RETIRED && t != E_EXACT) ||
-			    (gh_rc.ops->valid &&
-			     !gh_rc.ops->valid(LD(&e->cookie))))
+			    (rc->ops->valid &&
+			     !rc->ops->valid(LD(&e->cookie))))
 				goto next;
 			/*
 			 * Another holder's reference moving the word is no
@@ -78,14 +78,15 @@ next:
 void gh_rcache_prefetch(const struct ibv_pd *pd, uint64_t addr, uint64_t len,
 			unsigned int access)
 {
-	int ex;
+	const struct rc_state *rc = gh_rc_instance();
 	const struct rc_entry *home;
+	int ex;
 
-	if (!LD_ACQ(&gh_rc.ready))
+	if (!LD_ACQ(&rc->ready))
 		return;
-	ex = gh_rc.exact && (access & GH_RC_ACCESS_REMOTE);
-	home = &gh_rc.ent[hash_ent(addr, (uint64_t)(uintptr_t)pd, access,
-				ex ? addr : 0, ex ? len : 0)];
+	ex = rc->exact && (access & GH_RC_ACCESS_REMOTE);
+	home = &rc->ent[hash_ent(addr, (uint64_t)(uintptr_t)pd, access,
+				 ex ? addr : 0, ex ? len : 0)];
 	__builtin_prefetch(home);
 	__builtin_prefetch((const char *)home + 64);	/* its bucket head */
 }
@@ -96,9 +97,9 @@ void gh_rcache_prefetch(const struct ibv_pd *pd, uint64_t addr, uint64_t len,
  * of the current one retires it) or of exactly [addr, addr + len) (ex:
  * E_EXACT, one per MR).  0 and *e_p holding one reference.
  */
-static int miss_locked(const struct gh_range *g, struct ibv_pd *pd,
-		       uint64_t addr, uint64_t len, unsigned int access,
-		       int ex, struct rc_entry **e_p)
+static int miss_locked(struct rc_state *rc, const struct gh_range *g,
+		       struct ibv_pd *pd, uint64_t addr, uint64_t len,
+		       unsigned int access, int ex, struct rc_entry **e_p)
 {
 	uint64_t pdk = (uint64_t)(uintptr_t)pd;
 	uint64_t ka = ex ? addr : 0, kl = ex ? len : 0;
@@ -107,37 +108,37 @@ static int miss_locked(const struct gh_range *g, struct ibv_pd *pd,
 	struct rc_ga *r;
 	int err;
 
-	RC_LOCKED();
+	RC_LOCKED(rc);
 
-	err = gh_rc_ga_get(g, &r);
+	err = gh_rc_ga_get(rc, g, &r);
 	if (err)
 		return err;
-	if (r->pinned && gh_rc.ops->valid && !gh_rc.ops->valid(r->pin.cookie)) {
+	if (r->pinned && rc->ops->valid && !rc->ops->valid(r->pin.cookie)) {
 		/* Revoked behind our back (lookup_ref skipped it): drop, redo. */
-		gh_rc_ga_drop(r);
-		CTR(pins_revoked, 1);
-		err = gh_rc_ga_get(g, &r);
+		gh_rc_ga_drop(rc, r);
+		CTR(rc, pins_revoked, 1);
+		err = gh_rc_ga_get(rc, g, &r);
 		if (err)
 			return err;
 	}
 	r->busy = 1;
-	old = ex ? NULL : gh_rc_hash_find_cur(g->base, g->gen, pdk, access);
+	old = ex ? NULL : gh_rc_hash_find_cur(rc, g->base, g->gen, pdk, access);
 	if (old)
 		access |= old->access & RC_ACCESS_RIGHTS;
-	err = gh_rc_make_room(r);
+	err = gh_rc_make_room(rc, r);
 	if (err) {
-		CTR(full, 1);
+		CTR(rc, full, 1);
 		goto out;
 	}
 	if (!r->pinned) {
-		err = gh_rc_do_pin(r);
+		err = gh_rc_do_pin(rc, r);
 		if (err)
 			goto out;
 	}
 	{
 		uint64_t t0 = gh_evlog_clock();
 
-		err = gh_rc_do_reg(r, pd, ex ? addr : g->base,
+		err = gh_rc_do_reg(rc, r, pd, ex ? addr : g->base,
 				   ex ? len : g->size, access, &mr);
 		/* the record gh_rc_ev_reg writes, without an entry to read it
 		 * from (a zeroed stand-in cost more than the rest of it) */
@@ -148,34 +149,35 @@ static int miss_locked(const struct gh_range *g, struct ibv_pd *pd,
 					       .err = err, .addr = ka,
 					       .len = kl };
 
-			gh_rc_log(GH_EV_REG, t0, &a);
+			gh_rc_log(rc, GH_EV_REG, t0, &a);
 		}
 	}
 	if (err)
 		goto out;
-	CTR_LOCKED(regs, 1);
-	e = gh_rc_ent_new(r, ex ? E_EXACT : E_CACHED, pd, access, mr, ka, kl);
+	CTR_LOCKED(rc, regs, 1);
+	e = gh_rc_ent_new(rc, r, ex ? E_EXACT : E_CACHED, pd, access, mr,
+			  ka, kl);
 	if (!e) {
-		gh_rc.ops->dereg(mr);
-		CTR_LOCKED(deregs, 1);
+		rc->ops->dereg(mr);
+		CTR_LOCKED(rc, deregs, 1);
 		err = -ENOSPC;
 		goto out;
 	}
-	ADD_LOCKED(&gh_rc.n_entries, 1);
+	ADD_LOCKED(rc, &rc->n_entries, 1);
 	if (old) {
 		/* Access upgrade: the old one goes once nobody holds it. */
-		gh_rc_hash_unlink(old);
+		gh_rc_hash_unlink(rc, old);
 		ST(&old->type, E_RETIRED);
-		CTR(upgrades, 1);
+		CTR(rc, upgrades, 1);
 		if (gh_rc_ent_kill_idle(old, 0))
-			gh_rc_ent_finish(old, 0, 0);
+			gh_rc_ent_finish(rc, old, 0, 0);
 	}
 	if (!ex)
-		gh_rc_hash_insert(e);
+		gh_rc_hash_insert(rc, e);
 	*e_p = e;
 out:
 	r->busy = 0;
-	gh_rc_ga_free_if_unused(r);
+	gh_rc_ga_free_if_unused(rc, r);
 	return err;
 }
 
@@ -188,9 +190,9 @@ out:
  * registration was made.  -EOPNOTSUPP (no windows here) or any other
  * error: the caller registers exactly instead.
  */
-static int reg_window(const struct gh_range *g, struct ibv_pd *pd,
-		      uint64_t addr, uint64_t len, unsigned int asked,
-		      struct rc_entry **e_p, int *hit_p)
+static int reg_window(struct rc_state *rc, const struct gh_range *g,
+		      struct ibv_pd *pd, uint64_t addr, uint64_t len,
+		      unsigned int asked, struct rc_entry **e_p, int *hit_p)
 {
 	unsigned int pacc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND |
 			    (asked & GH_RC_ACCESS_EXACT);
@@ -201,35 +203,35 @@ static int reg_window(const struct gh_range *g, struct ibv_pd *pd,
 	uint32_t rkey;
 	int err;
 
-	RC_LOCKED();
+	RC_LOCKED(rc);
 
 	*hit_p = 1;
-	par = lookup_ref(g->base, g->gen, pdk, pacc, 0, 0);
+	par = lookup_ref(rc, g->base, g->gen, pdk, pacc, 0, 0);
 	if (!par) {
 		*hit_p = 0;
-		err = miss_locked(g, pd, g->base, g->size, pacc, 0, &par);
+		err = miss_locked(rc, g, pd, g->base, g->size, pacc, 0, &par);
 		if (err)
 			return err;
 	}
-	r = ga_of(par);
+	r = ga_of(rc, par);
 	t0 = gh_evlog_clock();
 	err = gh_mw_bind(pd, par->mr, addr, len, asked & GH_RC_ACCESS_REMOTE,
 			 &w, &rkey);
 	if (err) {
-		gh_rc_put_ref_locked(par);
+		gh_rc_put_ref_locked(rc, par);
 		return err;
 	}
-	e = gh_rc_ent_new(r, E_WIN, pd, asked, par->mr, addr, len);
+	e = gh_rc_ent_new(rc, r, E_WIN, pd, asked, par->mr, addr, len);
 	if (!e) {
 		gh_mw_invalidate(w);
-		gh_rc_put_ref_locked(par);
+		gh_rc_put_ref_locked(rc, par);
 		return -ENOSPC;
 	}
 	e->mr = NULL;		/* the parent's: deregistered with it */
 	e->rkey = rkey;
 	e->win = w;
-	e->parent = ent_idx(par);
-	gh_rc_ev_reg(GH_EV_REG, e, r, 0, t0);
+	e->parent = ent_idx(rc, par);
+	gh_rc_ev_reg(rc, GH_EV_REG, e, r, 0, t0);
 	*e_p = e;
 	return 0;
 }
@@ -238,6 +240,7 @@ int gh_rcache_reg(const struct gh_range *g, struct ibv_pd *pd, uint64_t addr,
 		  uint64_t len, unsigned int access, struct ibv_mr **mr_p,
 		  int *hit_p)
 {
+	struct rc_state *rc = gh_rc_instance();
 	uint64_t pdk = (uint64_t)(uintptr_t)pd;
 	struct rc_entry *e;
 	struct ibv_mr *am;
@@ -245,19 +248,19 @@ int gh_rcache_reg(const struct gh_range *g, struct ibv_pd *pd, uint64_t addr,
 	uint64_t ka, kl;	/* E_EXACT key, or 0, 0 */
 	int err, hit = 1, ex, win;
 
-	if (!LD_ACQ(&gh_rc.ready) || LD(&gh_rc.stopped) || !pd)
+	if (!LD_ACQ(&rc->ready) || LD(&rc->stopped) || !pd)
 		return -ENOTSUP;
 	if (!kind_cacheable(g))
 		return -ENOTSUP;
 	if (!gh_rcache_access_ok(access)) {
 		/* zero-based: the program's own registration, said once */
-		if (gh_rc.exact && (access & IBV_ACCESS_ZERO_BASED))
+		if (rc->exact && (access & IBV_ACCESS_ZERO_BASED))
 			gh_mw_route(pd, 0, len, access);
 		return -ENOTSUP;
 	}
 	if (!len || addr < g->base || addr - g->base + len > g->size)
 		return -EINVAL;
-	ex = gh_rc.exact && (access & GH_RC_ACCESS_REMOTE);
+	ex = rc->exact && (access & GH_RC_ACCESS_REMOTE);
 	ka = ex ? addr : 0;
 	kl = ex ? len : 0;
 	/*
@@ -266,7 +269,7 @@ int gh_rcache_reg(const struct gh_range *g, struct ibv_pd *pd, uint64_t addr,
 	 * request lives (the pin stays shared and cached).
 	 */
 	if (!ex) {
-		e = lookup_ref(g->base, g->gen, pdk, access, ka, kl);
+		e = lookup_ref(rc, g->base, g->gen, pdk, access, ka, kl);
 		if (e)
 			goto found;
 	}
@@ -275,48 +278,48 @@ int gh_rcache_reg(const struct gh_range *g, struct ibv_pd *pd, uint64_t addr,
 	 * Not a hit: the miss looks up g's allocation state first, in a
 	 * bucket no hit reads; its line loads while the lock is taken.
 	 */
-	__builtin_prefetch(&gh_rc.ga_b[hash_ga(g->gen)]);
+	__builtin_prefetch(&rc->ga_b[hash_ga(g->gen)]);
 	/* a window where every provider binds one (mwin.h), else exactly
 	 * the range with the NIC */
-	win = ex && gh_mw_route(pd, gh_rc.ops == &gh_pin_dmabuf, len, access);
+	win = ex && gh_mw_route(pd, rc->ops == &gh_pin_dmabuf, len, access);
 	gh_dbg("cache: pd %p %#llx+%llu: %s", (void *)pd, (unsigned long long)addr, (unsigned long long)len, !ex ? "a shared registration of the allocation (allocation exposure, or no remote access)" : win ? "exact exposure: a window bound to exactly the range" : "exact exposure: its own NIC registration (no window here)");
-	gh_mutex_lock(&gh_rc.lock);
+	gh_mutex_lock(&rc->lock);
 	if (!ex) {
-		e = lookup_ref(g->base, g->gen, pdk, access, ka, kl);
+		e = lookup_ref(rc, g->base, g->gen, pdk, access, ka, kl);
 		if (e) {
-			gh_mutex_unlock(&gh_rc.lock);
+			gh_mutex_unlock(&rc->lock);
 			goto found;
 		}
 	}
 	if (win) {
-		err = reg_window(g, pd, addr, len, access, &e, &hit);
+		err = reg_window(rc, g, pd, addr, len, access, &e, &hit);
 		if (!err) {
 			if (!hit)
-				CTR_LOCKED(misses, 1);
-			gh_mutex_unlock(&gh_rc.lock);
+				CTR_LOCKED(rc, misses, 1);
+			gh_mutex_unlock(&rc->lock);
 			goto found;
 		}
 		if (err == -ESTALE) {
-			gh_mutex_unlock(&gh_rc.lock);
+			gh_mutex_unlock(&rc->lock);
 			return err;
 		}
 		/* no window: a NIC registration of exactly the range */
 		gh_dbg("cache: pd %p %#llx+%llu: no window (%s): registered exactly with the NIC", (void *)pd, (unsigned long long)addr, (unsigned long long)len, gh_errtext(-err));
 	}
 	hit = 0;
-	CTR_LOCKED(misses, 1);
-	err = miss_locked(g, pd, addr, len, access, ex, &e);
-	gh_mutex_unlock(&gh_rc.lock);
+	CTR_LOCKED(rc, misses, 1);
+	err = miss_locked(rc, g, pd, addr, len, access, ex, &e);
+	gh_mutex_unlock(&rc->lock);
 	if (err)
 		return err;
 found:
-	am = gh_rc_alias_make(e, pd, addr, len, asked);
+	am = gh_rc_alias_make(rc, e, pd, addr, len, asked);
 	if (!am) {
-		gh_rc_put_ref(e);
+		gh_rc_put_ref(rc, e);
 		return -ENOSPC;
 	}
 	if (hit)
-		SHARD(hits, 1);
+		SHARD(rc, hits, 1);
 	*mr_p = am;
 	*hit_p = hit;
 	return 0;

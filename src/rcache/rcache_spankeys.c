@@ -126,13 +126,13 @@ static void slot_free(struct span *s)
 
 /* ---------------------------- for the cache core, with the cache lock held */
 
-int gh_rcspan_claim(uint64_t key)
+int gh_rcspan_claim(struct rc_state *rc, uint64_t key)
 {
 	struct span *s;
 	struct gh_range cur;
 	int err = 0;
 
-	RC_LOCKED();
+	RC_LOCKED(rc);
 
 	pthread_mutex_lock(&sp.lock);
 	s = slot_of(key);
@@ -160,11 +160,11 @@ out:
 	return err;
 }
 
-void gh_rcspan_release(uint64_t key)
+void gh_rcspan_release(struct rc_state *rc, uint64_t key)
 {
 	struct span *s;
 
-	RC_LOCKED();
+	RC_LOCKED(rc);
 
 	pthread_mutex_lock(&sp.lock);
 	s = slot_of(key);
@@ -187,11 +187,11 @@ int gh_rcspan_pending(uint64_t gen)
 				  __ATOMIC_ACQ_REL) != 0;
 }
 
-uint64_t gh_rcspan_next(uint64_t gen, uint32_t *cursor)
+uint64_t gh_rcspan_next(struct rc_state *rc, uint64_t gen, uint32_t *cursor)
 {
 	uint64_t key = 0;
 
-	RC_LOCKED();
+	RC_LOCKED(rc);
 
 	pthread_mutex_lock(&sp.lock);
 	for (; !key && *cursor < sp.hi; (*cursor)++) {

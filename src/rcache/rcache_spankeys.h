@@ -29,21 +29,23 @@ uint64_t gh_rcspan_get(const struct gh_span_walk *w, uint64_t *lo_p,
 		       uint64_t *hi_p);
 void gh_rcspan_drop_unclaimed(uint64_t key);
 
-/* For the cache core: claim, release and next with the cache lock held
- * (asserted in debug builds). */
+/* For the cache core: claim, release and next with the lock of the cache
+ * rc held (asserted on rc in debug builds). */
+struct rc_state;
 static inline int gh_rcspan_is_key(uint64_t key)
 {
 	return (key >> 62) == 1;
 }
 /* A record for span key is being made: announce it on each mapping's
  * generation, then check they are all still live (0, or -ESTALE). */
-int gh_rcspan_claim(uint64_t key);
+int gh_rcspan_claim(struct rc_state *rc, uint64_t key);
 /* The record of span key is gone: withdraw the announcement, free it. */
-void gh_rcspan_release(uint64_t key);
+void gh_rcspan_release(struct rc_state *rc, uint64_t key);
 /* Free path, after the registry removal: may a span include gen? */
 int gh_rcspan_pending(uint64_t gen);
 /* Span keys that include gen, one per call (*cursor starts at 0); 0 at
  * the end. */
-uint64_t gh_rcspan_next(uint64_t gen, uint32_t *cursor);
+uint64_t gh_rcspan_next(struct rc_state *rc, uint64_t gen,
+			uint32_t *cursor);
 
 #endif

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The registration cache layer (src/rcache), its one header: the cache
- * core (rcache_core.h: rcache_index.c and the files it names; their
+ * core (rcache_core.h: rcache_core.c and the files it names; their
  * shared state is rcache_state.h, private to the folder), its start
  * (rcache_start.c), the span key table (rcache_spankeys.c) and the span
  * policy above the core (rcache_span.c).

@@ -13,7 +13,6 @@
 #include "pin/pin.h"
 #include "rcache_core.h"
 #include "rcache_state.h"
-#include "rcache_index.h"
 #include "rcache_alias.h"
 
 __thread struct rc_shard *gh_rc_my_shard;

@@ -5,14 +5,14 @@
  * per-call MR objects ("aliases").  See the comment at the top of
  * rcache_state.h for the rules; pin.h for the backends underneath.
  * This is the interface of the cache core, whose files each serve a part
- * of it: rcache_index.c (set up, the index, registration lifetimes),
- * rcache_reg.c (registration), rcache_alias.c (the program's MRs, the
- * counters), rcache_wrap.c (registrations made elsewhere), rcache_drop.c
- * (frees, revocations, PD and device close, purge), rcache_evrec.c (the
- * event records).
+ * of it: rcache_core.c (set up, the index, registration lifetimes, the
+ * event records), rcache_reg.c (registration), rcache_evict.c
+ * (eviction), rcache_alias.c (the program's MRs, the counters),
+ * rcache_wrap.c (registrations made elsewhere), rcache_drop.c (frees,
+ * revocations, PD and device close, purge).
  *
  * The cache is one object (struct rc_state, rcache_state.h), owned by
- * the file that keeps its index (rcache_index.c): no other file names
+ * the file that keeps its index (rcache_core.c): no other file names
  * it.  The functions below keep the signatures their callers (src/hooks,
  * src/face) know and pass that one instance down: each takes it from
  * the core once (gh_rc_instance) and hands it to the cache's own

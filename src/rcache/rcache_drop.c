@@ -11,7 +11,6 @@
 #include "pin/pin.h"
 #include "rcache_core.h"
 #include "rcache_state.h"
-#include "rcache_index.h"
 #include "rcache_evict.h"
 #include "rcache_spankeys.h"
 

@@ -10,8 +10,6 @@
 
 #include "pin/pin.h"
 #include "rcache_state.h"
-#include "rcache_index.h"
-#include "rcache_evrec.h"
 #include "rcache_evict.h"
 
 /* Evict one idle cached entry (clock); not from the allocation-state skip.  1 if done. */

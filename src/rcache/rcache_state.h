@@ -2,7 +2,7 @@
 /*
  * Registration cache: ibv_reg_mr on GPU memory, done once per allocation.
  * This header: the cache's shared state and its rules, for the files of
- * the cache core (rcache_index.c, rcache_evrec.c, rcache_evict.c,
+ * the cache core (rcache_core.c, which owns it, rcache_evict.c,
  * rcache_alias.c, rcache_reg.c, rcache_wrap.c, rcache_drop.c); their
  * interface is rcache_core.h.
  *
@@ -258,7 +258,7 @@ struct rc_state {
 };
 
 /*
- * The one instance, owned by the cache core (rcache_index.c), which
+ * The one instance, owned by the cache core (rcache_core.c), which
  * alone names it.  The entry points the layers above call (rcache_core.h)
  * keep their signatures: each takes the instance from here once and
  * passes it down; every other function of the cache gets it as its first
@@ -332,5 +332,76 @@ static inline struct rc_ga *ga_of(const struct rc_state *rc,
 {
 	return e->ga ? &rc->ga[e->ga - 1] : NULL;
 }
+
+/* ------------------------------------------------ the core's operations */
+
+/*
+ * What the core (rcache_core.c) does with the object, for the other files
+ * of the cache.  All but the entry word ops and the records with the
+ * cache lock held (asserted).
+ */
+
+/* Entry word: kill (set dead, bump the version): the references left, or
+ * -1 when it was dead already; kill only if idle and (ver != 0) still at
+ * version ver. */
+int64_t gh_rc_ent_kill(struct rc_entry *e);
+int gh_rc_ent_kill_idle(struct rc_entry *e, uint64_t ver);
+
+/* The hash chains of cached entries. */
+void gh_rc_hash_unlink(struct rc_state *rc, struct rc_entry *e);
+void gh_rc_hash_insert(struct rc_state *rc, struct rc_entry *e);
+struct rc_entry *gh_rc_hash_find_cur(struct rc_state *rc, uint64_t base,
+				     uint64_t gen, uint64_t pd,
+				     unsigned int access);
+
+/* A new entry (one reference, for the caller's alias), and back to the
+ * free list. */
+struct rc_entry *gh_rc_ent_new(struct rc_state *rc, struct rc_ga *r,
+			       uint32_t type, struct ibv_pd *pd,
+			       unsigned int access, struct ibv_mr *mr,
+			       uint64_t addr, uint64_t len);
+void gh_rc_ent_reclaim(struct rc_state *rc, struct rc_entry *e);
+
+/*
+ * e was just killed by us (refs references left).  Deregister for real;
+ * reclaim it, or leave it detached for its last holder (revoked).
+ */
+void gh_rc_ent_finish(struct rc_state *rc, struct rc_entry *e, int64_t refs,
+		      int revoke);
+/* Drop a reference with the lock held (a window let its parent go). */
+void gh_rc_put_ref_locked(struct rc_state *rc, struct rc_entry *e);
+
+/* The adopt table slot of mr, or -1. */
+int gh_rc_adopt_find(struct rc_state *rc, const struct ibv_mr *mr);
+
+/* Allocation states: find, get (made if needed: 0, -ESTALE, -ENOSPC),
+ * free when nothing uses it, kill everything made on it. */
+struct rc_ga *gh_rc_ga_find(struct rc_state *rc, uint64_t gen);
+int gh_rc_ga_get(struct rc_state *rc, const struct gh_range *g,
+		 struct rc_ga **r_p);
+void gh_rc_ga_free_if_unused(struct rc_state *rc, struct rc_ga *r);
+void gh_rc_ga_kill_all(struct rc_state *rc, struct rc_ga *r, int before_free);
+/* r's pin was revoked. */
+void gh_rc_ga_drop(struct rc_state *rc, struct rc_ga *r);
+
+/* The event records (rcache_core.c). */
+struct rc_logarg {
+	const char *api;
+	uint64_t addr, len;	/* hit/miss: what the program asked */
+	const struct rc_ga *r;
+	const struct gh_range *g;
+	uint64_t gen, mr, pd;
+	unsigned int access;
+	int err;
+};
+
+void gh_rc_log(struct rc_state *rc, unsigned int ev, uint64_t t0,
+	       const struct rc_logarg *a);
+/* Shorthands that build the record of a pin or a registration. */
+void gh_rc_ev_pin(struct rc_state *rc, unsigned int ev, const struct rc_ga *r,
+		  int err, uint64_t t0);
+void gh_rc_ev_reg(struct rc_state *rc, unsigned int ev,
+		  const struct rc_entry *x, const struct rc_ga *r, int err,
+		  uint64_t t0);
 
 #endif

@@ -13,7 +13,6 @@
 #include "pin/pin.h"
 #include "rcache_core.h"
 #include "rcache_state.h"
-#include "rcache_index.h"
 #include "rcache_alias.h"
 
 static int kind_gpu(const struct gh_range *g)

@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: MIT
 /*
- * The cache core's index and the lifetimes of its registrations: the
- * tables (made at gh_rcache_init), the entry word (kill), the hash chains,
- * the entry and allocation-state allocators, and how each kind of entry
- * ends (ent_finish: deregistered, or left to its last holder revoked).
- * The rules are at the top of rcache_state.h.
+ * The cache core: the one state object (struct rc_state) and what keeps
+ * it: the tables (made at gh_rcache_init) and the fork handlers, the
+ * entry word (kill), the hash chains, the entry and allocation-state
+ * allocators, how each kind of entry ends (ent_finish: deregistered, or
+ * left to its last holder revoked), and the event record of each of
+ * those steps.  The other files get the object as an argument (their
+ * entry points from gh_rc_instance); the rules are at the top of
+ * rcache_state.h.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -16,8 +19,6 @@
 #include "pin/pin.h"
 #include "rcache_core.h"
 #include "rcache_state.h"
-#include "rcache_index.h"
-#include "rcache_evrec.h"
 #include "rcache_spankeys.h"
 
 /* The cache, one for the process: only this file names it. */
@@ -646,4 +647,92 @@ void gh_rc_ga_drop(struct rc_state *rc, struct rc_ga *r)
 	RC_LOCKED(rc);
 
 	gh_rc_ga_kill_all(rc, r, 0);
+}
+
+/* ------------------------------------------------------- event records */
+
+/*
+ * Every record the cache writes is built here, straight into the event
+ * log layer (evlog.h): pin/unpin, reg/dereg, revoke (r, gen, mr, pd,
+ * access), hit/miss (api, addr, len, alias).
+ */
+void gh_rc_log(struct rc_state *rc, unsigned int ev, uint64_t t0,
+	       const struct rc_logarg *a)
+{
+	uint64_t ptr = 0, size = 0;
+	int32_t dev = -1;
+
+	if (a->r) {
+		ptr = a->r->pin.base;
+		size = a->r->pin.size;
+		dev = a->r->pin.dev;
+	}
+	if (a->g || a->len) {
+		/* what was asked (hit/miss) or registered (reg/dereg) */
+		ptr = a->addr;
+		size = a->len;
+	}
+	if (a->g)
+		dev = a->g->dev;
+	switch (ev) {
+	case GH_EV_PIN:
+	case GH_EV_UNPIN:
+		if (a->r->pin.pin_size) {
+			ptr = a->r->pin.pin_base;
+			size = a->r->pin.pin_size;
+		}
+		gh_ev_emit_pin(ev, t0, ptr, size, a->gen, dev, rc->ops->name,
+			       a->err);
+		break;
+	case GH_EV_REG:
+	case GH_EV_DEREG:
+		/* the registered range: exact and wrapped ones carry theirs;
+		 * an allocation-wide one is the allocation */
+		gh_ev_emit_reg(ev, t0, ptr, size, a->gen, a->mr, a->pd,
+			       a->access, a->err);
+		break;
+	case GH_EV_REVOKE:
+		gh_ev_emit_revoke(ev, t0, ptr, size, a->gen, dev);
+		break;
+	default:	/* hit, miss */
+		gh_ev_emit_lookup(ev, t0, a->api, ptr, size, a->gen, dev,
+				  a->mr, a->pd, a->access);
+	}
+}
+
+void gh_rc_ev_pin(struct rc_state *rc, unsigned int ev, const struct rc_ga *r,
+		  int err, uint64_t t0)
+{
+	struct rc_logarg a = { .r = r, .gen = r->gen, .err = err };
+
+	if (gh_evlog_enabled())
+		gh_rc_log(rc, ev, t0, &a);
+}
+
+void gh_rc_ev_reg(struct rc_state *rc, unsigned int ev,
+		  const struct rc_entry *x, const struct rc_ga *r, int err,
+		  uint64_t t0)
+{
+	struct rc_logarg a = { .r = r, .gen = x->gen,
+			       .mr = x->mr ? (uint64_t)(uintptr_t)x->mr :
+			       (uint64_t)(uintptr_t)x->win, .pd = x->pd,
+			       .access = x->access, .err = err,
+			       .addr = x->addr, .len = x->len };
+
+	if (gh_evlog_enabled())
+		gh_rc_log(rc, ev, t0, &a);
+}
+
+void gh_rcache_log_lookup(int hit, const char *api, uint64_t addr,
+			  uint64_t len, const struct gh_range *g,
+			  const struct ibv_mr *mr, const struct ibv_pd *pd,
+			  unsigned int access, uint64_t t0)
+{
+	struct rc_logarg a = { .api = api, .addr = addr, .len = len, .g = g,
+			       .gen = g->gen, .mr = (uint64_t)(uintptr_t)mr,
+			       .pd = (uint64_t)(uintptr_t)pd, .access = access };
+
+	if (gh_evlog_enabled())
+		gh_rc_log(gh_rc_instance(), hit ? GH_EV_HIT : GH_EV_MISS, t0,
+			  &a);
 }

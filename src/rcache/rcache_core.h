@@ -6,8 +6,8 @@
  * rcache_state.h for the rules; pin.h for the backends underneath.
  * This is the interface of the cache core, whose files each serve a part
  * of it: rcache_core.c (set up, the index, registration lifetimes, the
- * event records), rcache_reg.c (registration), rcache_evict.c
- * (eviction), rcache_alias.c (the program's MRs, the counters),
+ * event records), rcache_reg.c (registration: hit, miss and eviction),
+ * rcache_alias.c (the program's MRs, the counters),
  * rcache_wrap.c (registrations made elsewhere), rcache_drop.c (frees,
  * revocations, PD and device close, purge).
  *

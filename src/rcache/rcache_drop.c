@@ -11,7 +11,7 @@
 #include "pin/pin.h"
 #include "rcache_core.h"
 #include "rcache_state.h"
-#include "rcache_evict.h"
+#include "rcache_reg.h"
 #include "rcache_spankeys.h"
 
 void gh_rcache_invalidate(const struct gh_range *g)

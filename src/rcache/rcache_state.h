@@ -2,8 +2,8 @@
 /*
  * Registration cache: ibv_reg_mr on GPU memory, done once per allocation.
  * This header: the cache's shared state and its rules, for the files of
- * the cache core (rcache_core.c, which owns it, rcache_evict.c,
- * rcache_alias.c, rcache_reg.c, rcache_wrap.c, rcache_drop.c); their
+ * the cache core (rcache_core.c, which owns it, rcache_alias.c,
+ * rcache_reg.c, rcache_wrap.c, rcache_drop.c); their
  * interface is rcache_core.h.
  *
  * What is cached.  One NIC registration per (allocation generation, PD,

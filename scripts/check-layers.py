@@ -136,7 +136,6 @@ def check_calls(rank, extra, objdir, bad, srcdir="src"):
 KNOWN_UNUSED = {
     ("pin/mwin.c", "registry/registry.h"):
         "base/base.h and platform/platform.h instead",
-    ("rcache/rcache_alias.c", "pin/pin.h"): "base/base.h instead",
     ("rcache/rcache_spankeys.c", "pin/pin.h"): "registry/registry.h instead",
     ("rcache/rcache_wrap.c", "pin/pin.h"): "base/base.h, "
         "platform/platform.h and registry/registry.h instead",

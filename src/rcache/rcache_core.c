@@ -736,3 +736,24 @@ void gh_rcache_log_lookup(int hit, const char *api, uint64_t addr,
 		gh_rc_log(gh_rc_instance(), hit ? GH_EV_HIT : GH_EV_MISS, t0,
 			  &a);
 }
+
+/* ------------------------------------------------------------ counters */
+
+void gh_rcache_counters(struct gh_rc_counters *c_p)
+{
+	const struct rc_state *rc = gh_rc_instance();
+	struct gh_rc_counters c;
+	const uint64_t *src = (const uint64_t *)&rc->ctr;
+	uint64_t *dst = (uint64_t *)&c;
+
+	for (size_t i = 0; i < sizeof(c) / sizeof(uint64_t); i++)
+		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+	c.hits = c.aliases = 0;
+	for (int i = 0; i < RC_SHARDS; i++) {
+		c.hits += LD(&rc->shards[i].hits);
+		c.aliases += LD(&rc->shards[i].aliases);
+	}
+	c.entries = LD(&rc->n_entries);
+	c.pinned_bytes = LD(&rc->pinned_bytes);
+	*c_p = c;
+}

@@ -6,8 +6,8 @@
  * rcache_state.h for the rules; pin.h for the backends underneath.
  * This is the interface of the cache core, whose files each serve a part
  * of it: rcache_core.c (set up, the index, registration lifetimes, the
- * event records), rcache_reg.c (registration: hit, miss and eviction),
- * rcache_alias.c (the program's MRs, the counters),
+ * event records, the counters), rcache_reg.c (registration: hit, miss
+ * and eviction; the program's MRs),
  * rcache_wrap.c (registrations made elsewhere), rcache_drop.c (frees,
  * revocations, PD and device close, purge).
  *

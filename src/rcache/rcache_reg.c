@@ -1,27 +1,202 @@
 // SPDX-License-Identifier: MIT
 /*
- * The registration path (gh_rcache_reg), hit and miss: the lock-free
- * hit, and the miss under the cache lock (pin, NIC registration, access
- * upgrade, exact exposure over a memory window) with the eviction that
- * makes room for it.  A miss begins as a hit that found nothing, so both
- * are here; what they need of the object is in the core.
+ * The registration path (gh_rcache_reg), hit and miss: the alias MRs it
+ * hands out, the lock-free hit, the miss under the cache lock (pin, NIC
+ * registration, access upgrade, exact exposure over a memory window) with
+ * the eviction that makes room for it; and what the program does with
+ * its aliases afterwards.  A miss begins as a hit that found nothing and
+ * ends as a hit does, with an alias, so all of it is here; what a miss
+ * needs of the object besides (its index, entries, records) is the
+ * core's (rcache_core.c).
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <infiniband/verbs.h>
 
 #include "pin/pin.h"
 #include "rcache_core.h"
 #include "rcache_state.h"
 #include "rcache_reg.h"
-#include "rcache_alias.h"
 
-static int kind_cacheable(const struct gh_range *r)
+/* -------------------------------------------------- the program's MRs */
+
+/*
+ * Aliases: the private MR objects the program gets (from an mmap'ed pool,
+ * a lock-free stack with a few slots per thread), the reference each
+ * holds on its entry, the per-thread shards that count hits and aliases
+ * (struct rc_shard, rcache_state.h), and what the program does with them
+ * (ibv_dereg_mr, ibv_rereg_mr, queries: at the end of this file).
+ */
+
+/*
+ * The calling thread's shard (struct rc_shard, rcache_state.h) of the one
+ * instance.  A hit reads these: initial-exec (the build's flag), no
+ * __tls_get_addr.
+ */
+static __thread struct rc_shard *my_shard;
+static __thread int my_shared;
+
+static inline struct rc_shard *shard_mine(struct rc_state *rc)
 {
-	if (r->flags & GH_RANGE_VOLATILE)
-		return 0;
-	return r->kind == GDRHOOK_KIND_DEVICE || r->kind == GDRHOOK_KIND_VMM ||
-	       r->kind == GDRHOOK_KIND_IPC;
+	struct rc_shard *s = my_shard;
+
+	if (GH_UNLIKELY(!s)) {
+		uint32_t i = __atomic_fetch_add(&rc->shard_next, 1,
+						__ATOMIC_RELAXED);
+
+		my_shared = i >= RC_SHARDS - 1;
+		s = &rc->shards[my_shared ? RC_SHARDS - 1 : i];
+		my_shard = s;
+	}
+	return s;
+}
+
+static inline void shard_add(struct rc_state *rc, size_t off, uint64_t n)
+{
+	struct rc_shard *s = shard_mine(rc);
+	uint64_t *p = (uint64_t *)((char *)s + off);
+
+	if (GH_UNLIKELY(my_shared))
+		__atomic_add_fetch(p, n, __ATOMIC_RELAXED);
+	else
+		__atomic_store_n(p, __atomic_load_n(p, __ATOMIC_RELAXED) + n,
+				 __ATOMIC_RELAXED);
+}
+
+#define SHARD(rc, f, n) \
+	shard_add((rc), offsetof(struct rc_shard, f), (uint64_t)(n))
+
+static struct rc_alias *alias_get(struct rc_state *rc)
+{
+	struct rc_shard *s = shard_mine(rc);
+	uint64_t top;
+	uint32_t i;
+
+	if (!my_shared && s->mag_n)
+		return &rc->alias[s->mag[--s->mag_n] - 1];
+	top = LD_ACQ(&rc->alias_top);
+
+	for (;;) {
+		uint64_t nt;
+
+		i = (uint32_t)top;
+		if (!i)
+			break;
+		nt = (((top >> 32) + 1) << 32) | LD(&rc->alias[i - 1].fnext);
+		if (__atomic_compare_exchange_n(&rc->alias_top, &top, nt, 0,
+						__ATOMIC_ACQ_REL,
+						__ATOMIC_ACQUIRE))
+			return &rc->alias[i - 1];
+	}
+	i = __atomic_fetch_add(&rc->alias_hi, 1, __ATOMIC_RELAXED);
+	if (i >= RC_ALIAS_CAP) {
+		__atomic_fetch_sub(&rc->alias_hi, 1, __ATOMIC_RELAXED);
+		return NULL;
+	}
+	return &rc->alias[i];
+}
+
+static void alias_put(struct rc_state *rc, struct rc_alias *a)
+{
+	uint32_t me = (uint32_t)(a - rc->alias) + 1;
+	struct rc_shard *s = shard_mine(rc);
+	uint64_t top, nt;
+
+	if (!my_shared && s->mag_n < RC_MAG) {
+		s->mag[s->mag_n++] = me;
+		return;
+	}
+	top = LD(&rc->alias_top);
+	do {
+		ST(&a->fnext, (uint32_t)top);
+		nt = (((top >> 32) + 1) << 32) | me;
+	} while (!__atomic_compare_exchange_n(&rc->alias_top, &top, nt, 0,
+					      __ATOMIC_RELEASE,
+					      __ATOMIC_RELAXED));
+}
+
+/* An alias of entry e (its reference passes to the alias), or NULL. */
+struct ibv_mr *gh_rc_alias_make(struct rc_state *rc, struct rc_entry *e,
+				struct ibv_pd *pd, uint64_t addr, uint64_t len,
+				unsigned int access)
+{
+	struct rc_alias *a = alias_get(rc);
+
+	if (!a)
+		return NULL;
+	a->mr.context = pd ? pd->context : NULL;
+	a->mr.pd = pd;
+	a->mr.addr = (void *)(uintptr_t)addr;
+	a->mr.length = len;
+	a->mr.handle = e->handle;
+	a->mr.lkey = e->lkey;
+	a->mr.rkey = e->rkey;
+	ST(&a->ent, ent_idx(rc, e));
+	a->access = access;
+	ST_REL(&a->state, 1);
+	SHARD(rc, aliases, 1);
+	return &a->mr;
+}
+
+static int is_alias(const struct rc_state *rc, const struct ibv_mr *mr)
+{
+	uintptr_t p = (uintptr_t)mr, lo = (uintptr_t)rc->alias;
+
+	return rc->alias && p >= lo &&
+	       p < lo + sizeof(struct rc_alias) * RC_ALIAS_CAP &&
+	       !((p - lo) % sizeof(struct rc_alias));
+}
+
+static struct rc_alias *alias_of(const struct rc_state *rc,
+				 const struct ibv_mr *mr)
+{
+	struct rc_alias *a;
+
+	if (!is_alias(rc, mr))
+		return NULL;
+	a = (struct rc_alias *)(uintptr_t)mr;
+	return LD_ACQ(&a->state) == 1 ? a : NULL;
+}
+
+uint32_t gh_rc_alias_ent(struct rc_state *rc, const struct ibv_mr *mr)
+{
+	struct rc_alias *a = alias_of(rc, mr);
+
+	return a ? LD(&a->ent) : 0;
+}
+
+/* Drop a reference (an alias went away). */
+static void put_ref(struct rc_state *rc, struct rc_entry *e)
+{
+	uint64_t w = __atomic_sub_fetch(&e->word, 1, __ATOMIC_ACQ_REL);
+	uint32_t type;
+	int was;
+
+	if (w & W_REFS)
+		return;
+	if (w & W_DEAD) {
+		/* Revoked (or retired and killed): we were the last holder. */
+		gh_mutex_lock(&rc->lock);
+		gh_rc_ent_reclaim(rc, e);
+		gh_mutex_unlock(&rc->lock);
+		return;
+	}
+	type = LD(&e->type);
+	if (type == E_CACHED && !LD(&rc->stopped))
+		return;		/* lazy: stays registered until free/eviction */
+	was = gh_guard_enter();
+	gh_mutex_lock(&rc->lock);
+	if (gh_rc_ent_kill_idle(e, w >> W_VER_SHIFT)) {
+		struct rc_ga *r = ga_of(rc, e);
+
+		gh_rc_ent_finish(rc, e, 0, 0);
+		/* exact: the NIC registration goes, the pin stays cached */
+		if (type != E_EXACT || LD(&rc->stopped))
+			gh_rc_ga_free_if_unused(rc, r);
+	}
+	gh_mutex_unlock(&rc->lock);
+	gh_guard_leave(was);
 }
 
 /* ------------------------------------------------------------- the hit */
@@ -405,6 +580,14 @@ static int reg_window(struct rc_state *rc, const struct gh_range *g,
 	return 0;
 }
 
+static int kind_cacheable(const struct gh_range *r)
+{
+	if (r->flags & GH_RANGE_VOLATILE)
+		return 0;
+	return r->kind == GDRHOOK_KIND_DEVICE || r->kind == GDRHOOK_KIND_VMM ||
+	       r->kind == GDRHOOK_KIND_IPC;
+}
+
 int gh_rcache_reg(const struct gh_range *g, struct ibv_pd *pd, uint64_t addr,
 		  uint64_t len, unsigned int access, struct ibv_mr **mr_p,
 		  int *hit_p)
@@ -484,7 +667,7 @@ int gh_rcache_reg(const struct gh_range *g, struct ibv_pd *pd, uint64_t addr,
 found:
 	am = gh_rc_alias_make(rc, e, pd, addr, len, asked);
 	if (!am) {
-		gh_rc_put_ref(rc, e);
+		put_ref(rc, e);
 		return -ENOSPC;
 	}
 	if (hit)
@@ -492,4 +675,87 @@ found:
 	*mr_p = am;
 	*hit_p = hit;
 	return 0;
+}
+
+/* ------------------------------------------ what the program does with them */
+
+int gh_rcache_is_alias(const struct ibv_mr *mr)
+{
+	return is_alias(gh_rc_instance(), mr);
+}
+
+int gh_rcache_dereg(struct ibv_mr *mr)
+{
+	struct rc_state *rc = gh_rc_instance();
+	struct rc_alias *a = alias_of(rc, mr);
+	uint32_t one = 1;
+	struct rc_entry *e;
+
+	if (!a || !__atomic_compare_exchange_n(&a->state, &one, 0, 0,
+					       __ATOMIC_ACQ_REL,
+					       __ATOMIC_ACQUIRE))
+		return -EINVAL;
+	e = LD(&a->ent) ? &rc->ent[LD(&a->ent) - 1] : NULL;
+	ST(&a->ent, 0);	/* gh_rc_alias_ent reads it */
+	alias_put(rc, a);
+	SHARD(rc, aliases, -1);
+	if (e)
+		put_ref(rc, e);
+	return 0;
+}
+
+void gh_rcache_move(struct ibv_mr *mr, struct ibv_mr *new_alias)
+{
+	struct rc_state *rc = gh_rc_instance();
+	struct rc_alias *a = alias_of(rc, mr), *n = alias_of(rc, new_alias);
+	struct rc_entry *old;
+
+	if (!a)
+		return;
+	old = LD(&a->ent) ? &rc->ent[LD(&a->ent) - 1] : NULL;
+	if (n) {
+		a->mr = n->mr;
+		ST(&a->ent, LD(&n->ent));
+		a->access = n->access;
+		ST(&n->state, 0);
+		ST(&n->ent, 0);
+		alias_put(rc, n);
+		SHARD(rc, aliases, -1);
+	} else {
+		ST(&a->ent, 0);	/* holds nothing; ibv_dereg_mr still works */
+	}
+	if (old)
+		put_ref(rc, old);
+}
+
+static int revoked(const struct rc_state *rc, const struct ibv_mr *mr)
+{
+	struct rc_alias *a = alias_of(rc, mr);
+	uint32_t ei = a ? LD(&a->ent) : 0;
+
+	/* an alias holds its entry: it is not recycled under us */
+	return !ei || (LD_ACQ(&rc->ent[ei - 1].word) & W_DEAD);
+}
+
+int gh_rcache_revoked(const struct ibv_mr *mr)
+{
+	return revoked(gh_rc_instance(), mr);
+}
+
+int gh_rcache_still_granted(const struct ibv_mr *mr)
+{
+	struct rc_state *rc = gh_rc_instance();
+	int ok;
+
+	gh_mutex_lock(&rc->lock);
+	ok = !revoked(rc, mr);
+	gh_mutex_unlock(&rc->lock);
+	return ok;
+}
+
+unsigned int gh_rcache_alias_access(const struct ibv_mr *mr)
+{
+	struct rc_alias *a = alias_of(gh_rc_instance(), mr);
+
+	return a ? a->access : 0;
 }

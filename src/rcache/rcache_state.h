@@ -2,8 +2,8 @@
 /*
  * Registration cache: ibv_reg_mr on GPU memory, done once per allocation.
  * This header: the cache's shared state and its rules, for the files of
- * the cache core (rcache_core.c, which owns it, rcache_alias.c,
- * rcache_reg.c, rcache_wrap.c, rcache_drop.c); their
+ * the cache core (rcache_core.c, which owns it, rcache_reg.c,
+ * rcache_wrap.c, rcache_drop.c); their
  * interface is rcache_core.h.
  *
  * What is cached.  One NIC registration per (allocation generation, PD,
@@ -235,7 +235,7 @@ struct rc_state {
 				 * before it takes it (see the top) */
 	} *ga_b;
 
-	struct rc_alias *alias;	/* init: the pool (rcache_alias.c) */
+	struct rc_alias *alias;	/* init: the pool (rcache_reg.c) */
 	uint32_t alias_hi;	/* atomic: bump allocator */
 	uint64_t alias_top;	/* atomic: free stack, tag << 32 | index + 1 */
 
@@ -251,7 +251,7 @@ struct rc_state {
 	/* atomic adds (CTR), anywhere; pins, unpins, regs, deregs and
 	 * misses: under the lock only (CTR_LOCKED) */
 	struct gh_rc_counters ctr;
-	/* the per-thread shards (rcache_alias.h): each its owner's, the
+	/* the per-thread shards (rcache_reg.c): each its owner's, the
 	 * last one shared with atomic adds */
 	uint32_t shard_next;	/* atomic: shards handed out */
 	struct rc_shard shards[RC_SHARDS];

@@ -13,7 +13,7 @@
 #include "pin/pin.h"
 #include "rcache_core.h"
 #include "rcache_state.h"
-#include "rcache_alias.h"
+#include "rcache_reg.h"
 
 static int kind_gpu(const struct gh_range *g)
 {

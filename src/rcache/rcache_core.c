@@ -4,9 +4,10 @@
  * it: the tables (made at gh_rcache_init) and the fork handlers, the
  * entry word (kill), the hash chains, the entry and allocation-state
  * allocators, how each kind of entry ends (ent_finish: deregistered, or
- * left to its last holder revoked), and the event record of each of
- * those steps.  The other files get the object as an argument (their
- * entry points from gh_rc_instance); the rules are at the top of
+ * left to its last holder revoked), the free of an allocation (its
+ * states and entries all go), the event record of each of those steps
+ * and the counters.  The other files get the object as an argument
+ * (their entry points from gh_rc_instance); the rules are at the top of
  * rcache_state.h.
  */
 #include <errno.h>
@@ -647,6 +648,72 @@ void gh_rc_ga_drop(struct rc_state *rc, struct rc_ga *r)
 	RC_LOCKED(rc);
 
 	gh_rc_ga_kill_all(rc, r, 0);
+}
+
+/* ------------------------------------------------ the free of an allocation */
+
+/*
+ * The free path (a free listener, set at gh_rcache_init) and the pin
+ * backend's revocation (gh_pin_on_revoked): everything made on one
+ * allocation state goes (gh_rc_ga_kill_all).
+ */
+void gh_rcache_invalidate(const struct gh_range *g)
+{
+	struct rc_state *rc = &cache;
+	struct rc_ga *r;
+	uint64_t key;
+	int was;
+
+	if (!LD_ACQ(&rc->ready) || LD(&rc->forked))
+		return;
+	/*
+	 * The registry removal is done; an RMW (not a plain load) reads the
+	 * latest count: either it sees a miss path's announcement, or that
+	 * miss path's increment reads our write and its registry re-check
+	 * then sees the removal.
+	 */
+	if (!__atomic_fetch_add(&rc->ga_b[hash_ga(g->gen)].cnt, 0,
+				__ATOMIC_ACQ_REL) && !gh_rcspan_pending(g->gen))
+		return;
+	was = gh_guard_enter();
+	gh_mutex_lock(&rc->lock);
+	r = gh_rc_ga_find(rc, g->gen);
+	if (r)
+		gh_rc_ga_kill_all(rc, r, 1);
+	/*
+	 * Spans that include this mapping (src/rcache/rcache_span.c): a
+	 * claimed one counts on the generation, and claims take the cache
+	 * lock (held), so a count of 0 means none: no table scan.
+	 */
+	for (uint32_t c = 0; gh_rcspan_pending(g->gen) &&
+	     (key = gh_rcspan_next(rc, g->gen, &c)) != 0;) {
+		r = gh_rc_ga_find(rc, key);
+		if (r)
+			gh_rc_ga_kill_all(rc, r, 1);
+	}
+	gh_mutex_unlock(&rc->lock);
+	gh_guard_leave(was);
+}
+
+int gh_rcache_revoke(uint64_t gen, uint64_t cookie)
+{
+	struct rc_state *rc = &cache;
+	struct rc_ga *r;
+	int was, done = 0;
+
+	if (!LD_ACQ(&rc->ready))
+		return 0;
+	was = gh_guard_enter();
+	gh_mutex_lock(&rc->lock);
+	r = gh_rc_ga_find(rc, gen);
+	if (r && r->pinned && r->pin.cookie == cookie) {
+		gh_rc_ga_drop(rc, r);
+		CTR(rc, pins_revoked, 1);
+		done = 1;
+	}
+	gh_mutex_unlock(&rc->lock);
+	gh_guard_leave(was);
+	return done;
 }
 
 /* ------------------------------------------------------- event records */

@@ -6,10 +6,10 @@
  * rcache_state.h for the rules; pin.h for the backends underneath.
  * This is the interface of the cache core, whose files each serve a part
  * of it: rcache_core.c (set up, the index, registration lifetimes, the
- * event records, the counters), rcache_reg.c (registration: hit, miss
- * and eviction; the program's MRs),
- * rcache_wrap.c (registrations made elsewhere), rcache_drop.c (frees,
- * revocations, PD and device close, purge).
+ * free of an allocation and revoked pins, the event records, the
+ * counters), rcache_reg.c (registration: hit, miss and eviction; the
+ * program's MRs), rcache_wrap.c (registrations made elsewhere),
+ * rcache_drop.c (PD and device close, purge).
  *
  * The cache is one object (struct rc_state, rcache_state.h), owned by
  * the file that keeps its index (rcache_core.c): no other file names

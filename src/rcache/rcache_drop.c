@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * What ends registrations from outside the registration path: the free
- * of an allocation (gh_rcache_invalidate, before the real free), a pin
- * the backend reports revoked, ibv_dealloc_pd and ibv_close_device, and
- * the purge when the registry becomes untrusted.
+ * Drops: what ends registrations by the PD or device they are in
+ * (ibv_dealloc_pd, ibv_close_device) and the purge when the registry
+ * becomes untrusted.  (The free of an allocation, and a pin the backend
+ * reports revoked, end everything made on one allocation state: the
+ * core does that, rcache_core.c.)
  */
 #include <pthread.h>
 #include <infiniband/verbs.h>
@@ -12,66 +13,6 @@
 #include "rcache_core.h"
 #include "rcache_state.h"
 #include "rcache_reg.h"
-#include "rcache_spankeys.h"
-
-void gh_rcache_invalidate(const struct gh_range *g)
-{
-	struct rc_state *rc = gh_rc_instance();
-	struct rc_ga *r;
-	uint64_t key;
-	int was;
-
-	if (!LD_ACQ(&rc->ready) || LD(&rc->forked))
-		return;
-	/*
-	 * The registry removal is done; an RMW (not a plain load) reads the
-	 * latest count: either it sees a miss path's announcement, or that
-	 * miss path's increment reads our write and its registry re-check
-	 * then sees the removal.
-	 */
-	if (!__atomic_fetch_add(&rc->ga_b[hash_ga(g->gen)].cnt, 0,
-				__ATOMIC_ACQ_REL) && !gh_rcspan_pending(g->gen))
-		return;
-	was = gh_guard_enter();
-	gh_mutex_lock(&rc->lock);
-	r = gh_rc_ga_find(rc, g->gen);
-	if (r)
-		gh_rc_ga_kill_all(rc, r, 1);
-	/*
-	 * Spans that include this mapping (src/rcache/rcache_span.c): a
-	 * claimed one counts on the generation, and claims take the cache
-	 * lock (held), so a count of 0 means none: no table scan.
-	 */
-	for (uint32_t c = 0; gh_rcspan_pending(g->gen) &&
-	     (key = gh_rcspan_next(rc, g->gen, &c)) != 0;) {
-		r = gh_rc_ga_find(rc, key);
-		if (r)
-			gh_rc_ga_kill_all(rc, r, 1);
-	}
-	gh_mutex_unlock(&rc->lock);
-	gh_guard_leave(was);
-}
-
-int gh_rcache_revoke(uint64_t gen, uint64_t cookie)
-{
-	struct rc_state *rc = gh_rc_instance();
-	struct rc_ga *r;
-	int was, done = 0;
-
-	if (!LD_ACQ(&rc->ready))
-		return 0;
-	was = gh_guard_enter();
-	gh_mutex_lock(&rc->lock);
-	r = gh_rc_ga_find(rc, gen);
-	if (r && r->pinned && r->pin.cookie == cookie) {
-		gh_rc_ga_drop(rc, r);
-		CTR(rc, pins_revoked, 1);
-		done = 1;
-	}
-	gh_mutex_unlock(&rc->lock);
-	gh_guard_leave(was);
-	return done;
-}
 
 /* Does pd have live windows (the program's MRs over them)? */
 static int rc_pd_has_windows(struct rc_state *rc, uint64_t pd)

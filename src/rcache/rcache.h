@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The registration cache layer (src/rcache), its one header: the cache
- * core (rcache_core.h: rcache_core.c and the files it names; their
- * shared state is rcache_state.h, private to the folder), its start
+ * (rcache_core.h: rcache_core.c and the files it names; their state, one
+ * object, is rcache_state.h, private to the folder), its start
  * (rcache_start.c), the span key table (rcache_spankeys.c) and the span
  * policy above the core (rcache_span.c).
  */

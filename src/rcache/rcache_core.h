@@ -4,20 +4,20 @@
  * protection domain, access superset), handed to the program as private
  * per-call MR objects ("aliases").  See the comment at the top of
  * rcache_state.h for the rules; pin.h for the backends underneath.
- * This is the interface of the cache core, whose files each serve a part
- * of it: rcache_core.c (set up, the index, registration lifetimes, the
+ * This is the interface of the cache, whose files each serve a part of
+ * it (rcache_state.h lists them by path): rcache_core.c (set up, the
  * free of an allocation and revoked pins, the event records, the
- * counters), rcache_reg.c (registration: hit, miss and eviction; the
- * program's MRs), rcache_wrap.c (registrations made elsewhere),
- * rcache_drop.c (PD and device close, purge).
+ * counters), rcache_reg.c (registration: hit and miss; the program's
+ * MRs), rcache_wrap.c (registrations made elsewhere), rcache_drop.c (PD
+ * and device close, purge).
  *
  * The cache is one object (struct rc_state, rcache_state.h), owned by
- * the file that keeps its index (rcache_core.c): no other file names
- * it.  The functions below keep the signatures their callers (src/hooks,
- * src/face) know and pass that one instance down: each takes it from
- * the core once (gh_rc_instance) and hands it to the cache's own
- * functions, which all take it as their first argument and assert on
- * its lock where they need it held.
+ * the core (rcache_core.c): no other file names it.  The functions below
+ * keep the signatures their callers (src/hooks, src/face) know and pass
+ * that one instance down: each takes it from the core once
+ * (gh_rc_instance; the core's own name it) and hands it to the cache's
+ * functions, which all take it as their first argument and assert on its
+ * lock where they need it held.
  */
 #ifndef GH_RCACHE_CORE_H
 #define GH_RCACHE_CORE_H

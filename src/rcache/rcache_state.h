@@ -1,10 +1,40 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Registration cache: ibv_reg_mr on GPU memory, done once per allocation.
- * This header: the cache's shared state and its rules, for the files of
- * the cache core (rcache_core.c, which owns it, rcache_reg.c,
- * rcache_wrap.c, rcache_drop.c); their
- * interface is rcache_core.h.
+ * This header: the cache's state, one object (struct rc_state), its
+ * rules, and what the core does with it, for the files of the cache;
+ * their interface is rcache_core.h.
+ *
+ * The files, by the path a reader follows through them:
+ *   rcache_core.c      the object (it alone names the one instance) and
+ *                      its upkeep: set up and fork, the index (hash
+ *                      chains, entries, allocation states), how each
+ *                      registration ends, the free of an allocation and
+ *                      a revoked pin, the event records, the counters;
+ *   rcache_reg.c       a registration, hit and miss: the lock-free hit,
+ *                      the miss with the eviction that makes room for
+ *                      it, the aliases both hand out, and what the
+ *                      program does with them (dereg, rereg, queries);
+ *   rcache_wrap.c      registrations the program made itself: wrapped,
+ *                      adopted, caught racing a free;
+ *   rcache_drop.c      ibv_dealloc_pd, ibv_close_device, the purge;
+ *   rcache_spankeys.c  the span key table, below the core (which claims,
+ *                      releases and walks keys with its lock held);
+ *   rcache_span.c      the span policy, above: what to register for a
+ *                      range, then gh_rcache_reg;
+ *   rcache_start.c     the backend per NIC and gh_rcache_init, above.
+ * A hit stays in rcache_reg.c; a miss in rcache_reg.c and rcache_core.c
+ * (a span's first miss claims its key in rcache_spankeys.c too); the free
+ * of an allocation in rcache_core.c.  Calls point one way: start and span
+ * call entry points (span the key table too); reg, wrap and drop call
+ * the core (wrap and drop also reg, for aliases and eviction); the core
+ * calls the key table; no two files share a variable.  The span policy and its key table stay
+ * files of their own: the policy runs before the cache is asked (the
+ * verbs wrapper calls gh_rcspan_reg, which calls gh_rcache_reg) and
+ * decides what to pin, not how it is cached; the key table has its own
+ * table and lock (nested inside the cache's) and is the core's only for
+ * the announcement that closes the race with a free (see "Unpin before
+ * free").  rcache_start.c reads the options and touches no cache state.
  *
  * What is cached.  One NIC registration per (allocation generation, PD,
  * access): the first registration anywhere inside a tracked allocation
@@ -68,7 +98,8 @@
  * because the clock bit rides in the same CAS.  Memory is type-stable
  * (mmap'ed, never unmapped) and an entry is only recycled at reference 0.
  * Everything else (misses, pins, eviction, invalidation) runs under one
- * mutex that only the cache core takes, with the hook guard up.  Limitation:
+ * mutex, the object's (rc->lock), taken by the cache's own functions
+ * with the hook guard up.  Limitation:
  * a free that must drop registrations waits for a miss in progress in
  * another thread.
  */
@@ -187,11 +218,13 @@ struct rc_shard {
 _Static_assert(sizeof(struct rc_shard) == 64, "a shard is one line");
 
 /*
- * The cache's state, one for the process.  Each field says who may touch
- * it:
+ * The cache's state: one object, one instance for the process (owned by
+ * rcache_core.c), handed to every function of the cache as its first
+ * argument.  Each field says who may touch it:
  *   lock    read and written only with rc->lock (the cache lock) held:
  *           every function that touches such a field without taking the
- *           lock itself says so and asserts it (RC_LOCKED, debug builds);
+ *           lock itself says so and asserts it on the object
+ *           (RC_LOCKED(rc), debug builds);
  *   atomic  read without the lock (LD/LD_ACQ); written where it says;
  *   init    set by gh_rcache_init before ready is published, then only
  *           read.
@@ -258,11 +291,11 @@ struct rc_state {
 };
 
 /*
- * The one instance, owned by the cache core (rcache_core.c), which
- * alone names it.  The entry points the layers above call (rcache_core.h)
- * keep their signatures: each takes the instance from here once and
- * passes it down; every other function of the cache gets it as its first
- * argument.
+ * The one instance, owned by the cache core (rcache_core.c), which alone
+ * names it.  The entry points the layers above call (rcache_core.h) keep
+ * their signatures: each outside the core takes the instance from here
+ * once and passes it down; every other function of the cache gets it as
+ * its first argument.
  */
 struct rc_state *gh_rc_instance(void) __attribute__((const));
 

@@ -53,9 +53,9 @@ void *gh_rcache_dummy_page(void);
 /*
  * The first registration of tracked GPU memory (src/rcache/rcache_start.c):
  * choose the pin backend (gh_pin_choose, GDRHOOK_BACKEND), prove that
- * the NIC of pd can import what auto chose, set the cache up from
- * gh_cfg.  The backend is chosen once per process, the probe runs once
- * per NIC (pd's device); later calls return the same.  g: the
+ * the NIC of pd can import what auto chose, set the cache up from its
+ * options (rcache_opts.c).  The backend is chosen once per process, the
+ * probe runs once per NIC (pd's device); later calls return the same.  g: the
  * allocation being registered (its device and memory serve the probe).
  * Returns the backend, or NULL when registrations (of pd's NIC) pass
  * through (none, a NIC that cannot import, or no memory for the cache).

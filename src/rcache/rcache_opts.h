@@ -11,7 +11,7 @@ enum gh_cfg_exposure {		/* by the words of rcache_opts.c */
 };
 
 struct gh_rcache_cfg {
-	uint64_t cache_max_size;	/* GDRHOOK_CACHE_MAX_SIZE (rcache_evict.c) */
+	uint64_t cache_max_size;	/* GDRHOOK_CACHE_MAX_SIZE (rcache_reg.c) */
 	uint64_t cache_max_count;	/* GDRHOOK_CACHE_MAX_COUNT */
 	int remote_exposure;		/* GDRHOOK_REMOTE_EXPOSURE, enum gh_cfg_exposure */
 };

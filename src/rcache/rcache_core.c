@@ -18,7 +18,7 @@
 
 #include "registry/registry.h"
 #include "pin/pin.h"
-#include "rcache_core.h"
+#include "rcache_api.h"
 #include "rcache_state.h"
 #include "rcache_spankeys.h"
 

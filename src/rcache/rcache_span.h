@@ -3,7 +3,7 @@
  * Cached registrations that are not exactly one allocation (src/
  * rcache_span.c): a span of adjacent VMM mappings, or the part of a large
  * allocation that the BAR1 budget lets the cache pin.  The cache
- * (rcache_core.h) keys them like an allocation generation, by a span key.
+ * (rcache_api.h) keys them like an allocation generation, by a span key.
  */
 #ifndef GH_RCACHE_SPAN_H
 #define GH_RCACHE_SPAN_H

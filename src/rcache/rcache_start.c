@@ -12,7 +12,7 @@
 #include <infiniband/verbs.h>
 
 #include "pin/pin.h"
-#include "rcache_core.h"
+#include "rcache_api.h"
 #include "rcache_opts.h"
 
 static const struct gh_pin_ops *started;	/* what the cache runs */

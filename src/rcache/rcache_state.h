@@ -3,7 +3,7 @@
  * Registration cache: ibv_reg_mr on GPU memory, done once per allocation.
  * This header: the cache's state, one object (struct rc_state), its
  * rules, and what the core does with it, for the files of the cache;
- * their interface is rcache_core.h.
+ * their interface is rcache_api.h.
  *
  * The files, by the path a reader follows through them:
  *   rcache_core.c      the object (it alone names the one instance) and
@@ -111,7 +111,7 @@
 #include <infiniband/verbs.h>
 
 #include "pin/pin.h"
-#include "rcache_core.h"
+#include "rcache_api.h"
 
 #define RC_ENT_CAP	(1u << 18)
 #define RC_GA_CAP	(1u << 18)
@@ -292,7 +292,7 @@ struct rc_state {
 
 /*
  * The one instance, owned by the cache core (rcache_core.c), which alone
- * names it.  The entry points the layers above call (rcache_core.h) keep
+ * names it.  The entry points the layers above call (rcache_api.h) keep
  * their signatures: each outside the core takes the instance from here
  * once and passes it down; every other function of the cache gets it as
  * its first argument.

@@ -11,7 +11,7 @@
 #include <infiniband/verbs.h>
 
 #include "pin/pin.h"
-#include "rcache_core.h"
+#include "rcache_api.h"
 #include "rcache_state.h"
 #include "rcache_reg.h"
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Registration cache (src/rcache/rcache_core.h) against a mock pin backend and the
+ * Registration cache (src/rcache/rcache_api.h) against a mock pin backend and the
  * real registry: hits and misses, no duplicates, references, access
  * upgrades, PD separation, the remote-access exposure rule, invalidation
  * on free / context destroy / unmap (through the registry's free sequence,

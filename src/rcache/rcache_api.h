@@ -19,8 +19,8 @@
  * functions, which all take it as their first argument and assert on its
  * lock where they need it held.
  */
-#ifndef GH_RCACHE_CORE_H
-#define GH_RCACHE_CORE_H
+#ifndef GH_RCACHE_API_H
+#define GH_RCACHE_API_H
 
 #include <stdint.h>
 

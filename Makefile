@@ -138,7 +138,8 @@ $(LAYER_AS):
 # A unit test links its layer (tests/unit/layers) and those below it
 # only: a call that points up fails to link.
 unit_layer	= $(shell sed -n 's/^$(1):[[:space:]]*\([a-z]*\).*/\1/p' tests/unit/layers)
-$(BUILD)/tests/unit/%: tests/unit/%.c tests/unit/layers $(LAYER_AS) tests/harness.h
+$(BUILD)/tests/unit/%: tests/unit/%.c tests/unit/layers $(LAYER_AS) tests/harness.h \
+		$(wildcard tests/unit/*.h)
 	@mkdir -p $(dir $@)
 	$(if $(call unit_layer,$*),,$(error tests/unit/layers names no layer for $*))
 	$(call say,CCLD,$@)

@@ -541,35 +541,6 @@ TEST_TIMEOUT(block_mode_200k_pairs_lose_nothing, 300)
 	unlink(path);
 }
 
-/* ---- the counters: one write, after the program's output ---- */
-
-TEST(stats_follow_the_output_zeros_folded_sizes_in_units)
-{
-	char both[256];
-	const char *e, *at, *out;
-	unsigned zeros = 0;
-
-	tmp(both, sizeof(both), "both");
-	/* stdout and stderr one file: stdio flushes the program's buffered
-	 * line only after the exit handlers, the one that prints included */
-	CHECK_EQ(run_io("alloc", ENV("GDRHOOK_STATS=yes"), both, "stdout"), 7);
-	e = slurp(both);
-	at = strstr(e, "]: stats\n");
-	out = strstr(e, "stdout-intact\n");
-	if (!at || !out || out > at)
-		TH_FAIL("not the output, then the counters: %s", e);
-	CHECK(strstr(at, "  allocations             5\n") != NULL);
-	CHECK(strstr(at, "  frees                   5\n") != NULL);
-	CHECK(strstr(at, "  peak live bytes         4.0 KiB\n") != NULL);
-	/* a zero counter has no row: one line counts them */
-	CHECK(strstr(at, "rcache hits") == NULL);
-	CHECK(strstr(at, "live at exit") == NULL);
-	at = strstr(at, "  the other ");
-	CHECK(at && sscanf(at, "  the other %u counters are 0\n", &zeros) == 1);
-	CHECK(zeros >= 20);
-	unlink(both);
-}
-
 /* ---- seen 10: ordering a threaded log by t is consistent ---- */
 
 TEST_TIMEOUT(ordering_by_t_shows_no_double_allocation, 300)

@@ -201,32 +201,6 @@ TEST(runtime_calls_are_labelled_and_tracked_once)
 	CHECK_EQ(s.untrusted, 0);
 }
 
-/* The peak counts what was live at once, however it went (a free, or a
- * context destroy dropping it); live bytes count what is live now. */
-TEST(stats_peak_and_live_bytes_across_a_context_destroy)
-{
-	struct gdrhook_stats before = { .size = sizeof(before) };
-	struct gdrhook_stats after = { .size = sizeof(after) };
-	CUctxCreateParams params;
-	CUdeviceptr a, b, c;
-	CUcontext ctx;
-
-	primary_ctx(0);
-	CHECK_EQ(gdrhook_get_stats(&before), 0);
-	memset(&params, 0, sizeof(params));
-	CU_OK(cuCtxCreate_v4(&ctx, &params, 0, 0));
-	CU_OK(cuMemAlloc(&a, 3 << 20));
-	CU_OK(cuMemAlloc(&b, 1 << 20));
-	CU_OK(cuMemAlloc(&c, 1 << 20));
-	CU_OK(cuMemFree(c));
-	CU_OK(cuCtxDestroy(ctx));	/* a and b go with it */
-	CHECK_EQ(tracked(a, NULL), -ENOENT);
-	CHECK_EQ(gdrhook_get_stats(&after), 0);
-	CHECK(after.peak_live_bytes >= before.live_bytes + (5u << 20));
-	CHECK_EQ(after.live_bytes, before.live_bytes);
-	CHECK_EQ(after.implicit_frees, before.implicit_frees + 2);
-}
-
 TEST(family_pitch_managed_host_register)
 {
 	struct gdrhook_range r;

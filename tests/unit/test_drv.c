@@ -177,9 +177,6 @@ TEST(vmm_handle_device_and_mapping)
 	DRV_OK(DRV(cuMemUnmap)(va, gran));
 	CHECK_EQ(gh_drv_vmm_mapped(va), 0);
 	DRV_OK(DRV(cuMemRelease)(h));
-	dev = 7;
-	CHECK_EQ(gh_drv_vmm_device(h, &dev), -1);
-	CHECK_EQ(dev, 7);
 	DRV_OK(DRV(cuMemAddressFree)(va, 2 * gran));
 }
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit, model and concurrency tests of the registry (src/registry/ranges*.c). */
+/* Unit, model and concurrency tests of the registry's ranges
+ * (src/registry/ranges*.c). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>

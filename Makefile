@@ -136,7 +136,8 @@ $(LAYER_AS):
 	$(Q)ar rcs $@ $^
 
 # A unit test links its layer (tests/unit/layers) and those below it
-# only: a call that points up fails to link.
+# only: a call that points up fails to link.  UNIT_LIBS: what a test
+# links besides (the doubles, tests/unit/rules.mk).
 unit_layer	= $(shell sed -n 's/^$(1):[[:space:]]*\([a-z]*\).*/\1/p' tests/unit/layers)
 $(BUILD)/tests/unit/%: tests/unit/%.c tests/unit/layers $(LAYER_AS) tests/harness.h \
 		$(wildcard tests/unit/*.h)
@@ -144,7 +145,7 @@ $(BUILD)/tests/unit/%: tests/unit/%.c tests/unit/layers $(LAYER_AS) tests/harnes
 	$(if $(call unit_layer,$*),,$(error tests/unit/layers names no layer for $*))
 	$(call say,CCLD,$@)
 	$(Q)$(CC) $(ALL_CFLAGS) -Itests -o $@ $< \
-		$(call layer_link,$(call unit_layer,$*)) $(LDLIBS)
+		$(call layer_link,$(call unit_layer,$*)) $(UNIT_LIBS) $(LDLIBS)
 
 # Programs run under LD_PRELOAD against the CUDA driver test double.
 PRELOAD_SRCS	:= $(sort $(wildcard tests/preload/test_*.c))

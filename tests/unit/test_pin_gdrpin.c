@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
  * The gdrpin pin backend (src/pin/pin_gdrpin.c) where there is no /dev/gdrpin
- * (CPU machines): it fails cleanly, with the reason, and the backend choice
- * falls back to none.  And the cache side of revocation (src/rcache/rcache_drop.c:
- * ops->valid on every hit, gh_rcache_revoke) against a mock backend whose
- * pins can be revoked.  The real thing runs in the QEMU lab:
- * tests/lab/regcache/run.
+ * (CPU machines): it fails cleanly, with the reason (the backend choice
+ * falling back to none is tests/unit/test_pin_choose.c's).  And the cache
+ * side of revocation (src/rcache/rcache_drop.c: ops->valid on every hit,
+ * gh_rcache_revoke) against a mock backend whose pins can be revoked.
+ * The real thing runs in the QEMU lab: tests/lab/regcache/run.
  */
 #include <stdint.h>
 #include <infiniband/verbs.h>
@@ -49,20 +49,6 @@ TEST(gdrpin_ops_fail_cleanly)
 	CHECK_EQ(gh_pin_gdrpin.valid(0), 0);
 	CHECK_EQ(gh_pin_gdrpin.valid(1ULL << 16), 0);
 	CHECK(!strcmp(gh_pin_gdrpin.name, "gdrpin"));
-}
-
-TEST(choose_gdrpin_without_device_is_none)
-{
-	gh_gdrpin_dev = "/nonexistent/gdrpin";
-	gh_pin_cfg.backend = GH_CFG_BACKEND_GDRPIN;
-	CHECK(gh_pin_choose(0) == &gh_pin_none);
-}
-
-TEST(choose_auto_without_anything_is_none)
-{
-	gh_gdrpin_dev = "/nonexistent/gdrpin";
-	gh_pin_cfg.backend = GH_CFG_BACKEND_AUTO;
-	CHECK(gh_pin_choose(0) != &gh_pin_gdrpin);
 }
 
 /* -------------------------------- revocation, against a mock backend */

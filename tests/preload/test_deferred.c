@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
- * Memory calls made while gdrhook's own bookkeeping runs on the same
- * thread (the guarded window): from a subscriber callback, and from a
- * signal handler that interrupts a hook.  They reach the driver at once;
- * the registry must reflect them by the time the outer hook returns, or
- * say it is untrusted.  Never a stale range kept silently.
+ * The deferred queue (src/hooks/deferred.c): memory calls made while
+ * gdrhook's own bookkeeping runs on the same thread (the guarded window),
+ * from a subscriber callback, and from a signal handler that interrupts
+ * a hook.  They reach the driver at once; the registry must reflect them
+ * by the time the outer hook returns, or say it is untrusted.  Never a
+ * stale range kept silently.
  */
 #include <cuda.h>
 #include <errno.h>
@@ -123,6 +124,44 @@ TEST(subscriber_alloc_registered_before_hook_returns)
 	CHECK_EQ(r.size, 3 << 20);
 	CHECK_EQ(r.kind, GDRHOOK_KIND_DEVICE);
 	CHECK_EQ(gdrhook_trusted(), 1);
+}
+
+/* Free a victim, then allocate its size again: the driver hands the
+ * same address back, so the queue must apply the two in that order. */
+static CUdeviceptr again;
+static struct gdrhook_range victim_before;
+
+static void free_then_realloc(const struct gdrhook_event *ev, void *arg)
+{
+	if (fired++)
+		return;
+	CU_OK(cuMemFree_v2(victims[0]));
+	CU_OK(cuMemAlloc_v2(&again, 4096));
+	(void)ev;
+	(void)arg;
+}
+
+TEST(subscriber_free_then_realloc_applied_in_order)
+{
+	struct gdrhook_range r;
+	CUdeviceptr p;
+
+	primary_ctx(0);
+	make_victims(1);
+	CHECK_EQ(tracked(victims[0], &victim_before), 0);
+	CHECK(gdrhook_subscribe(GDRHOOK_EVENT_ALLOC, free_then_realloc,
+				NULL) >= 0);
+	CU_OK(cuMemAlloc_v2(&p, 1 << 20));
+	/* the queued allocation, applied, is announced too */
+	CHECK_EQ(fired, 2);
+	CHECK_EQ(again, victims[0]);	/* the precondition: reused */
+	CHECK_EQ(tracked(again, &r), 0);
+	CHECK_EQ(r.base, again);
+	CHECK_EQ(r.size, 4096);
+	CHECK(r.gen != victim_before.gen);
+	CHECK_EQ(gdrhook_trusted(), 1);
+	CU_OK(cuMemFree_v2(again));
+	CHECK_EQ(tracked(again, NULL), -ENOENT);
 }
 
 TEST(signal_handler_free_during_hook)

@@ -174,7 +174,7 @@ $(BUILD)/tests/preload/test_local_runtime: tests/preload/test_local_runtime.c \
 	$(Q)$(CC) $(PRELOAD_CFLAGS) -o $@ $< -L$(BUILD) -lgdrhook -ldl
 
 # A library whose constructor makes the first CUDA calls, and a program
-# that links it (test_lifecycle runs it under the preload).
+# that links it (test_init runs it under the preload).
 $(BUILD)/tests/preload/libearly_cuda.so: tests/preload/early_cuda_lib.c $(FAKE_LIBS)
 	@mkdir -p $(dir $@)
 	$(call say,CCLD,$@)
@@ -186,7 +186,7 @@ $(BUILD)/tests/preload/early_cuda: tests/preload/early_cuda.c \
 	$(Q)$(CC) $(PRELOAD_CFLAGS) -o $@ $< -L$(BUILD)/tests/preload -learly_cuda \
 		-Wl,-rpath,'$$ORIGIN' -Wl,-rpath-link,$(BUILD)/fake
 
-$(BUILD)/tests/preload/test_lifecycle: $(BUILD)/tests/preload/early_cuda
+$(BUILD)/tests/preload/test_init: $(BUILD)/tests/preload/early_cuda
 
 # A C++ program that dies of an uncaught exception (test_evlog_proc runs it).
 CXX		?= c++

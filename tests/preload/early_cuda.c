@@ -3,7 +3,7 @@
  * A program that makes its first CUDA calls where EARLY_CUDA says: in
  * the constructor of a library it links (lib: libearly_cuda.so, before
  * gdrhook's constructors), in its own constructor (prog: after them) or
- * in main.  test_lifecycle runs it under LD_PRELOAD=libgdrhook.so.
+ * in main.  test_init runs it under LD_PRELOAD=libgdrhook.so.
  */
 #include <stdlib.h>
 #include <string.h>

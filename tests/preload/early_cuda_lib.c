@@ -2,7 +2,7 @@
 /*
  * A library whose constructor makes the program's first CUDA calls, as a
  * framework or plugin that sets the GPU up at load does (EARLY_CUDA=lib;
- * test_lifecycle runs it through early_cuda).  The loader runs a
+ * test_init runs it through early_cuda).  The loader runs a
  * program's libraries' constructors before a preloaded library's, so
  * gdrhook's hooks meet these calls before any constructor of
  * libgdrhook.so ran.

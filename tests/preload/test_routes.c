@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * The four routes to a driver entry point, and what each API family does
- * to the registry, under LD_PRELOAD against the driver test double.
+ * The ELF route to a driver entry point (the others: test_dlsym,
+ * test_procaddr), and what each API family does to the registry, under
+ * LD_PRELOAD against the driver test double.
  */
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -15,173 +16,11 @@ CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream);
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 #include <pthread.h>
 
-#include "preload_util.h"
-
-static int in_shim(const void *p)
-{
-	Dl_info info;
-
-	return p && dladdr(p, &info) && info.dli_fname &&
-	       strstr(info.dli_fname, "libgdrhook");
-}
-
-static void check_roundtrip(CUresult (*alloc)(CUdeviceptr *, size_t),
-			    CUresult (*fre)(CUdeviceptr))
-{
-	struct gdrhook_range r, r2;
-	CUdeviceptr p, q;
-
-	primary_ctx(0);
-	CU_OK(alloc(&p, 1 << 20));
-	CHECK_EQ(tracked(p, &r), 0);
-	CHECK_EQ(r.base, p);
-	CHECK_EQ(r.size, 1 << 20);
-	CHECK_EQ(r.kind, GDRHOOK_KIND_DEVICE);
-	CHECK_EQ(r.dev, 0);
-	CHECK_EQ(tracked(p + 4096, NULL), 0);
-	CHECK_EQ(gdrhook_lookup((void *)(uintptr_t)(p + 4096), 1 << 20, &r2),
-		 -ERANGE);
-	CU_OK(fre(p));
-	CHECK_EQ(tracked(p, NULL), -ENOENT);
-	/* Same size again: the driver reuses the address, the gen changes. */
-	CU_OK(alloc(&q, 1 << 20));
-	CHECK_EQ(q, p);
-	CHECK_EQ(tracked(q, &r2), 0);
-	CHECK(r2.gen != r.gen);
-	CU_OK(fre(q));
-}
+#include "roundtrip.h"
 
 TEST(route_elf_symbol)
 {
 	check_roundtrip(cuMemAlloc_v2, cuMemFree_v2);
-}
-
-TEST(route_dlsym_on_libcuda_handle)
-{
-	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-	void *a, *f;
-
-	CHECK(h);
-	a = dlsym(h, "cuMemAlloc_v2");
-	f = dlsym(h, "cuMemFree_v2");
-	CHECK(in_shim(a) && in_shim(f));
-	check_roundtrip((CUresult (*)(CUdeviceptr *, size_t))a,
-			(CUresult (*)(CUdeviceptr))f);
-}
-
-TEST(route_dlvsym)
-{
-	/* Versioned lookups (NCCL's way): the runtime's symbols carry the
-	 * version "libcudart.so.13", as NVIDIA's do. */
-	void *h = dlopen("libcudart.so.13", RTLD_NOW | RTLD_NOLOAD);
-	cudaError_t (*m)(void **, size_t);
-	cudaError_t (*f)(void *);
-	void *p = NULL;
-
-	CHECK(h);
-	m = (cudaError_t (*)(void **, size_t))dlvsym(h, "cudaMalloc",
-						      "libcudart.so.13");
-	f = (cudaError_t (*)(void *))dlvsym(h, "cudaFree", "libcudart.so.13");
-	CHECK(m && f);
-	CHECK(in_shim((void *)m) && in_shim((void *)f));
-	CHECK(dlvsym(h, "cudaMalloc", "NO_SUCH_VERSION") == NULL);
-	CHECK_EQ(m(&p, 4096), cudaSuccess);
-	CHECK_EQ(tracked((uintptr_t)p, NULL), 0);
-	CHECK_EQ(f(p), cudaSuccess);
-	CHECK_EQ(tracked((uintptr_t)p, NULL), -ENOENT);
-}
-
-TEST(route_rtld_next_is_relative_to_the_caller)
-{
-	/* From the program, the next cuMemAlloc_v2 is the preloaded shim's. */
-	CHECK(in_shim(dlsym(RTLD_NEXT, "cuMemAlloc_v2")));
-	/* And a symbol only the driver has is found past the shim. */
-	CHECK(dlsym(RTLD_NEXT, "cuInit") != NULL);
-	CHECK(!in_shim(dlsym(RTLD_NEXT, "cuInit")));
-}
-
-TEST(route_cuGetProcAddress_v2)
-{
-	CUdriverProcAddressQueryResult st;
-	void *a = NULL, *f = NULL, *gpa = NULL;
-	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-
-	/* Reached the way the runtime does it: dlsym, then the resolver. */
-	gpa = dlsym(h, "cuGetProcAddress_v2");
-	CHECK(in_shim(gpa));
-	CU_OK(cuInit(0));
-	CU_OK(((CUresult (*)(const char *, void **, int, cuuint64_t,
-			     CUdriverProcAddressQueryResult *))gpa)(
-		"cuMemAlloc", &a, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &st));
-	CU_OK(cuGetProcAddress_v2("cuMemFree", &f, 13000,
-				  CU_GET_PROC_ADDRESS_DEFAULT, &st));
-	CHECK(in_shim(a) && in_shim(f));
-	check_roundtrip((CUresult (*)(CUdeviceptr *, size_t))a,
-			(CUresult (*)(CUdeviceptr))f);
-}
-
-TEST(route_cuGetProcAddress_legacy_and_versions)
-{
-	CUresult (*gpa)(const char *, void **, int, cuuint64_t);
-	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-	void *a = NULL, *old = NULL;
-	Dl_info info;
-
-	gpa = (CUresult (*)(const char *, void **, int, cuuint64_t))dlsym(
-		h, "cuGetProcAddress");
-	CHECK(in_shim((void *)gpa));
-	CU_OK(cuInit(0));
-	CU_OK(gpa("cuMemAlloc", &a, 12000, CU_GET_PROC_ADDRESS_DEFAULT));
-	CHECK(in_shim(a));
-	CHECK(dladdr(a, &info) && !strcmp(info.dli_sname, "cuMemAlloc_v2"));
-	/* An old version selects the 32-bit-ABI entry: its own wrapper. */
-	CU_OK(gpa("cuMemAlloc", &old, 3000, CU_GET_PROC_ADDRESS_DEFAULT));
-	CHECK(in_shim(old));
-	CHECK(dladdr(old, &info) && !strcmp(info.dli_sname, "cuMemAlloc"));
-}
-
-TEST(route_per_thread_default_stream_flag)
-{
-	CUdriverProcAddressQueryResult st;
-	void *a = NULL, *f = NULL;
-	Dl_info info;
-	CUdeviceptr p;
-	char path[256];
-
-	(void)path;
-	CU_OK(cuInit(0));
-	CU_OK(cuGetProcAddress_v2("cuMemAllocAsync", &a, 13000,
-				  CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
-				  &st));
-	CU_OK(cuGetProcAddress_v2("cuMemFreeAsync", &f, 13000,
-				  CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
-				  &st));
-	CHECK(in_shim(a) && in_shim(f));
-	CHECK(dladdr(a, &info) &&
-	      !strcmp(info.dli_sname, "cuMemAllocAsync_ptsz"));
-	primary_ctx(0);
-	CU_OK(((CUresult (*)(CUdeviceptr *, size_t, CUstream))a)(&p, 4096,
-								  NULL));
-	CHECK_EQ(tracked(p, NULL), 0);
-	CHECK_EQ(fake_calls("cuMemAllocAsync_ptsz"), 1);
-	CU_OK(((CUresult (*)(CUdeviceptr, CUstream))f)(p, NULL));
-	CHECK_EQ(tracked(p, NULL), -ENOENT);
-}
-
-TEST(route_cudaGetDriverEntryPoint)
-{
-	void *a = NULL, *f = NULL;
-	enum cudaDriverEntryPointQueryResult q;
-
-	CHECK_EQ(cudaGetDriverEntryPointByVersion("cuMemAlloc", &a, 13000,
-						  cudaEnableDefault, &q),
-		 cudaSuccess);
-	CHECK_EQ(cudaGetDriverEntryPoint("cuMemFree", &f, cudaEnableDefault,
-					 &q),
-		 cudaSuccess);
-	CHECK(in_shim(a) && in_shim(f));
-	check_roundtrip((CUresult (*)(CUdeviceptr *, size_t))a,
-			(CUresult (*)(CUdeviceptr))f);
 }
 
 TEST(runtime_calls_are_labelled_and_tracked_once)

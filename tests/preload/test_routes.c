@@ -23,23 +23,6 @@ TEST(route_elf_symbol)
 	check_roundtrip(cuMemAlloc_v2, cuMemFree_v2);
 }
 
-TEST(runtime_calls_are_labelled_and_tracked_once)
-{
-	void *p = NULL;
-	struct gdrhook_stats s = { .size = sizeof(s) };
-
-	CHECK_EQ(cudaSetDevice(0), cudaSuccess);
-	CHECK_EQ(cudaMalloc(&p, 3 << 20), cudaSuccess);
-	CHECK_EQ(tracked((uintptr_t)p, NULL), 0);
-	CHECK_EQ(cudaFree(p), cudaSuccess);
-	CHECK_EQ(tracked((uintptr_t)p, NULL), -ENOENT);
-	CHECK_EQ(gdrhook_get_stats(&s), 0);
-	CHECK_EQ(s.allocs, 1);
-	CHECK_EQ(s.frees, 1);
-	CHECK_EQ(s.frees_untracked, 0);
-	CHECK_EQ(s.untrusted, 0);
-}
-
 TEST(family_pitch_managed_host_register)
 {
 	struct gdrhook_range r;

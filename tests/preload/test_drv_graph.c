@@ -1,16 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
- * Memory that no allocation call makes: graph memory nodes (captured and
- * explicit, through instantiate, launch, auto-free relaunch and destroy),
- * module and library globals, external memory, the device alias of host
- * memory.  Each case checks the registry against the driver double at
- * every step: tracked exactly while the driver backs the range.
+ * Graph memory nodes (src/hooks/drv_graph.c), captured and explicit,
+ * through instantiate, launch, auto-free relaunch and destroy.  Each case
+ * checks the registry against the driver double at every step: tracked
+ * exactly while the driver backs the range.
  */
 #include <cuda.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/wait.h>
 
 /* Exported CUDA 11.0 entry point; cuda.h no longer declares it. */
 CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph,
@@ -19,33 +15,7 @@ CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph,
 
 /* Not every helper of the shared header is used here. */
 #pragma GCC diagnostic ignored "-Wunused-function"
-#include "preload_util.h"
-
-/* Does the driver back ptr right now? */
-static int backed(CUdeviceptr p)
-{
-	CUdeviceptr base;
-	size_t size;
-
-	return cuMemGetAddressRange_v2(&base, &size, p) == CUDA_SUCCESS;
-}
-
-/* The registry and the driver agree on ptr; returns whether it is live. */
-static int agree(CUdeviceptr p, unsigned int kind, size_t size)
-{
-	struct gdrhook_range r;
-	int live = backed(p);
-
-	if (live) {
-		CHECK_EQ(tracked(p, &r), 0);
-		CHECK_EQ(r.base, p);
-		CHECK_EQ(r.size, size);
-		CHECK_EQ(r.kind, kind);
-	} else {
-		CHECK_EQ(tracked(p, NULL), -ENOENT);
-	}
-	return live;
-}
+#include "agree.h"
 
 static void capture(CUstream s, CUgraph *g, CUdeviceptr *p, size_t size,
 		    int free_in_graph)
@@ -547,186 +517,6 @@ TEST(more_graph_nodes_than_followed_marks_untrusted)
 			CU_OK(cuGraphAddMemAllocNode(&n, g, NULL, 0, &np));
 	}
 	CHECK_EQ(gdrhook_trusted(), 0);
-}
-
-TEST(module_globals_live_until_unload)
-{
-	CUdeviceptr a, b, a2;
-	size_t na, nb;
-	CUmodule m;
-
-	primary_ctx(0);
-	CU_OK(cuModuleLoadData(&m, "fakecubin:flag=8,table=65536"));
-	CU_OK(cuModuleGetGlobal_v2(&a, &na, m, "flag"));
-	CU_OK(cuModuleGetGlobal_v2(&b, &nb, m, "table"));
-	CHECK_EQ(na, 8);
-	CHECK_EQ(agree(a, GDRHOOK_KIND_GLOBAL, 8), 1);
-	CHECK_EQ(agree(b, GDRHOOK_KIND_GLOBAL, 65536), 1);
-	/* Asking again is the same variable, not a new allocation. */
-	CU_OK(cuModuleGetGlobal_v2(&a2, NULL, m, "flag"));
-	CHECK_EQ(a2, a);
-	CHECK_EQ(agree(a, GDRHOOK_KIND_GLOBAL, 8), 1);
-	CHECK(cuModuleGetGlobal_v2(&a2, NULL, m, "nope") != CUDA_SUCCESS);
-	CU_OK(cuModuleUnload(m));
-	CHECK_EQ(agree(a, GDRHOOK_KIND_GLOBAL, 8), 0);
-	CHECK_EQ(agree(b, GDRHOOK_KIND_GLOBAL, 65536), 0);
-	CHECK_EQ(gdrhook_trusted(), 1);
-}
-
-TEST(library_globals_go_with_unload_and_with_their_context)
-{
-	CUctxCreateParams params;
-	CUdeviceptr a, m1, a2;
-	CUlibrary lib;
-	CUcontext ctx;
-
-	primary_ctx(0);
-	CU_OK(cuLibraryLoadData(&lib, "fakecubin:counter=4,mvar=4096", NULL,
-				NULL, 0, NULL, NULL, 0));
-	CU_OK(cuLibraryGetGlobal(&a, NULL, lib, "counter"));
-	CU_OK(cuLibraryGetManaged(&m1, NULL, lib, "mvar"));
-	CHECK_EQ(agree(a, GDRHOOK_KIND_GLOBAL, 4), 1);
-	CHECK_EQ(agree(m1, GDRHOOK_KIND_GLOBAL, 4096), 1);
-	/* A second context gets its own copy; destroying it drops that. */
-	memset(&params, 0, sizeof(params));
-	CU_OK(cuCtxCreate_v4(&ctx, &params, 0, 0));
-	CU_OK(cuLibraryGetGlobal(&a2, NULL, lib, "counter"));
-	CHECK(a2 != a);
-	CHECK_EQ(agree(a2, GDRHOOK_KIND_GLOBAL, 4), 1);
-	CU_OK(cuCtxDestroy_v2(ctx));
-	CHECK_EQ(agree(a2, GDRHOOK_KIND_GLOBAL, 4), 0);
-	primary_ctx(0);
-	CU_OK(cuLibraryUnload(lib));
-	CHECK_EQ(agree(a, GDRHOOK_KIND_GLOBAL, 4), 0);
-	CHECK_EQ(agree(m1, GDRHOOK_KIND_GLOBAL, 4096), 0);
-	CHECK_EQ(gdrhook_trusted(), 1);
-}
-
-static CUexternalMemory import_memfd(size_t size)
-{
-	CUDA_EXTERNAL_MEMORY_HANDLE_DESC d;
-	CUexternalMemory x;
-	int fd = memfd_create("ext", 0);
-
-	CHECK(fd >= 0);
-	CHECK(ftruncate(fd, (off_t)size) == 0);
-	memset(&d, 0, sizeof(d));
-	d.type = CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD;
-	d.handle.fd = fd;
-	d.size = size;
-	CU_OK(cuImportExternalMemory(&x, &d));
-	return x;
-}
-
-TEST(external_memory_buffer_until_freed)
-{
-	CUDA_EXTERNAL_MEMORY_BUFFER_DESC bd;
-	CUexternalMemory x;
-	CUdeviceptr p, q;
-	struct gdrhook_range r;
-
-	primary_ctx(0);
-	x = import_memfd(8 << 20);
-	memset(&bd, 0, sizeof(bd));
-	bd.offset = 1 << 20;
-	bd.size = 2 << 20;
-	CU_OK(cuExternalMemoryGetMappedBuffer(&p, x, &bd));
-	CHECK_EQ(agree(p, GDRHOOK_KIND_EXTERNAL, 2 << 20), 1);
-	CHECK_EQ(tracked(p, &r), 0);
-	CHECK(r.flags == 0 || r.kind == GDRHOOK_KIND_EXTERNAL);
-	CU_OK(cuMemFree_v2(p));
-	CHECK_EQ(agree(p, GDRHOOK_KIND_EXTERNAL, 2 << 20), 0);
-	CU_OK(cuExternalMemoryGetMappedBuffer(&q, x, &bd));
-	CHECK_EQ(agree(q, GDRHOOK_KIND_EXTERNAL, 2 << 20), 1);
-	/* Destroying the object leaves the buffer allocated until freed. */
-	CU_OK(cuDestroyExternalMemory(x));
-	CHECK_EQ(agree(q, GDRHOOK_KIND_EXTERNAL, 2 << 20), 1);
-	CU_OK(cuMemFree_v2(q));
-	CHECK_EQ(agree(q, GDRHOOK_KIND_EXTERNAL, 2 << 20), 0);
-	CHECK_EQ(gdrhook_trusted(), 1);
-}
-
-struct export_msg {
-	int fd;				/* in the exporter */
-	CUmemPoolPtrExportData data;
-};
-
-/* The importer: forked before the exporter touched CUDA (a CUDA process
- * cannot fork a CUDA child), gets the pool fd through /proc. */
-static void importer(int rd)
-{
-	struct export_msg m;
-	CUmemoryPool ip;
-	CUdeviceptr q;
-	char path[64];
-	int fd;
-
-	CHECK_EQ(read(rd, &m, sizeof(m)), (ssize_t)sizeof(m));
-	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)getppid(), m.fd);
-	fd = open(path, O_RDWR | O_CLOEXEC);
-	CHECK(fd >= 0);
-	primary_ctx(0);
-	CU_OK(cuMemPoolImportFromShareableHandle(
-		&ip, (void *)(uintptr_t)fd,
-		CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
-	CU_OK(cuMemPoolImportPointer(&q, ip, &m.data));
-	CHECK_EQ(*(volatile unsigned char *)(uintptr_t)(q + 12345), 0x5a);
-	CHECK_EQ(agree(q, GDRHOOK_KIND_POOL, 3 << 20), 1);
-	CU_OK(cuMemFree_v2(q));
-	CHECK_EQ(agree(q, GDRHOOK_KIND_POOL, 3 << 20), 0);
-	CHECK_EQ(gdrhook_trusted(), 1);
-	_exit(0);
-}
-
-TEST(pool_import_has_its_real_size_until_freed)
-{
-	struct export_msg m;
-	CUmemPoolProps props;
-	CUmemoryPool pool;
-	CUdeviceptr p;
-	int pfd[2], st;
-	pid_t pid;
-
-	CHECK(pipe(pfd) == 0);
-	pid = fork();
-	CHECK(pid >= 0);
-	if (pid == 0) {
-		close(pfd[1]);
-		importer(pfd[0]);
-	}
-	close(pfd[0]);
-	primary_ctx(0);
-	memset(&props, 0, sizeof(props));
-	props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-	props.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-	props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-	CU_OK(cuMemPoolCreate(&pool, &props));
-	CU_OK(cuMemAllocFromPoolAsync(&p, 3 << 20, pool, NULL));
-	CU_OK(cuMemsetD8_v2(p, 0x5a, 3 << 20));
-	memset(&m, 0, sizeof(m));
-	CU_OK(cuMemPoolExportToShareableHandle(
-		&m.fd, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
-	CU_OK(cuMemPoolExportPointer(&m.data, p));
-	CHECK_EQ(write(pfd[1], &m, sizeof(m)), (ssize_t)sizeof(m));
-	CHECK_EQ(waitpid(pid, &st, 0), pid);
-	CHECK(WIFEXITED(st));
-	CHECK_EQ(WEXITSTATUS(st), 0);
-	CU_OK(cuMemFree_v2(p));
-}
-
-TEST(host_device_pointer_is_the_host_range)
-{
-	struct gdrhook_range r;
-	CUdeviceptr d;
-	void *h;
-
-	primary_ctx(0);
-	CU_OK(cuMemHostAlloc(&h, 1 << 16, CU_MEMHOSTALLOC_DEVICEMAP));
-	CU_OK(cuMemHostGetDevicePointer_v2(&d, h, 0));
-	CHECK_EQ(d, (CUdeviceptr)(uintptr_t)h);
-	CHECK_EQ(tracked(d, &r), 0);
-	CHECK_EQ(r.kind, GDRHOOK_KIND_HOST);
-	CHECK_EQ(gdrhook_trusted(), 1);
 }
 
 TEST_MAIN()

@@ -114,41 +114,6 @@ static int scenario_rereg_revoked(void)
 	return 0;
 }
 
-/*
- * 2. The program's own ibv_reg_dmabuf_mr, with an iova unlike the
- * buffer's address (0-based): the free of the exported memory revokes it.
- */
-static int scenario_dmabuf_iova(void)
-{
-	struct ibv_pd *pd;
-
-	setup();
-	pd = v.alloc_pd(v.open());
-	for (int zero = 0; zero < 2; zero++) {
-		CUdeviceptr a = dev_alloc(2 * MiB);
-		uint64_t iova = zero ? 0 : 0x1234000;
-		struct ibv_mr *m;
-		int fd = -1;
-
-		CU_OK(cuMemGetHandleForAddressRange(&fd, a, 2 * MiB,
-			CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0));
-		CHECK(fd >= 0);
-		m = v.dmabuf(pd, 4096, 65536, iova, fd, LW | RW);
-		CHECK(m != NULL);
-		CHECK_EQ(v.write(pd, m->rkey, iova + 10, "in", 2), 0);
-		CHECK(!memcmp((void *)(a + 4096 + 10), "in", 2));
-		a = realloc_same(a, 2 * MiB);
-		CHECK(refused(pd, m->rkey, iova + 10));
-		CHECK_EQ(v.calls("stale_writes"), 0);
-		CHECK_EQ(v.dereg(m), 0);
-		close(fd);
-		CU_OK(cuMemFree(a));
-	}
-	CHECK_EQ(v.stale(), 0);
-	CHECK_EQ(v.live(), 0);
-	return 0;
-}
-
 /* A registration on another thread while this one frees and reallocates. */
 struct racer {
 	struct ibv_pd *pd;
@@ -905,7 +870,6 @@ static int scenario_thread_churn_aba(void)
 
 static const struct scenario scenarios[] = {
 	{ "rereg_revoked", scenario_rereg_revoked },
-	{ "dmabuf_iova", scenario_dmabuf_iova },
 	{ "wrap_aba", scenario_wrap_aba },
 	{ "pass_toctou", scenario_pass_toctou },
 	{ "wrap_churn", scenario_wrap_churn },
@@ -942,11 +906,6 @@ static void each_backend(const char *name, const char *extra)
 TEST(rereg_never_revives_a_revoked_mr)
 {
 	each_backend("rereg_revoked", NULL);
-}
-
-TEST(own_dmabuf_mr_tied_to_the_exported_memory)
-{
-	each_backend("dmabuf_iova", NULL);
 }
 
 TEST_TIMEOUT(wrap_aba_with_a_slow_nic, 120)

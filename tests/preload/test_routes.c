@@ -14,8 +14,6 @@ CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream);
 
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-#include <pthread.h>
-
 #include "roundtrip.h"
 
 TEST(route_elf_symbol)

@@ -92,8 +92,8 @@ $(BUILD)/obj/gen/gh_hooks.o: $(GEN_STAMP)
 # The release, for gdrhook_version() and gdrhook-info: the gdrpin DKMS
 # package's (src/kmod/dkms.conf), one version for the tree.
 GH_VERSION	:= $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' src/kmod/dkms.conf)
-$(BUILD)/obj/src/face/info.o: LIB_CFLAGS += -DGH_VERSION='"$(GH_VERSION)"'
-$(BUILD)/obj/src/face/info.o: src/kmod/dkms.conf
+$(BUILD)/obj/src/face/api.o: LIB_CFLAGS += -DGH_VERSION='"$(GH_VERSION)"'
+$(BUILD)/obj/src/face/api.o: src/kmod/dkms.conf
 $(BUILD)/obj/gen/gh_symtab.o: $(GEN_STAMP)
 	@mkdir -p $(dir $@)
 	$(call say,CC,$(BUILD)/gen/gh_symtab.c)

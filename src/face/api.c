@@ -37,6 +37,15 @@ GH_EXPORT void gdrhook_flush_log(void)
 		gh_evlog_flush();
 }
 
+#ifndef GH_VERSION
+#define GH_VERSION "unknown"
+#endif
+
+GH_EXPORT const char *gdrhook_version(void)
+{
+	return GH_VERSION;
+}
+
 GH_EXPORT unsigned int gdrhook_api_version(void)
 {
 	return GDRHOOK_API_VERSION;

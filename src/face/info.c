@@ -24,15 +24,6 @@
 #include "info.h"
 #include "info_impl.h"
 
-#ifndef GH_VERSION
-#define GH_VERSION "unknown"
-#endif
-
-GH_EXPORT const char *gdrhook_version(void)
-{
-	return GH_VERSION;
-}
-
 /* ------------------------------------------------------------ banner */
 
 /*
@@ -65,7 +56,7 @@ void gh_info_banner(void)
 					 __ATOMIC_ACQUIRE))
 		return;
 	gh_info("gdrhook %s: pin backend %s (%s%s); event log %s",
-		GH_VERSION, name->name, c ? "chosen; " : "", why,
+		gdrhook_version(), name->name, c ? "chosen; " : "", why,
 		gh_evlog_cfg.trace_path ? gh_evlog_cfg.trace_path : "off (GDRHOOK_TRACE unset)");
 }
 

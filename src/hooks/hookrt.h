@@ -111,11 +111,6 @@ int gh_guarded_captured(uint64_t stream);
 int gh_deferred_pending(void);
 void gh_deferred_drain(void);
 
-/* A registration raced a memory call (inflight.h, gh_inflight_set_raced):
- * src/hooks/verbs.c ties it to r or revokes it. */
-void gh_verbs_raced(void *cookie, unsigned int what, const struct gh_range *r,
-		    int freed);
-
 /* Emit one event to the log (when configured).  Records are started with
  * gh_evrec_start(); most callers use a family's gh_ev_emit_*() (evrec.h). */
 void gh_emit(const struct gh_evrec *r);

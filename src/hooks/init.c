@@ -68,7 +68,6 @@ static void do_init(void)
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 	gh_guard_set_ops(gh_deferred_pending, gh_deferred_drain,
 			 gh_note_cuda_used);
-	gh_inflight_set_raced(gh_verbs_raced);
 	state = GH_STATE_ACTIVE;
 out:
 	__atomic_store_n(&gh_state, state, __ATOMIC_RELEASE);

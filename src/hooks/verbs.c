@@ -192,17 +192,9 @@ static int watch_end(struct gh_if_rec *rec)
 	return moved;
 }
 
-/* What a committed registration is, for gh_verbs_raced() */
+/* What a committed registration is, for raced() */
 #define WATCH_PLAIN	0u	/* libibverbs' MR, handed out as it is */
 #define WATCH_ALIAS	1u	/* our alias over it */
-
-static int watch_commit(struct gh_if_rec *rec, int moved, struct ibv_mr *mr,
-			unsigned int what)
-{
-	if (moved != 3)
-		return 0;
-	return gh_inflight_commit(rec, mr, what);
-}
 
 /*
  * A memory call that was in flight when a registration's NIC call
@@ -211,8 +203,8 @@ static int watch_commit(struct gh_if_rec *rec, int moved, struct ibv_mr *mr,
  * revoked now (before the free, for a free).  On the thread of that
  * call, before it returns.
  */
-void gh_verbs_raced(void *cookie, unsigned int what, const struct gh_range *r,
-		    int freed)
+static void raced(void *cookie, unsigned int what, const struct gh_range *r,
+		  int freed)
 {
 	struct ibv_mr *mr = cookie;
 
@@ -229,6 +221,15 @@ void gh_verbs_raced(void *cookie, unsigned int what, const struct gh_range *r,
 	 * (an alias: the cache runs; its pd may be moving, not read) */
 	if (what == WATCH_ALIAS || gh_rcache_start(r, mr->pd))
 		gh_rcache_raced(mr, what == WATCH_ALIAS, r);
+}
+
+/* The calls in flight it waits on are handed mr, and raced() with it. */
+static int watch_commit(struct gh_if_rec *rec, int moved, struct ibv_mr *mr,
+			unsigned int what)
+{
+	if (moved != 3)
+		return 0;
+	return gh_inflight_commit(rec, raced, mr, what);
 }
 
 /*

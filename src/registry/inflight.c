@@ -78,6 +78,7 @@ struct if_rec {
 	uint64_t state;
 	uint64_t lo, hi;	/* [lo, hi) */
 	void *cookie;		/* committed: the program's MR */
+	gh_inflight_raced_fn fn;	/* ... the callback */
 	uint32_t flags;		/* ... for the callback */
 	uint32_t ndeps;
 	struct if_dep *deps;	/* IF_THREADS entries, in its chunk */
@@ -103,7 +104,6 @@ static struct {
 	uint32_t threads;	/* if_threads ever in use: settle scans these */
 	uint32_t chunks;	/* for the counts */
 } if_state;
-static gh_inflight_raced_fn if_raced;
 /* which of if_threads[0..IF_THREADS - 2] a live thread holds */
 static struct gh_tslot_set if_owned = GH_TSLOT_SET(IF_THREADS - 1);
 
@@ -425,11 +425,13 @@ int gh_inflight_settle(struct gh_if_rec *h)
 	return 0;
 }
 
-int gh_inflight_commit(struct gh_if_rec *h, void *cookie, unsigned int flags)
+int gh_inflight_commit(struct gh_if_rec *h, gh_inflight_raced_fn fn,
+		       void *cookie, unsigned int flags)
 {
 	struct if_rec *r = (struct if_rec *)h;
 	uint64_t s;
 
+	ST(&r->fn, fn);
 	ST(&r->cookie, cookie);
 	ST(&r->flags, flags);
 	s = LD(&r->state);
@@ -537,11 +539,6 @@ void gh_inflight_unhold(void *from, void *to, unsigned int flags)
 		}
 }
 
-void gh_inflight_set_raced(gh_inflight_raced_fn fn)
-{
-	__atomic_store_n(&if_raced, fn, __ATOMIC_RELEASE);
-}
-
 /* Does committed rec wait on this thread's call in flight? */
 static int waits_on_me(const struct if_rec *r)
 {
@@ -562,8 +559,7 @@ static int waits_on_me(const struct if_rec *r)
 static void raced(struct if_rec *r, uint64_t s, const struct gh_range *g,
 		  int freed)
 {
-	gh_inflight_raced_fn fn = __atomic_load_n(&if_raced,
-						  __ATOMIC_ACQUIRE);
+	gh_inflight_raced_fn fn;
 	uint64_t gen = gen_of(s);
 
 	/* hold it against release and against its MR's deregistration;
@@ -580,6 +576,8 @@ static void raced(struct if_rec *r, uint64_t s, const struct gh_range *g,
 		if (cas(&r->state, &s, s + R_CB_ONE))
 			break;
 	}
+	/* set before the commit made it R_LINGER, kept while it lasts */
+	fn = __atomic_load_n(&r->fn, __ATOMIC_ACQUIRE);
 	if (fn && waits_on_me(r))
 		fn(__atomic_load_n(&r->cookie, __ATOMIC_ACQUIRE),
 		   __atomic_load_n(&r->flags, __ATOMIC_RELAXED), g, freed);

@@ -30,8 +30,8 @@
  * driver) is handed the registration instead: the record stays
  * announced, committed, until every such call has ended, and such a call
  * that inserts or removes memory the record overlaps calls the raced
- * callback (gh_inflight_set_raced) before it returns, so the MR is tied
- * to (or revoked with) that memory.
+ * callback (handed down with the commit) before it returns, so the MR
+ * is tied to (or revoked with) that memory.
  */
 #ifndef GH_INFLIGHT_H
 #define GH_INFLIGHT_H
@@ -46,12 +46,21 @@ struct gh_if_rec;
 int gh_inflight_enter(uint64_t lo, uint64_t len, struct gh_if_rec **rec_p);
 int gh_inflight_settle(struct gh_if_rec *rec);
 /*
- * After settle said 3: cookie (what the program got, with flags for the
- * callback) is handed to the calls in flight.  1: one of them touched the
- * range meanwhile: undo what was made, retry (the record is released).
+ * fn(cookie, flags, r, freed) runs on the thread of a memory call that
+ * inserted (freed 0) or is about to free (freed 1) r, which a committed
+ * registration may reach, before that call returns (before the real free
+ * for a free).  Handed down with the registration (gh_inflight_commit).
  */
-int gh_inflight_commit(struct gh_if_rec *rec, void *cookie,
-		       unsigned int flags);
+typedef void (*gh_inflight_raced_fn)(void *cookie, unsigned int flags,
+				     const struct gh_range *r, int freed);
+
+/*
+ * After settle said 3: cookie (what the program got, with flags for the
+ * callback fn) is handed to the calls in flight.  1: one of them touched
+ * the range meanwhile: undo what was made, retry (the record is released).
+ */
+int gh_inflight_commit(struct gh_if_rec *rec, gh_inflight_raced_fn fn,
+		       void *cookie, unsigned int flags);
 /*
  * After settle said 3, for a caller that cannot hand its result over:
  * wait (up to a second) for the calls it depends on, then as settle (0,
@@ -72,16 +81,6 @@ void gh_inflight_forget(void *cookie);
  */
 void gh_inflight_hold(void *from);
 void gh_inflight_unhold(void *from, void *to, unsigned int flags);
-
-/*
- * fn(cookie, flags, r, freed) runs on the thread of a memory call that
- * inserted (freed 0) or is about to free (freed 1) r, which a committed
- * registration may reach, before that call returns (before the real free
- * for a free).  Handed down by the hooks layer.
- */
-typedef void (*gh_inflight_raced_fn)(void *cookie, unsigned int flags,
-				     const struct gh_range *r, int freed);
-void gh_inflight_set_raced(gh_inflight_raced_fn fn);
 
 void gh_inflight_call_begin(void);
 void gh_inflight_call_end(void);

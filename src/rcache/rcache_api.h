@@ -12,7 +12,8 @@
  * and device close, purge).
  *
  * The cache is one object (struct rc_state, rcache_state.h), owned by
- * the core (rcache_core.c): no other file names it.  The functions below
+ * the core (rcache_core.c): other files reach it only through
+ * gh_rc_instance() (inline, rcache_state.h).  The functions below
  * keep the signatures their callers (src/hooks, src/face) know and pass
  * that one instance down: each takes it from the core once
  * (gh_rc_instance; the core's own name it) and hands it to the cache's

@@ -22,13 +22,9 @@
 #include "rcache_state.h"
 #include "rcache_spankeys.h"
 
-/* The cache, one for the process: only this file names it. */
-static struct rc_state cache = { .lock = GH_MUTEX_INIT };
-
-struct rc_state *gh_rc_instance(void)
-{
-	return &cache;
-}
+/* The cache, one for the process: other files take it from
+ * gh_rc_instance() (rcache_state.h). */
+struct rc_state gh_rc_cache = { .lock = GH_MUTEX_INIT };
 
 static void *map_zero(size_t bytes)
 {
@@ -49,26 +45,26 @@ static void *map_zero(size_t bytes)
 
 static void atfork_prepare(void)
 {
-	gh_mutex_lock(&cache.lock);
+	gh_mutex_lock(&gh_rc_cache.lock);
 }
 
 static void atfork_release(void)
 {
-	gh_mutex_unlock(&cache.lock);
+	gh_mutex_unlock(&gh_rc_cache.lock);
 }
 
 static void atfork_child(void)
 {
-	ST(&cache.forked, 1);
-	ST(&cache.stopped, 1);
-	gh_mutex_unlock(&cache.lock);
+	ST(&gh_rc_cache.forked, 1);
+	ST(&gh_rc_cache.stopped, 1);
+	gh_mutex_unlock(&gh_rc_cache.lock);
 }
 
 int gh_rcache_init(const struct gh_pin_ops *ops, uint64_t max_size,
 		   uint64_t max_count, unsigned int flags)
 {
 	static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
-	struct rc_state *rc = &cache;
+	struct rc_state *rc = &gh_rc_cache;
 	int rc_ = 0;
 
 	if (LD_ACQ(&rc->ready))
@@ -107,12 +103,12 @@ out:
 
 int gh_rcache_ready(void)
 {
-	return LD_ACQ(&cache.ready);
+	return LD_ACQ(&gh_rc_cache.ready);
 }
 
 void *gh_rcache_dummy_page(void)
 {
-	return cache.dummy;
+	return gh_rc_cache.dummy;
 }
 
 int gh_rcache_access_ok(unsigned int access)
@@ -659,7 +655,7 @@ void gh_rc_ga_drop(struct rc_state *rc, struct rc_ga *r)
  */
 void gh_rcache_invalidate(const struct gh_range *g)
 {
-	struct rc_state *rc = &cache;
+	struct rc_state *rc = &gh_rc_cache;
 	struct rc_ga *r;
 	uint64_t key;
 	int was;
@@ -697,7 +693,7 @@ void gh_rcache_invalidate(const struct gh_range *g)
 
 int gh_rcache_revoke(uint64_t gen, uint64_t cookie)
 {
-	struct rc_state *rc = &cache;
+	struct rc_state *rc = &gh_rc_cache;
 	struct rc_ga *r;
 	int was, done = 0;
 

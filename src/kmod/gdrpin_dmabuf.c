@@ -245,6 +245,22 @@ static void gdrpin_range_dmabuf_unmap_one(struct gdrpin_dmabuf_map *m)
 	kfree(m);
 }
 
+/**
+ * gdrpin_range_dmabuf_map() - map a held DMA-BUF pin for a device
+ * @r: the pin, held by gdrpin_range_get(), of mode GDRPIN_MODE_DMABUF
+ * @dev: the consumer's device, which DMAs to the pin
+ * @map_p: set to the mapping on success
+ *
+ * Attaches @dev to the pin's dma-buf (its own reference on the buffer and
+ * on @r), pins the attachment and maps it: @dev cannot follow a move, so
+ * the buffer stays where it is until gdrpin_range_dmabuf_unmap(). Takes
+ * the buffer's reservation lock; must not be called with it held, nor
+ * from revoke(). May sleep.
+ *
+ * Return: 0 and *@map_p; -EOPNOTSUPP for a pin of another mode; -ENOMEM;
+ * -ESTALE when the pin is being unpinned or was revoked meanwhile; or the
+ * error of the dma-buf attach, pin or map.
+ */
 int gdrpin_range_dmabuf_map(struct gdrpin_range *r, struct device *dev,
 			    struct gdrpin_dmabuf_map **map_p)
 {
@@ -302,12 +318,30 @@ err:
 }
 EXPORT_SYMBOL_GPL(gdrpin_range_dmabuf_map);
 
+/**
+ * gdrpin_dmabuf_map_sgt() - the device's DMA addresses of a mapping
+ * @map: a mapping made by gdrpin_range_dmabuf_map()
+ *
+ * Return: the scatter table of the mapped attachment, valid until
+ * gdrpin_range_dmabuf_unmap(); after revoke() the memory behind it may be
+ * gone (include/gdrpin_kapi.h).
+ */
 const struct sg_table *gdrpin_dmabuf_map_sgt(struct gdrpin_dmabuf_map *map)
 {
 	return map->db.sgt;
 }
 EXPORT_SYMBOL_GPL(gdrpin_dmabuf_map_sgt);
 
+/**
+ * gdrpin_range_dmabuf_unmap() - undo gdrpin_range_dmabuf_map()
+ * @r: the pin the mapping was made on
+ * @map: the mapping
+ *
+ * Unmaps, unpins and detaches the attachment, and drops the mapping's
+ * references on the buffer and on @r; call it even after revoke(), but
+ * never from it (revoke() may run under the buffer's reservation lock).
+ * A @map made on another pin is refused with a warning. May sleep.
+ */
 void gdrpin_range_dmabuf_unmap(struct gdrpin_range *r,
 			       struct gdrpin_dmabuf_map *map)
 {

@@ -102,7 +102,6 @@ static struct {
 	uint32_t busy;		/* records taken */
 	uint32_t linger;	/* records committed */
 	uint32_t threads;	/* if_threads ever in use: settle scans these */
-	uint32_t chunks;	/* for the counts */
 } if_state;
 /* which of if_threads[0..IF_THREADS - 2] a live thread holds */
 static struct gh_tslot_set if_owned = GH_TSLOT_SET(IF_THREADS - 1);
@@ -293,7 +292,6 @@ static struct if_rec *rec_take(void)
 			break;
 		c = z;
 	}
-	__atomic_add_fetch(&if_state.chunks, 1, __ATOMIC_RELAXED);
 	return if_mine = &n->rec[0];
 }
 
@@ -686,12 +684,6 @@ void gh_inflight_abandon(void)
 	if_free_lo = if_free_hi = 0;
 	if (t && (shared(t) ? LD(&t->seq) != 0 : (LD(&t->seq) & 1)))
 		mark_end(t);
-}
-
-void gh_inflight_counts(unsigned int *records_p, unsigned int *committed_p)
-{
-	*records_p = (LD(&if_state.chunks) + 1) * IF_CHUNK;
-	*committed_p = LD(&if_state.linger);
 }
 
 /*

@@ -92,7 +92,4 @@ void gh_inflight_note(const struct gh_range *r);
  * call ends, and in-flight registrations are told again then. */
 void gh_inflight_note_free(const struct gh_range *r);
 
-/* Records made and committed now, for tests and statistics. */
-void gh_inflight_counts(unsigned int *records_p, unsigned int *committed_p);
-
 #endif

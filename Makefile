@@ -248,6 +248,7 @@ check: $(LIB) $(LAYER_AS) $(OPT_ROWS)
 	BUILD=$(BUILD) CC="$(CC)" LAYERS_CC="$(CC) $(ALL_CFLAGS)" tests/layers/run
 	$(PYTHON) scripts/gen-test-map.py --check tests/README.md $(BUILD)/obj
 	tests/testmap/run
+	$(PYTHON) scripts/gen-test-map.py --rule
 	@readme_tbl=$$($(PYTHON) scripts/gen-doc.py --check README.md $(OPT_ROWS) 2>&1) || { echo "$$readme_tbl"; exit 1; }
 	$(PYTHON) scripts/gen-events.py --check --schema hooks/events.schema.json --doc README.md scripts/man/libgdrhook.7
 

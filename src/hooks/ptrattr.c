@@ -59,6 +59,7 @@ typedef CUresult (*get_attr_fn)(void *, CUpointer_attribute, CUdeviceptr);
 typedef CUresult (*get_attrs_fn)(unsigned int, CUpointer_attribute *,
 				 void **, CUdeviceptr);
 typedef CUresult (*get_range_fn)(CUdeviceptr *, size_t *, CUdeviceptr);
+typedef CUresult (*retain_fn)(CUmemGenericAllocationHandle *, void *);
 typedef cudaError_t (*rt_attrs_fn)(struct cudaPointerAttributes *,
 				   const void *);
 typedef cudaError_t (*rt_version_fn)(int *);
@@ -824,6 +825,83 @@ CUresult gh_manual_cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize,
 
 /* ------------------------------------------------------------------ */
 /*
+ * cuMemRetainAllocationHandle: Open MPI 5.0 asks it of every message's
+ * buffer, host memory included.  Only a VMM mapping has a handle, and a
+ * retain takes a reference, so only the refusal is answered here: an
+ * address the registry holds nothing at (with a context current, as the
+ * other queries answer untracked memory) gets the driver's
+ * INVALID_VALUE.  Tracked memory of any kind goes to the driver: a pool
+ * or a cuMemAlloc may be backed by a handle the driver would hand out.
+ */
+static inline __attribute__((always_inline)) int
+answer_retain(CUmemGenericAllocationHandle *handle, void *addr,
+	      retain_fn real, CUresult *rc_p)
+{
+	CUmemGenericAllocationHandle dh = 0;
+	struct gh_range r;
+	CUresult drc;
+
+	if (!handle || locate((CUdeviceptr)addr, &r) != W_NONE)
+		return -1;
+	if (ctx_rel(cur_ctx(), NULL) != CTX_OWN)
+		return -1;	/* no context current: not measured */
+	if (GH_UNLIKELY(gh_registry_cfg.validate) && real) {
+		/* One call: a success holds a reference the caller releases. */
+		drc = real(&dh, addr);
+		GH_COUNT(audit_checks, 1);
+		if (drc != CUDA_ERROR_INVALID_VALUE) {
+			report("cuMemRetainAllocationHandle", (CUdeviceptr)addr,
+			       "handle query: the driver returns a different code");
+			if (drc == CUDA_SUCCESS)
+				*handle = dh;
+		}
+		*rc_p = drc;
+		return 0;
+	}
+	*rc_p = CUDA_ERROR_INVALID_VALUE;
+	return 0;
+}
+
+/* As attr_slow(). */
+static __attribute__((noinline)) CUresult
+retain_slow(CUmemGenericAllocationHandle *handle, void *addr, bool tried)
+{
+	retain_fn real =
+		(retain_fn)gh_real_get(GH_SYM_cuMemRetainAllocationHandle);
+	CUresult rc = CUDA_SUCCESS;
+	int saved, was, done = -1;
+
+	if (!tried) {
+		saved = errno;
+		was = gh_guard_enter();
+		if (!was)
+			done = answer_retain(handle, addr, real, &rc);
+		gh_guard_leave(was);
+		errno = saved;
+		if (!done)
+			return rc;
+	}
+	if (!real)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	rc = real(handle, addr);
+	note_driver_rc(rc);
+	return rc;
+}
+
+CUresult gh_manual_cuMemRetainAllocationHandle(
+	CUmemGenericAllocationHandle *handle, void *addr)
+{
+	CUresult rc;
+
+	if (GH_UNLIKELY(!unguarded()))
+		return retain_slow(handle, addr, false);
+	if (GH_LIKELY(!answer_retain(handle, addr, NULL, &rc)))
+		return rc;
+	return retain_slow(handle, addr, true);
+}
+
+/* ------------------------------------------------------------------ */
+/*
  * The runtime's cudaPointerGetAttributes (a shared libcudart; a static
  * one reaches cuPointerGetAttributes above).  The runtime builds its
  * answer from the driver's MEMORY_TYPE, IS_MANAGED, DEVICE_ORDINAL,
@@ -979,6 +1057,9 @@ GH_EXPORT CUresult cuPointerGetAttributes(unsigned int numAttributes,
 GH_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize,
 					   CUdeviceptr dptr)
 	__attribute__((alias("gh_manual_cuMemGetAddressRange_v2")));
+GH_EXPORT CUresult cuMemRetainAllocationHandle(
+	CUmemGenericAllocationHandle *handle, void *addr)
+	__attribute__((alias("gh_manual_cuMemRetainAllocationHandle")));
 GH_EXPORT cudaError_t cudaPointerGetAttributes(
 	struct cudaPointerAttributes *attributes, const void *ptr)
 	__attribute__((alias("gh_manual_cudaPointerGetAttributes")));

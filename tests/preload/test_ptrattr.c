@@ -702,6 +702,98 @@ static int scenario_concurrent(void)
 	return 0;
 }
 
+/*
+ * cuMemRetainAllocationHandle (Open MPI 5.0 asks it of every buffer): a
+ * refusal of memory the registry holds nothing at is answered without
+ * the driver, with a context current; anything tracked, a VMM mapping's
+ * handle (a reference), no context and a NULL output go to the driver.
+ */
+static int scenario_retain(void)
+{
+	const size_t sz = 2u << 20;
+	CUmemGenericAllocationHandle h = 0, got = 77;
+	CUmemAllocationProp prop;
+	CUmemAccessDesc a;
+	CUdeviceptr dev, va = 0;
+	unsigned long before;
+	static char host[4096];
+
+	primary_ctx(0);
+	/* The first query goes to the driver: it shows the driver is up. */
+	CHECK_EQ(cuMemRetainAllocationHandle(&got, host),
+		 CUDA_ERROR_INVALID_VALUE);
+	before = fake_calls("cuMemRetainAllocationHandle");
+	CHECK_EQ(cuMemRetainAllocationHandle(&got, host),
+		 CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ(got, 77);	/* untouched, as the driver leaves it */
+	CHECK_EQ(fake_calls("cuMemRetainAllocationHandle"), before);
+
+	/* Tracked, not VMM: the driver says. */
+	CU_OK(cuMemAlloc(&dev, 4096));
+	CHECK_EQ(cuMemRetainAllocationHandle(&got, (void *)(uintptr_t)dev),
+		 CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ(fake_calls("cuMemRetainAllocationHandle"), before + 1);
+	CU_OK(cuMemFree(dev));
+
+	/* A VMM mapping: the driver's handle and reference. */
+	memset(&prop, 0, sizeof(prop));
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	CU_OK(cuMemCreate(&h, sz, &prop, 0));
+	CU_OK(cuMemAddressReserve(&va, sz, 0, 0, 0));
+	CU_OK(cuMemMap(va, sz, 0, h, 0));
+	memset(&a, 0, sizeof(a));
+	a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	CU_OK(cuMemSetAccess(va, sz, &a, 1));
+	CU_OK(cuMemRetainAllocationHandle(&got, (void *)(uintptr_t)(va + 8)));
+	CHECK_EQ(got, h);
+	CHECK_EQ(fake_calls("cuMemRetainAllocationHandle"), before + 2);
+	CU_OK(cuMemRelease(got));
+	CU_OK(cuMemUnmap(va, sz));
+	CU_OK(cuMemRelease(h));
+	CU_OK(cuMemAddressFree(va, sz));
+
+	/* Once unmapped, the same address is nothing's: answered again. */
+	CHECK_EQ(cuMemRetainAllocationHandle(&got, (void *)(uintptr_t)va),
+		 CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ(fake_calls("cuMemRetainAllocationHandle"), before + 2);
+
+	/* A NULL output, and no context current: the driver's own answer. */
+	CHECK_EQ(cuMemRetainAllocationHandle(NULL, host),
+		 CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ(fake_calls("cuMemRetainAllocationHandle"), before + 3);
+	CU_OK(cuCtxSetCurrent(NULL));
+	CHECK_EQ(cuMemRetainAllocationHandle(&got, host),
+		 CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ(fake_calls("cuMemRetainAllocationHandle"), before + 4);
+	return 0;
+}
+
+/* The same under GDRHOOK_VALIDATE=1: each answer checked, all agree. */
+static int scenario_retain_validate(void)
+{
+	struct gdrhook_stats st = { .size = sizeof(st) };
+	CUmemGenericAllocationHandle got = 77;
+	unsigned long before;
+	uint64_t checks;
+	static char host[4096];
+
+	primary_ctx(0);
+	CHECK_EQ(cuMemRetainAllocationHandle(&got, host),
+		 CUDA_ERROR_INVALID_VALUE);	/* the driver is up */
+	CHECK_EQ(gdrhook_get_stats(&st), 0);
+	checks = st.audit_checks;
+	before = fake_calls("cuMemRetainAllocationHandle");
+	CHECK_EQ(cuMemRetainAllocationHandle(&got, host),
+		 CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ(fake_calls("cuMemRetainAllocationHandle"), before + 1);
+	CHECK_EQ(gdrhook_get_stats(&st), 0);
+	CHECK_EQ(st.audit_checks, checks + 1);
+	CHECK_EQ(st.audit_disagreements, 0);
+	return 0;
+}
+
 static const struct scenario scenarios[] = {
 	{ "registry", scenario_registry },
 	{ "validate", scenario_validate },
@@ -713,6 +805,8 @@ static const struct scenario scenarios[] = {
 	{ "errno", scenario_errno },
 	{ "callback", scenario_callback },
 	{ "concurrent", scenario_concurrent },
+	{ "retain", scenario_retain },
+	{ "retain_validate", scenario_retain_validate },
 };
 
 static const char *const registry_env[] = {
@@ -746,5 +840,9 @@ QUERY_TEST(queries_from_gdrhook_callbacks_ask_driver, "callback",
 	   registry_env)
 QUERY_TEST(queries_beside_allocating_threads_exact, "concurrent",
 	   registry_env)
+QUERY_TEST(retain_refusal_of_untracked_memory_answered, "retain",
+	   registry_env)
+QUERY_TEST(retain_refusal_agrees_under_validate, "retain_validate",
+	   validate_env)
 
 SCENARIO_MAIN(scenarios)

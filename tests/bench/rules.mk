@@ -182,3 +182,29 @@ $(BENCH_LIVENESS): tests/bench/bench_liveness.c tests/bench/bench_util.h \
 	$(call say,CCLD,$@)
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD)/fake -lcuda -libverbs $(LDLIBS)
 # ---- end bench_liveness ----
+# ---- drvcount: calls that reach the CUDA driver, per entry point ----
+# Preloaded (tests/gpu/mpi-check); linked against the driver double's
+# soname, libcuda.so.1, so the rest of the driver resolves through it
+# when gdrhook loads it as GDRHOOK_LIBCUDA.
+DRVCOUNT	:= $(BUILD)/tests/bench/libdrvcount.so
+.PHONY: drvcount
+bench: $(DRVCOUNT)
+drvcount: $(DRVCOUNT)
+$(DRVCOUNT): tests/bench/drvcount.c $(BUILD)/fake/libcuda.so
+	@mkdir -p $(dir $@)
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(filter-out -fvisibility=hidden,$(ALL_CFLAGS)) -shared -o $@ $< \
+		-Wl,--no-as-needed -L$(BUILD)/fake -lcuda -Wl,--as-needed -ldl
+# ---- end drvcount ----
+# ---- bench_mpi: MPI point-to-point, host or device buffers ----
+# Not part of make bench (CI has no MPI): make bench-mpi MPICC=PATH/mpicc
+# (tests/gpu/mpi-check does).  The CUDA driver is found at run time.
+BENCH_MPI	:= $(BUILD)/tests/bench/bench_mpi
+MPICC		?= mpicc
+.PHONY: bench-mpi
+bench-mpi: $(BENCH_MPI)
+$(BENCH_MPI): tests/bench/bench_mpi.c include/gdrhook.h
+	@mkdir -p $(dir $@)
+	$(call say,MPICC,$@)
+	$(Q)$(MPICC) -std=gnu11 -O2 -g $(WARN) -D_GNU_SOURCE -Iinclude -o $@ $< -ldl
+# ---- end bench_mpi ----

@@ -29,7 +29,7 @@
  * included.
  *
  * Device memory comes from the CUDA driver (cuMemAlloc), resolved at run
- * time with dlopen/dlsym, so the program builds with only an MPI
+ * time with dlopen/dlsym (a context is made current before MPI_Init), so the program builds with only an MPI
  * (make bench-mpi MPICC=...); -m host with -C skips CUDA altogether.
  * Options: -m host|device, -t lat,bw,bibw,mr, -i ITERS -w WARMUP (small
  * messages; above 8 KiB a tenth, at least 10 and 2), -W WINDOW (64),
@@ -66,20 +66,31 @@ static struct {
 	cu_rc (*dev_name)(char *, int, int);
 } cu;
 
+/* Stop all ranks (or this process, before MPI_Init). */
+static void die(void)
+{
+	int up = 0;
+
+	MPI_Initialized(&up);
+	if (up)
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	exit(2);
+}
+
 static void *sym(void *h, const char *name)
 {
 	void *p = dlsym(h, name);
 
 	if (!p) {
 		fprintf(stderr, "bench_mpi: libcuda.so.1 has no %s\n", name);
-		exit(2);
+		die();
 	}
 	return p;
 }
 
 #define CU(call) do { cu_rc rc_ = (call); if (rc_) { \
 	fprintf(stderr, "bench_mpi: %s: CUDA error %d\n", #call, rc_); \
-	MPI_Abort(MPI_COMM_WORLD, 2); } } while (0)
+	die(); } } while (0)
 
 /* cuInit and the primary context of the device local rank r picks. */
 static void cuda_open(int r, char *name, size_t len, int *drv)
@@ -90,7 +101,7 @@ static void cuda_open(int r, char *name, size_t len, int *drv)
 
 	if (!h) {
 		fprintf(stderr, "bench_mpi: %s\n", dlerror());
-		MPI_Abort(MPI_COMM_WORLD, 2);
+		die();
 	}
 	*(void **)&cu.init = sym(h, "cuInit");
 	*(void **)&cu.dev_get = sym(h, "cuDeviceGet");
@@ -110,7 +121,7 @@ static void cuda_open(int r, char *name, size_t len, int *drv)
 	}
 	if (n < 1) {
 		fprintf(stderr, "bench_mpi: no CUDA device\n");
-		MPI_Abort(MPI_COMM_WORLD, 2);
+		die();
 	}
 	CU(cu.dev_get(&dev, r % n));
 	CU(cu.ctx_retain(&ctx, dev));
@@ -187,7 +198,7 @@ static void buf_alloc(struct buf *b, size_t size)
 	b->host = malloc(size);
 	if (!b->host) {
 		fprintf(stderr, "bench_mpi: out of memory\n");
-		MPI_Abort(MPI_COMM_WORLD, 2);
+		die();
 	}
 	memset(b->host, 0, size);
 	if (device) {
@@ -416,9 +427,6 @@ int main(int argc, char **argv)
 	char name[128] = "-";
 	int drv = 0;
 
-	MPI_Init(&argc, &argv);
-	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-	MPI_Comm_size(MPI_COMM_WORLD, &size_n);
 	while ((c = getopt(argc, argv, "m:t:s:S:f:i:w:W:C")) != -1) {
 		switch (c) {
 		case 'm':
@@ -449,22 +457,30 @@ int main(int argc, char **argv)
 		default: usage();
 		}
 	}
-	if (size_n != 2 || min < 1 || max < min || factor < 2 || iters < 1 ||
-	    warmup < 0 || window < 1 || (device && nocuda)) {
-		if (!rank)
-			fprintf(stderr, "bench_mpi: needs 2 ranks and sane options\n");
-		MPI_Finalize();
-		return 2;
-	}
+	if (min < 1 || max < min || factor < 2 || iters < 1 || warmup < 0 ||
+	    window < 1 || (device && nocuda))
+		usage();
 	/*
-	 * A context before the first message, as a GPU program has: with
-	 * none, an MPI's CUDA probes fail early (not initialized) and
-	 * measure nothing that a real program pays.
+	 * A context before MPI_Init, as the OSU benchmarks make one: Open
+	 * MPI's CUDA support sets itself up at MPI_Init only when a context
+	 * is current, and with none its probes fail early (not initialized)
+	 * and measure nothing that a GPU program pays.
 	 */
 	if (!nocuda) {
 		const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
 
-		cuda_open(lr ? atoi(lr) : rank, name, sizeof(name), &drv);
+		if (!lr)
+			lr = getenv("MPI_LOCALRANKID");	/* MPICH's Hydra */
+		cuda_open(lr ? atoi(lr) : 0, name, sizeof(name), &drv);
+	}
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &size_n);
+	if (size_n != 2) {
+		if (!rank)
+			fprintf(stderr, "bench_mpi: needs 2 ranks\n");
+		MPI_Finalize();
+		return 2;
 	}
 	*(void **)&gh_stats = dlsym(RTLD_DEFAULT, "gdrhook_get_stats");
 	*(void **)&gh_lookup = dlsym(RTLD_DEFAULT, "gdrhook_lookup");

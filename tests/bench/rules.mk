@@ -198,7 +198,8 @@ $(DRVCOUNT): tests/bench/drvcount.c $(BUILD)/fake/libcuda.so
 # ---- end drvcount ----
 # ---- bench_mpi: MPI point-to-point, host or device buffers ----
 # Not part of make bench (CI has no MPI): make bench-mpi MPICC=PATH/mpicc
-# (tests/gpu/mpi-check does).  The CUDA driver is found at run time.
+# (tests/gpu/mpi-check does).  The CUDA driver is found at run time; the
+# MPI's headers are not ours, so their warnings do not stop the build.
 BENCH_MPI	:= $(BUILD)/tests/bench/bench_mpi
 MPICC		?= mpicc
 .PHONY: bench-mpi
@@ -206,5 +207,5 @@ bench-mpi: $(BENCH_MPI)
 $(BENCH_MPI): tests/bench/bench_mpi.c include/gdrhook.h
 	@mkdir -p $(dir $@)
 	$(call say,MPICC,$@)
-	$(Q)$(MPICC) -std=gnu11 -O2 -g $(WARN) -D_GNU_SOURCE -Iinclude -o $@ $< -ldl
+	$(Q)$(MPICC) -std=gnu11 -O2 -g $(filter-out -Werror,$(WARN)) -D_GNU_SOURCE -Iinclude -o $@ $< -ldl
 # ---- end bench_mpi ----

@@ -25,7 +25,7 @@ static const struct gh_opt rows[] = {
 	       "`registry`: `cuPointerGetAttribute(s)` answers `CU_POINTER_ATTRIBUTE_BUFFER_ID` of a tracked allocation from the registry (its generation with bit 63 set; no driver call). `driver`: always ask the driver.",
 		     answer_words),
 	GH_OPT_WORDS(170, "POINTER_QUERIES", "registry", CFG, pointer_queries,
-	       "`registry`: `cuPointerGetAttribute(s)`, `cudaPointerGetAttributes` and `cuMemGetAddressRange` are answered from the registry for every attribute it knows exactly, and for pointers in no tracked allocation while it is trusted (what the driver says for host memory), as is `cuMemRetainAllocationHandle`'s refusal of such pointers with a context current; the rest goes to the driver. `driver`: ask the driver (`BUFFER_ID` keeps following `GDRHOOK_BUFFER_ID`).",
+	       "`registry`: `cuPointerGetAttribute(s)`, `cudaPointerGetAttributes` and `cuMemGetAddressRange` are answered from the registry for every attribute it knows exactly, and for pointers in no tracked allocation while it is trusted (what the driver says for host memory), as is `cuMemRetainAllocationHandle`'s refusal of such pointers; the rest goes to the driver. `driver`: ask the driver (`BUFFER_ID` keeps following `GDRHOOK_BUFFER_ID`).",
 		     answer_words),
 };
 GH_OPT_TABLE(rows, gh_hooks_cfg);

@@ -828,10 +828,10 @@ CUresult gh_manual_cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize,
  * cuMemRetainAllocationHandle: Open MPI 5.0 asks it of every message's
  * buffer, host memory included.  Only a VMM mapping has a handle, and a
  * retain takes a reference, so only the refusal is answered here: an
- * address the registry holds nothing at (with a context current, as the
- * other queries answer untracked memory) gets the driver's
- * INVALID_VALUE.  Tracked memory of any kind goes to the driver: a pool
- * or a cuMemAlloc may be backed by a handle the driver would hand out.
+ * address the registry holds nothing at gets the driver's INVALID_VALUE
+ * (H200, driver 580: for host memory with and without a context current,
+ * tests/gpu/retain_probe).  Tracked memory of any kind goes to the
+ * driver: a pool or a cuMemAlloc may be backed by a handle it hands out.
  */
 static inline __attribute__((always_inline)) int
 answer_retain(CUmemGenericAllocationHandle *handle, void *addr,
@@ -843,8 +843,6 @@ answer_retain(CUmemGenericAllocationHandle *handle, void *addr,
 
 	if (!handle || locate((CUdeviceptr)addr, &r) != W_NONE)
 		return -1;
-	if (ctx_rel(cur_ctx(), NULL) != CTX_OWN)
-		return -1;	/* no context current: not measured */
 	if (GH_UNLIKELY(gh_registry_cfg.validate) && real) {
 		/* One call: a success holds a reference the caller releases. */
 		drc = real(&dh, addr);

@@ -42,9 +42,15 @@ static const char *check(const struct gh_range *r)
 		return gh_drv_vmm_mapped(r->base) ? NULL :
 		       "driver has no allocation mapped at a live VMM range";
 	if (gh_drv_range(r->base, &base, &size)) {
+		uint64_t ctx = 0;
+
 		if (r->kind == GDRHOOK_KIND_HOST_REGISTERED ||
 		    r->kind == GDRHOOK_KIND_HOST)
 			return NULL;	/* not every host range is queryable */
+		/* With no context current the driver gives no range at all
+		 * (a program that unset its context before exit). */
+		if (!gh_drv_ctx_current(&ctx) && !ctx)
+			return NULL;
 		return "driver does not know a live allocation";
 	}
 	if (exact_kind(r->kind)) {

@@ -213,6 +213,28 @@ TEST(sweep_checks_every_live_range)
 	CHECK_EQ(gh_registry_count(), 3);	/* a sweep only looks */
 }
 
+/* A thread with no context current gets no range for any pointer: the
+ * sweep of a program that unset its context holds nothing against it. */
+TEST(sweep_without_a_context_blames_nothing)
+{
+	CUdeviceptr a;
+	struct gh_range r;
+	const char *out;
+
+	cu_primary(0);
+	CHECK_EQ(gh_registry_init(), 0);
+	a = cu_alloc(MiB);
+	r = range_of(a, MiB, GDRHOOK_KIND_DEVICE);
+	CHECK_EQ(gh_registry_insert(&r, NULL), 0);
+	CU_OK(cuCtxSetCurrent(NULL));
+	gh_log_level = GH_LOG_WARN;
+	capture_begin();
+	gh_audit_sweep();
+	out = capture_end();
+	CHECK_EQ(gh_ctr.audit_disagreements, 0);
+	CHECK_STR(out, "");
+}
+
 TEST(report_counts_and_names_the_entry_point)
 {
 	const char *out;

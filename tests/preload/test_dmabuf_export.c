@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "preload_util.h"
+#include "each_backend.h"
 #include "verbs_load.h"
 
 static void setup(void)
@@ -152,23 +153,6 @@ static const struct scenario scenarios[] = {
 	{ "fd_number_reused", scenario_fd_number_reused },
 	{ "export_inside", scenario_export_inside },
 };
-
-static const char *const cached[] = { "GDRHOOK_BACKEND=dmabuf",
-				       "GDRHOOK_BACKEND=peermem" };
-static const char *const expo[] = { "GDRHOOK_REMOTE_EXPOSURE=exact",
-				     "GDRHOOK_REMOTE_EXPOSURE=allocation" };
-
-/* Run one scenario on both cached backends and both exposures. */
-static void each_backend(const char *name, const char *extra)
-{
-	for (int b = 0; b < 2; b++) {
-		for (int x = 0; x < 2; x++) {
-			const char *env[] = { cached[b], expo[x], extra, NULL };
-
-			CHECK_EQ(run_scenario(name, env), 0);
-		}
-	}
-}
 
 TEST(own_dmabuf_mr_tied_to_the_exported_memory)
 {

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "preload_util.h"
+#include "each_backend.h"
 #include "fakeverbs.h"
 #include "verbs_load.h"
 #include "vmm_remap.h"
@@ -885,23 +886,6 @@ static const struct scenario scenarios[] = {
 };
 
 /* ------------------------------------------------------------- cases */
-
-static const char *const cached[] = { "GDRHOOK_BACKEND=dmabuf",
-				       "GDRHOOK_BACKEND=peermem" };
-static const char *const expo[] = { "GDRHOOK_REMOTE_EXPOSURE=exact",
-				     "GDRHOOK_REMOTE_EXPOSURE=allocation" };
-
-/* Run one scenario on both cached backends and both exposures. */
-static void each_backend(const char *name, const char *extra)
-{
-	for (int b = 0; b < 2; b++) {
-		for (int x = 0; x < 2; x++) {
-			const char *env[] = { cached[b], expo[x], extra, NULL };
-
-			CHECK_EQ(run_scenario(name, env), 0);
-		}
-	}
-}
 
 TEST(rereg_never_revives_a_revoked_mr)
 {

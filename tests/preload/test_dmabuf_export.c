@@ -25,20 +25,6 @@ static void setup(void)
 	verbs_load();
 }
 
-/* Free d and allocate the same size again: the double hands the same
- * address back (LIFO), with new memory behind it. */
-static CUdeviceptr realloc_same(CUdeviceptr d, size_t n)
-{
-	CUdeviceptr b;
-
-	CU_OK(cuMemFree(d));
-	b = dev_alloc(n);
-	if (b != d)
-		TH_FAIL("the double did not reuse %#llx (got %#llx)",
-			(unsigned long long)d, (unsigned long long)b);
-	return b;
-}
-
 static int export_fd(CUdeviceptr a, size_t n)
 {
 	int fd = -1;

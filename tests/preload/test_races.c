@@ -54,20 +54,6 @@ static void sleep_us(long us)
 		;
 }
 
-/* Free d and allocate the same size again: the double hands the same
- * address back (LIFO), with new memory behind it. */
-static CUdeviceptr realloc_same(CUdeviceptr d, size_t n)
-{
-	CUdeviceptr b;
-
-	CU_OK(cuMemFree(d));
-	b = dev_alloc(n);
-	if (b != d)
-		TH_FAIL("the double did not reuse %#llx (got %#llx)",
-			(unsigned long long)d, (unsigned long long)b);
-	return b;
-}
-
 /*
  * 1. ibv_rereg_mr of an MR whose memory was freed (the cache revoked
  * it): a change of access or PD alone gives no new translation, so it

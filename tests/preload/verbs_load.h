@@ -101,6 +101,20 @@ static inline CUdeviceptr dev_alloc(size_t n)
 	return d;
 }
 
+/* Free d and allocate the same size again: the double hands the same
+ * address back (LIFO), with new memory behind it. */
+static inline CUdeviceptr realloc_same(CUdeviceptr d, size_t n)
+{
+	CUdeviceptr b;
+
+	CU_OK(cuMemFree(d));
+	b = dev_alloc(n);
+	if (b != d)
+		TH_FAIL("the double did not reuse %#llx (got %#llx)",
+			(unsigned long long)d, (unsigned long long)b);
+	return b;
+}
+
 /* Is the peer's write through rkey refused?  (any NIC error) */
 static inline int refused(struct ibv_pd *pd, uint32_t rkey, uint64_t raddr)
 {

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "capture.h"
 #include "evlog_util.h"
 
 /*
@@ -426,19 +427,6 @@ TEST(exec_keeps_the_record) { check_recovered(D_EXEC); }
 /* ---------------------------------------------------------------- */
 /* the spool's own calls                                             */
 
-static char errpath[64];
-
-static void capture_stderr(void)
-{
-	int fd;
-
-	snprintf(errpath, sizeof(errpath), "/tmp/gh_evspool.XXXXXX");
-	fd = mkstemp(errpath);
-	CHECK(fd >= 0);
-	CHECK_EQ(dup2(fd, 2), 2);
-	close(fd);
-}
-
 static int count_lines(const char *s)
 {
 	int n = 0;
@@ -446,20 +434,6 @@ static int count_lines(const char *s)
 	for (; *s; s++)
 		n += *s == '\n';
 	return n;
-}
-
-static char *captured(void)
-{
-	static char buf[4096];
-	int fd = open(errpath, O_RDONLY);
-	ssize_t n;
-
-	CHECK(fd >= 0);
-	n = read(fd, buf, sizeof(buf) - 1);
-	buf[n > 0 ? n : 0] = '\0';
-	close(fd);
-	unlink(errpath);
-	return buf;
 }
 
 /* The spool of pid: this uid's, by pid; cut, still terminated. */
@@ -589,7 +563,7 @@ TEST(no_room_for_a_ring_said_once)
 {
 	size_t len = gh_ring_bytes(8192);
 	uint64_t off = 0;
-	char *out;
+	const char *out;
 	int err = 0;
 
 	if (!private_shm("64k"))
@@ -605,13 +579,13 @@ TEST(no_room_for_a_ring_said_once)
 	/* tests make a full /dev/shm at will */
 	__atomic_store_n(&gh_spool_reserve_fails, 1, __ATOMIC_RELAXED);
 	CHECK_EQ(gh_spool_reserve(off, 4096), ENOSPC);
-	capture_stderr();
+	capture_begin();
 	gh_spool_note(ENOSPC);
 	gh_spool_note(EBADF);		/* the first one is said */
 	gh_spool_note_smaller(EBADF);
 	gh_spool_report();
 	gh_spool_report();
-	out = captured();
+	out = capture_end();
 	CHECK(strstr(out, "warning: event log: no room for a ring in /dev/shm (/dev/shm is full): some events are kept in private memory, not crash-safe (lost if the process is killed)\n"));
 	CHECK(strstr(out, "warning: event log: no room in /dev/shm (the program closed the spool and it cannot be opened again) for all of a thread's ring"));
 	CHECK_EQ(count_lines(out), 2);

@@ -13,37 +13,10 @@
 #include <string.h>
 
 #include "harness.h"
+#include "capture.h"
 #include "doubles.h"
 
 #include "platform/platform.h"
-
-static char errpath[64];
-
-/* Send fd 2 to a fresh file; captured() reads it back. */
-static void capture_stderr(void)
-{
-	int fd;
-
-	snprintf(errpath, sizeof(errpath), "/tmp/gh_resolve.XXXXXX");
-	fd = mkstemp(errpath);
-	CHECK(fd >= 0);
-	CHECK_EQ(dup2(fd, 2), 2);
-	close(fd);
-}
-
-static char *captured(void)
-{
-	static char buf[4096];
-	int fd = open(errpath, O_RDONLY);
-	ssize_t n;
-
-	CHECK(fd >= 0);
-	n = read(fd, buf, sizeof(buf) - 1);
-	buf[n > 0 ? n : 0] = '\0';
-	close(fd);
-	unlink(errpath);
-	return buf;
-}
 
 static int count(const char *hay, const char *needle)
 {
@@ -141,11 +114,11 @@ TEST(libcuda_by_path)
  */
 TEST(libcuda_refused_and_no_default_said_once)
 {
-	char *err;
+	const char *err;
 
 	if (default_driver_loadable())
 		SKIP("this machine has a libcuda.so.1");
-	capture_stderr();
+	capture_begin();
 	gh_platform_cfg.libcuda = "libm.so.6";
 	CHECK(gh_libcuda_handle() == NULL);
 	CHECK(gh_libcuda_handle() == NULL);
@@ -154,7 +127,7 @@ TEST(libcuda_refused_and_no_default_said_once)
 	CHECK(gh_real_get(GH_SYM_cuMemFree_v2) == NULL);
 	CHECK_EQ(errno, 1234);
 	CHECK(gh_libcuda_loaded() == NULL);
-	err = captured();
+	err = capture_end();
 	CHECK_EQ(count(err, "warning: GDRHOOK_LIBCUDA=libm.so.6 refused: not a CUDA driver (no cuInit, no cuGetProcAddress_v2); using the default libcuda.so.1\n"), 1);
 	CHECK_EQ(count(err, "warning: cannot load the CUDA driver libcuda.so.1: "), 1);
 	CHECK_EQ(count(err, "\n"), 2);
@@ -163,14 +136,14 @@ TEST(libcuda_refused_and_no_default_said_once)
 /* A path that cannot be loaded: refused with the loader's reason. */
 TEST(libcuda_missing_path_refused_with_the_reason)
 {
-	char *err;
+	const char *err;
 
 	if (default_driver_loadable())
 		SKIP("this machine has a libcuda.so.1");
-	capture_stderr();
+	capture_begin();
 	gh_platform_cfg.libcuda = "/nonexistent/libcuda.so.1";
 	CHECK(gh_libcuda_handle() == NULL);
-	err = captured();
+	err = capture_end();
 	CHECK(strstr(err, "warning: GDRHOOK_LIBCUDA=/nonexistent/libcuda.so.1 refused: /nonexistent/libcuda.so.1: cannot open shared object file"));
 }
 

@@ -795,6 +795,179 @@ static int scenario_retain_validate(void)
 	return 0;
 }
 
+/*
+ * Untracked pointers where the registry has nothing near (stack, heap,
+ * a freed buffer, above 2^48) and where it has (the same 2 MiB region as
+ * a live allocation, just past its end): every entry point Open MPI and
+ * MPICH ask of a host buffer gives the driver's answer, width for width,
+ * leaving the rest of each output as it was.  Registry mode: no call
+ * reaches the driver or the runtime.  Under GDRHOOK_VALIDATE=1: each
+ * answer is checked (no shortcut skips the check), and all agree.
+ */
+static const CUpointer_attribute neg_attrs[] = {
+	CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_CONTEXT,
+	CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+	CU_POINTER_ATTRIBUTE_HOST_POINTER, CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+	CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, CU_POINTER_ATTRIBUTE_BUFFER_ID,
+	CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
+	CU_POINTER_ATTRIBUTE_MAPPED,
+};
+#define NNEG (sizeof(neg_attrs) / sizeof(neg_attrs[0]))
+#define POISON 0x5a
+
+/* The driver's value of a pointer it does not know, and its width. */
+static uint64_t neg_value(CUpointer_attribute a, CUdeviceptr p, int *width)
+{
+	*width = a == CU_POINTER_ATTRIBUTE_CONTEXT ||
+		 a == CU_POINTER_ATTRIBUTE_HOST_POINTER ||
+		 a == CU_POINTER_ATTRIBUTE_DEVICE_POINTER ||
+		 a == CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE ||
+		 a == CU_POINTER_ATTRIBUTE_BUFFER_ID ? 8 : 4;
+	if (a == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)
+		return 0xfffffffeu;
+	return a == CU_POINTER_ATTRIBUTE_HOST_POINTER ? p : 0;
+}
+
+static void untracked_one(CUdeviceptr p)
+{
+	unsigned char buf[NNEG][16];
+	void *data[NNEG];
+	CUpointer_attribute at[NNEG];
+	struct cudaPointerAttributes pa;
+	CUmemGenericAllocationHandle h = 77;
+	size_t i;
+	int w, k;
+
+	for (i = 0; i < NNEG; i++) {
+		memset(buf[i], POISON, sizeof(buf[i]));
+		CHECK_EQ(cuPointerGetAttribute(buf[i], neg_attrs[i], p),
+			 CUDA_ERROR_INVALID_VALUE);
+		for (k = 0; k < 16; k++)
+			CHECK_EQ(buf[i][k], POISON);
+	}
+	for (i = 0; i < NNEG; i++) {
+		memset(buf[i], POISON, sizeof(buf[i]));
+		data[i] = buf[i];
+		at[i] = neg_attrs[i];
+	}
+	/* BUFFER_ID and IPC-capable are among those zeroed: all but the last. */
+	CU_OK(cuPointerGetAttributes(NNEG - 1, at, data, p));
+	for (i = 0; i < NNEG - 1; i++) {
+		uint64_t v = neg_value(at[i], p, &w), got = 0;
+
+		memcpy(&got, buf[i], (size_t)w);
+		CHECK_EQ(got, v);
+		for (k = w; k < 16; k++)
+			CHECK_EQ(buf[i][k], POISON);
+	}
+	CHECK_EQ(buf[NNEG - 1][0], POISON);
+	CHECK_EQ(cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)p),
+		 CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ(h, 77);
+	memset(&pa, 0xcc, sizeof(pa));
+	CU_OK(cudaPointerGetAttributes(&pa, (void *)(uintptr_t)p));
+	CHECK_EQ(pa.type, cudaMemoryTypeUnregistered);
+	CHECK_EQ(pa.device, -2);
+	CHECK(pa.devicePointer == NULL);
+	CHECK(pa.hostPointer == (void *)(uintptr_t)p);
+	CHECK_EQ(pa.reserved[0], 0xcccccccccccccccc);
+}
+
+/*
+ * Once the registry is untrusted (here: a graph memory node destroyed,
+ * which gdrhook does not follow), "not CUDA memory" is the driver's to
+ * say, each entry point's.
+ */
+static void untrusted_asks_driver(CUdeviceptr p)
+{
+	CUmemGenericAllocationHandle h = 77;
+	CUgraphNodeParams np;
+	unsigned int mt = 7;
+	unsigned long drv, rt;
+	CUgraphNode n;
+	CUgraph g;
+
+	memset(&np, 0, sizeof(np));
+	np.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+	np.alloc.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+	np.alloc.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	np.alloc.bytesize = 1 << 20;
+	CU_OK(cuGraphCreate(&g, 0));
+	CU_OK(cuGraphAddNode(&n, g, NULL, NULL, 0, &np));
+	CU_OK(cuGraphDestroyNode(n));
+	CHECK_EQ(gdrhook_trusted(), 0);
+	drv = driver_queries();
+	CHECK_EQ(cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p),
+		 CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ(driver_queries(), drv + 1);
+	CU_OK(cuPointerGetAttributes(1, (CUpointer_attribute[]){
+		CU_POINTER_ATTRIBUTE_MEMORY_TYPE }, (void *[]){ &mt }, p));
+	CHECK_EQ(mt, 0);
+	CHECK_EQ(driver_queries(), drv + 2);
+	drv = fake_calls("cuMemRetainAllocationHandle");
+	CHECK_EQ(cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)p),
+		 CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ(fake_calls("cuMemRetainAllocationHandle"), drv + 1);
+	rt = cudaFakePointerQueries();
+	CU_OK(cudaPointerGetAttributes(&(struct cudaPointerAttributes){ 0 },
+				       (void *)(uintptr_t)p));
+	CHECK_EQ(cudaFakePointerQueries(), rt + 1);
+	CU_OK(cuGraphDestroy(g));
+}
+
+static int scenario_untracked(void)
+{
+	struct gdrhook_stats st = { .size = sizeof(st) };
+	int validate = getenv("GDRHOOK_VALIDATE") != NULL;
+	unsigned long drv, rt;
+	uint64_t checks;
+	CUdeviceptr gone, near, p[6];
+	struct mem m;
+	int stackv = 0;
+	size_t i, n = 0;
+	char *heap;
+
+	setup_answered(&m);
+	CU_OK(cudaPointerGetAttributes(&(struct cudaPointerAttributes){ 0 },
+				       &stackv));	/* the runtime is up */
+	CU_OK(cuMemAlloc(&gone, 4096));
+	CU_OK(cuMemFree(gone));
+	/* Past the end of a live one, in its 2 MiB region. */
+	near = m.dev + (64 << 10);
+	heap = malloc(100);
+	CHECK(heap != NULL);
+	p[n++] = (CUdeviceptr)(uintptr_t)&stackv;
+	p[n++] = (CUdeviceptr)(uintptr_t)heap;
+	p[n++] = gone;
+	p[n++] = near;
+	p[n++] = 1ull << 50;
+	p[n++] = (CUdeviceptr)(uintptr_t)m.host + (64 << 10);
+	CHECK_EQ(gdrhook_get_stats(&st), 0);
+	checks = st.audit_checks;
+	drv = driver_queries() + fake_calls("cuMemRetainAllocationHandle");
+	rt = cudaFakePointerQueries();
+	for (i = 0; i < n; i++)
+		untracked_one(p[i]);
+	CHECK_EQ(gdrhook_get_stats(&st), 0);
+	if (validate) {
+		/*
+		 * Per pointer, each answer checked: 9 single attributes (a
+		 * BUFFER_ID is ours, not compared), 9 in the one call (one
+		 * check each), the retain and the runtime's.
+		 */
+		CHECK_EQ(st.audit_checks - checks, 20 * n);
+		CHECK_EQ(st.audit_disagreements, 0);
+	} else {
+		CHECK_EQ(driver_queries() +
+			 fake_calls("cuMemRetainAllocationHandle"), drv);
+		CHECK_EQ(cudaFakePointerQueries(), rt);
+		CHECK_EQ(st.audit_checks, checks);
+	}
+	free(heap);
+	untrusted_asks_driver((CUdeviceptr)(uintptr_t)&stackv);
+	return 0;
+}
+
 static const struct scenario scenarios[] = {
 	{ "registry", scenario_registry },
 	{ "validate", scenario_validate },
@@ -808,6 +981,7 @@ static const struct scenario scenarios[] = {
 	{ "concurrent", scenario_concurrent },
 	{ "retain", scenario_retain },
 	{ "retain_validate", scenario_retain_validate },
+	{ "untracked", scenario_untracked },
 };
 
 static const char *const registry_env[] = {
@@ -844,6 +1018,11 @@ QUERY_TEST(queries_beside_allocating_threads_exact, "concurrent",
 QUERY_TEST(retain_refusal_of_untracked_memory_answered, "retain",
 	   registry_env)
 QUERY_TEST(retain_refusal_agrees_under_validate, "retain_validate",
+	   validate_env)
+
+QUERY_TEST(untracked_pointers_answered_as_driver, "untracked",
+	   registry_env)
+QUERY_TEST(untracked_pointers_agree_under_validate, "untracked",
 	   validate_env)
 
 SCENARIO_MAIN(scenarios)

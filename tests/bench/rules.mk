@@ -196,6 +196,18 @@ $(DRVCOUNT): tests/bench/drvcount.c $(BUILD)/fake/libcuda.so
 	$(Q)$(CC) $(filter-out -fvisibility=hidden,$(ALL_CFLAGS)) -shared -o $@ $< \
 		-Wl,--no-as-needed -L$(BUILD)/fake -lcuda -Wl,--as-needed -ldl
 # ---- end drvcount ----
+# ---- null_classify: the floor of a preloaded answer to buffer checks ----
+# Preloaded by tests/gpu/mpi-check --small, host buffers only (the file's
+# header says why it is wrong for anything else).
+NULL_CLASSIFY	:= $(BUILD)/tests/bench/libnull_classify.so
+.PHONY: null-classify
+bench: $(NULL_CLASSIFY)
+null-classify: $(NULL_CLASSIFY)
+$(NULL_CLASSIFY): tests/bench/null_classify.c
+	@mkdir -p $(dir $@)
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(filter-out -fvisibility=hidden,$(ALL_CFLAGS)) -shared -o $@ $<
+# ---- end null_classify ----
 # ---- bench_mpi: MPI point-to-point, host or device buffers ----
 # Not part of make bench (CI has no MPI): make bench-mpi MPICC=PATH/mpicc
 # (tests/gpu/mpi-check does).  The CUDA driver is found at run time; the

@@ -128,6 +128,31 @@ static inline size_t attr_width(CUpointer_attribute a)
 
 enum { MODE_UNSET = -1, MODE_DRIVER = 0, MODE_REGISTRY = 1 };
 
+/*
+ * What a query reads besides the registry, in one cache line.  A
+ * communication library asks between touching much else (Open MPI: three
+ * calls per message), so each flag kept apart is a cache miss of its
+ * own: with 64 KiB touched between Open MPI's three calls, they took 11
+ * more L1 misses per message than a library that answers without
+ * looking (cachegrind), 25 ns.
+ */
+#define GATE_LEAN	0x1	/* unguarded(): active, trusted, CUDA used,
+				 * nothing validated */
+#define GATE_NONE	0x2	/* "not CUDA memory" may be said: none_ok() */
+
+static struct {
+	int gate;		/* GATE_*: once set, cleared only by untrust */
+	int queries_mode;	/* GDRHOOK_POINTER_QUERIES, read once */
+	int buffer_id_mode;	/* GDRHOOK_BUFFER_ID, read once */
+	int drv_ready;		/* note_driver_rc() */
+	int routes_done;	/* routes_complete(), -1 until decided */
+	int rt_state;		/* note_runtime_rc() */
+} hot __attribute__((aligned(64))) = {
+	.queries_mode = MODE_UNSET,
+	.buffer_id_mode = MODE_UNSET,
+	.routes_done = -1,
+};
+
 static int mode_of(int v)
 {
 	return v == GH_CFG_ANSWER_DRIVER ? MODE_DRIVER : MODE_REGISTRY;
@@ -149,29 +174,26 @@ static inline int mode_get(int *mode, int setting)
 	return GH_LIKELY(m != MODE_UNSET) ? m : mode_init(mode, setting);
 }
 
-static int queries_mode_v = MODE_UNSET, buffer_id_mode_v = MODE_UNSET;
-
 /* GDRHOOK_POINTER_QUERIES, read once. */
 static inline int queries_mode(void)
 {
-	return mode_get(&queries_mode_v, gh_hooks_cfg.pointer_queries);
+	return mode_get(&hot.queries_mode, gh_hooks_cfg.pointer_queries);
 }
 
 /* GDRHOOK_BUFFER_ID, read once. */
 static inline int buffer_id_mode(void)
 {
-	return mode_get(&buffer_id_mode_v, gh_hooks_cfg.buffer_id);
+	return mode_get(&hot.buffer_id_mode, gh_hooks_cfg.buffer_id);
 }
 
-/* Set once the driver has answered a query itself: it is initialized,
- * so "not CUDA memory" is what it would say for an unknown pointer. */
-static int drv_ready;
-
+/* hot.drv_ready is set once the driver has answered a query itself: it
+ * is initialized, so "not CUDA memory" is what it would say for an
+ * unknown pointer. */
 static void note_driver_rc(CUresult rc)
 {
 	if (rc != CUDA_ERROR_NOT_INITIALIZED && rc != CUDA_ERROR_DEINITIALIZED &&
-	    !__atomic_load_n(&drv_ready, __ATOMIC_RELAXED))
-		__atomic_store_n(&drv_ready, 1, __ATOMIC_RELAXED);
+	    !__atomic_load_n(&hot.drv_ready, __ATOMIC_RELAXED))
+		__atomic_store_n(&hot.drv_ready, 1, __ATOMIC_RELAXED);
 }
 
 /*
@@ -185,8 +207,6 @@ static const char *const addr_routes[] = {
 	"cuLibraryGetManaged", "cuGraphAddMemAllocNode",
 };
 
-static int routes_done = -1;
-
 /* routes_complete() the first time. */
 static __attribute__((noinline)) int routes_decide(void)
 {
@@ -199,16 +219,27 @@ static __attribute__((noinline)) int routes_decide(void)
 		if (gh_sym_find(addr_routes[i]) < 0 &&
 		    (!h || gh_real_dlsym(h, addr_routes[i])))
 			d = 0;
-	__atomic_store_n(&routes_done, d, __ATOMIC_RELAXED);
+	__atomic_store_n(&hot.routes_done, d, __ATOMIC_RELAXED);
 	return d;
 }
 
 /* 1 when every route in addr_routes is covered; decided once. */
 static inline int routes_complete(void)
 {
-	int d = __atomic_load_n(&routes_done, __ATOMIC_RELAXED);
+	int d = __atomic_load_n(&hot.routes_done, __ATOMIC_RELAXED);
 
 	return GH_LIKELY(d >= 0) ? d : routes_decide();
+}
+
+/* Whether "not CUDA memory" may be answered (GATE_NONE), decided. */
+static __attribute__((noinline)) bool none_decide(void)
+{
+	if (queries_mode() != MODE_REGISTRY ||
+	    !__atomic_load_n(&hot.drv_ready, __ATOMIC_RELAXED) ||
+	    !routes_complete())
+		return false;
+	__atomic_fetch_or(&hot.gate, GATE_NONE, __ATOMIC_RELAXED);
+	return true;
 }
 
 /* What the registry knows about ptr. */
@@ -221,12 +252,15 @@ enum where {
 static inline __attribute__((always_inline)) enum where
 locate(CUdeviceptr ptr, struct gh_range *r)
 {
-	if (!gh_active() || __atomic_load_n(&gh_untrusted, __ATOMIC_RELAXED))
+	int g = __atomic_load_n(&hot.gate, __ATOMIC_RELAXED);
+
+	/* GATE_LEAN says active and trusted already. */
+	if (GH_UNLIKELY(!(g & GATE_LEAN)) &&
+	    (!gh_active() || __atomic_load_n(&gh_untrusted, __ATOMIC_RELAXED)))
 		return W_DRIVER;
 	if (!gh_registry_lookup((uint64_t)ptr, 1, r))
 		return W_TRACKED;
-	if (queries_mode() == MODE_REGISTRY &&
-	    __atomic_load_n(&drv_ready, __ATOMIC_RELAXED) && routes_complete())
+	if (GH_LIKELY(g & GATE_NONE) || none_decide())
 		return W_NONE;
 	return W_DRIVER;
 }
@@ -468,10 +502,53 @@ static bool agrees(const char *api, CUdeviceptr ptr, CUresult our_rc,
  * (The guard, errno and the resolver took about 70 instructions a query,
  * half as many as the lookup.)
  */
+static void gate_untrusted(void)
+{
+	__atomic_fetch_and(&hot.gate, ~GATE_LEAN, __ATOMIC_SEQ_CST);
+}
+
+/*
+ * GATE_LEAN, decided.  The registry clears it when it becomes untrusted
+ * (gate_untrusted(), handed down): set, then the trust read again, so
+ * that one of the two sees the other whichever comes first.
+ */
+static __attribute__((noinline)) bool lean_decide(void)
+{
+	if (gh_registry_cfg.validate ||
+	    !__atomic_load_n(&gh_cuda_used, __ATOMIC_RELAXED) ||
+	    __atomic_load_n(&gh_state, __ATOMIC_ACQUIRE) != GH_STATE_ACTIVE ||
+	    __atomic_load_n(&gh_untrusted, __ATOMIC_RELAXED))
+		return false;
+	gh_trust_on_untrusted(gate_untrusted);
+	__atomic_fetch_or(&hot.gate, GATE_LEAN, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&gh_untrusted, __ATOMIC_SEQ_CST)) {
+		gate_untrusted();
+		return false;
+	}
+	return true;
+}
+
 static inline bool unguarded(void)
 {
-	return GH_LIKELY(!gh_guard_busy()) && GH_LIKELY(!gh_registry_cfg.validate) &&
-	       GH_LIKELY(__atomic_load_n(&gh_cuda_used, __ATOMIC_RELAXED));
+	return GH_LIKELY(!gh_guard_busy()) &&
+	       (GH_LIKELY(__atomic_load_n(&hot.gate, __ATOMIC_RELAXED) &
+			  GATE_LEAN) || lean_decide());
+}
+
+/*
+ * locate()'s W_NONE on the unguarded path, before anything else is set
+ * up: the calls an MPI makes of every host buffer it sends are answered
+ * from this, the thread's guard, the one hot line and the registry's
+ * first two levels, with no stack frame.  A pointer the registry may
+ * hold goes on to the whole path, which reads the same lines again from
+ * L1: for tracked pointers this check costs a dozen instructions.
+ */
+static inline __attribute__((always_inline)) bool untracked(CUdeviceptr ptr)
+{
+	return GH_LIKELY(!gh_guard_busy()) &&
+	       GH_LIKELY((__atomic_load_n(&hot.gate, __ATOMIC_RELAXED) &
+			  (GATE_LEAN | GATE_NONE)) == (GATE_LEAN | GATE_NONE)) &&
+	       gh_registry_absent((uint64_t)ptr);
 }
 
 /* Answer one attribute; GH_ASK_DRIVER when the registry cannot. */
@@ -555,9 +632,9 @@ attr_slow(void *data, CUpointer_attribute attribute, CUdeviceptr ptr,
 	return rc;
 }
 
-CUresult gh_manual_cuPointerGetAttribute(void *data,
-					 CUpointer_attribute attribute,
-					 CUdeviceptr ptr)
+/* The whole path of cuPointerGetAttribute (untracked(): not known). */
+static __attribute__((noinline)) CUresult
+attr_full(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
 {
 	CUresult rc;
 
@@ -569,6 +646,19 @@ CUresult gh_manual_cuPointerGetAttribute(void *data,
 			return rc;
 	}
 	return attr_slow(data, attribute, ptr, true);
+}
+
+CUresult gh_manual_cuPointerGetAttribute(void *data,
+					 CUpointer_attribute attribute,
+					 CUdeviceptr ptr)
+{
+	/* The driver refuses every attribute of a pointer it does not know. */
+	if (GH_LIKELY(data != NULL) &&
+	    GH_LIKELY((unsigned int)attribute < GH_ATTR_MAX) &&
+	    GH_LIKELY((GH_ATTR_NEGATIVE | GH_ATTR_RANGE) >> attribute & 1) &&
+	    untracked(ptr))
+		return CUDA_ERROR_INVALID_VALUE;
+	return attr_full(data, attribute, ptr);
 }
 
 /* Audit of a whole cuPointerGetAttributes answer, @val, against the driver. */
@@ -719,9 +809,10 @@ attrs_slow(unsigned int numAttributes, CUpointer_attribute *attributes,
 	return rc;
 }
 
-CUresult gh_manual_cuPointerGetAttributes(unsigned int numAttributes,
-					  CUpointer_attribute *attributes,
-					  void **data, CUdeviceptr ptr)
+/* The whole path of cuPointerGetAttributes (untracked(): not known). */
+static __attribute__((noinline)) CUresult
+attrs_full(unsigned int numAttributes, CUpointer_attribute *attributes,
+	   void **data, CUdeviceptr ptr)
 {
 	unsigned long long id = 0;
 	int patch = 0;
@@ -735,6 +826,41 @@ CUresult gh_manual_cuPointerGetAttributes(unsigned int numAttributes,
 		return CUDA_SUCCESS;
 	return attrs_slow(numAttributes, attributes, data, ptr, true, patch,
 			  id);
+}
+
+/*
+ * answer_all()'s W_NONE case first: every attribute one the driver
+ * zeroes.  The pointer before the attributes, so a tracked one is not
+ * scanned twice.
+ */
+static inline __attribute__((always_inline)) bool
+attrs_untracked(unsigned int n, const CUpointer_attribute *at, void **data,
+		CUdeviceptr ptr)
+{
+	uint32_t asked = 0;
+	unsigned int i;
+
+	if (!untracked(ptr) || !attrs_ok(n, (CUpointer_attribute *)at, data))
+		return false;
+	for (i = 0; i < n; i++) {
+		if (!data[i] || (unsigned int)at[i] >= GH_ATTR_MAX)
+			return false;
+		asked |= 1u << at[i];
+	}
+	if (asked & ~GH_ATTR_NEGATIVE)
+		return false;
+	for (i = 0; i < n; i++)
+		put_value(data[i], negative_value(at[i], ptr), at[i]);
+	return true;
+}
+
+CUresult gh_manual_cuPointerGetAttributes(unsigned int numAttributes,
+					  CUpointer_attribute *attributes,
+					  void **data, CUdeviceptr ptr)
+{
+	if (GH_LIKELY(attrs_untracked(numAttributes, attributes, data, ptr)))
+		return CUDA_SUCCESS;
+	return attrs_full(numAttributes, attributes, data, ptr);
 }
 
 /* 0 and the answer, or -1: ask the driver. */
@@ -886,8 +1012,9 @@ retain_slow(CUmemGenericAllocationHandle *handle, void *addr, bool tried)
 	return rc;
 }
 
-CUresult gh_manual_cuMemRetainAllocationHandle(
-	CUmemGenericAllocationHandle *handle, void *addr)
+/* The whole path of cuMemRetainAllocationHandle (untracked(): not known). */
+static __attribute__((noinline)) CUresult
+retain_full(CUmemGenericAllocationHandle *handle, void *addr)
 {
 	CUresult rc;
 
@@ -896,6 +1023,14 @@ CUresult gh_manual_cuMemRetainAllocationHandle(
 	if (GH_LIKELY(!answer_retain(handle, addr, NULL, &rc)))
 		return rc;
 	return retain_slow(handle, addr, true);
+}
+
+CUresult gh_manual_cuMemRetainAllocationHandle(
+	CUmemGenericAllocationHandle *handle, void *addr)
+{
+	if (GH_LIKELY(handle != NULL) && untracked((CUdeviceptr)addr))
+		return CUDA_ERROR_INVALID_VALUE;
+	return retain_full(handle, addr);
 }
 
 /* ------------------------------------------------------------------ */
@@ -917,22 +1052,21 @@ CUresult gh_manual_cuMemRetainAllocationHandle(
 			 GH_A(HOST_POINTER))
 
 /*
- * 0 until the runtime has answered a call itself; then 1 when it is CUDA
- * 11 or later, -1 (never answered here) otherwise.
+ * hot.rt_state: 0 until the runtime has answered a call itself; then 1
+ * when it is CUDA 11 or later, -1 (never answered here) otherwise.
  */
-static int rt_state;
 
 static void note_runtime_rc(cudaError_t rc, rt_attrs_fn real)
 {
 	rt_version_fn f;
 	int v = 0;
 
-	if (rc != cudaSuccess || __atomic_load_n(&rt_state, __ATOMIC_RELAXED))
+	if (rc != cudaSuccess || __atomic_load_n(&hot.rt_state, __ATOMIC_RELAXED))
 		return;
 	/* The version of the runtime that answered. */
 	f = (rt_version_fn)gh_real_sibling((const void *)real,
 					   "cudaRuntimeGetVersion");
-	__atomic_store_n(&rt_state, f && f(&v) == cudaSuccess && v >= 11000 ?
+	__atomic_store_n(&hot.rt_state, f && f(&v) == cudaSuccess && v >= 11000 ?
 			 1 : -1, __ATOMIC_RELAXED);
 }
 
@@ -948,7 +1082,7 @@ rt_answer(struct cudaPointerAttributes *out, const void *p,
 	uint64_t mt = 0, managed = 0, dev = 0, dp = 0, hp = 0;
 	cudaError_t drc;
 
-	if (__atomic_load_n(&rt_state, __ATOMIC_RELAXED) != 1)
+	if (__atomic_load_n(&hot.rt_state, __ATOMIC_RELAXED) != 1)
 		return -1;
 	cc = cur_ctx();
 	w = locate(ptr, &r);
@@ -1031,17 +1165,33 @@ rt_slow(struct cudaPointerAttributes *attributes, const void *ptr,
 	return rc;
 }
 
-cudaError_t gh_manual_cudaPointerGetAttributes(
-	struct cudaPointerAttributes *attributes, const void *ptr)
+/* The whole path of cudaPointerGetAttributes (untracked(): not known). */
+static __attribute__((noinline)) cudaError_t
+rt_full(struct cudaPointerAttributes *attributes, const void *ptr,
+	void *caller)
 {
-	void *caller = __builtin_return_address(0);
-
 	if (GH_UNLIKELY(!unguarded()))
 		return rt_slow(attributes, ptr, caller, false);
 	if (GH_LIKELY(attributes != NULL) &&
 	    GH_LIKELY(!rt_answer(attributes, ptr, NULL)))
 		return cudaSuccess;
 	return rt_slow(attributes, ptr, caller, true);
+}
+
+cudaError_t gh_manual_cudaPointerGetAttributes(
+	struct cudaPointerAttributes *attributes, const void *ptr)
+{
+	/* rt_answer()'s W_NONE case (MPICH asks this of every buffer). */
+	if (GH_LIKELY(attributes != NULL) &&
+	    GH_LIKELY(__atomic_load_n(&hot.rt_state, __ATOMIC_RELAXED) == 1) &&
+	    untracked((CUdeviceptr)(uintptr_t)ptr)) {
+		attributes->type = cudaMemoryTypeUnregistered;
+		attributes->device = -2;
+		attributes->devicePointer = NULL;
+		attributes->hostPointer = (void *)(uintptr_t)ptr;
+		return cudaSuccess;
+	}
+	return rt_full(attributes, ptr, __builtin_return_address(0));
 }
 
 GH_EXPORT CUresult cuPointerGetAttribute(void *data,

@@ -53,6 +53,46 @@ int gh_registry_remove(uint64_t base, struct gh_range *out_p);
 int gh_registry_lookup(uint64_t ptr, uint64_t len, struct gh_range *out_p);
 
 /*
+ * The index's first level below 2^48 (one slot per 4 GiB window) and, in
+ * a slot that names one, its table of 2 MiB regions: ranges_impl.h, whose
+ * layout ranges_read.c checks against these.  Read by
+ * gh_registry_absent() only.
+ */
+#define GH_REGISTRY_WIN0_END	(1ull << 48)
+#define GH_REGISTRY_WIN_SHIFT	32
+#define GH_REGISTRY_REG_SHIFT	21
+#define GH_REGISTRY_REGS	2048u
+#define GH_REGISTRY_SLOT_WHOLE	1ull
+struct gh_rtab_dir;
+extern struct gh_rtab_dir gh_rtab_dir0;	/* its slots come first */
+
+/*
+ * Lock-free, and cheaper than a lookup that misses (inline, no snapshot
+ * to take): 1 when no live range can contain ptr, its 4 GiB window or
+ * its 2 MiB region being empty; 0 when one may (gh_registry_lookup() then
+ * says).
+ */
+static inline int gh_registry_absent(uint64_t ptr)
+{
+	const uint64_t *regs;
+	uint64_t v;
+
+	if (ptr >= GH_REGISTRY_WIN0_END)
+		return 0;
+	v = __atomic_load_n(&((const uint64_t *)(const void *)&gh_rtab_dir0)[
+				    ptr >> GH_REGISTRY_WIN_SHIFT],
+			    __ATOMIC_ACQUIRE);
+	if (!v)
+		return 1;
+	if (v & GH_REGISTRY_SLOT_WHOLE)
+		return 0;
+	regs = (const uint64_t *)(uintptr_t)v;
+	return !__atomic_load_n(&regs[(ptr >> GH_REGISTRY_REG_SHIFT) &
+				      (GH_REGISTRY_REGS - 1)],
+				__ATOMIC_ACQUIRE);
+}
+
+/*
  * Remove every live range for which match() returns non-zero (all ranges
  * when match is NULL), calling on_remove() for each before it is gone.
  * Callbacks run with the writer lock held: they must not call back into

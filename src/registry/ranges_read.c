@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ranges_impl.h"
@@ -67,6 +68,16 @@ static inline int gh_rtab_found(const struct gh_range *r, uint64_t last)
 {
 	return last - r->base < r->size ? 0 : -ERANGE;
 }
+
+/* gh_registry_absent() reads the first two levels with ranges.h's names. */
+_Static_assert(GH_REGISTRY_WIN0_END == 1ull << GH_REG_DIR_SHIFT &&
+	       GH_REGISTRY_WIN_SHIFT == GH_REG_WIN_SHIFT &&
+	       GH_REGISTRY_REG_SHIFT == GH_REG_REG_SHIFT &&
+	       GH_REGISTRY_REGS == GH_REG_MID_SLOTS &&
+	       GH_REGISTRY_SLOT_WHOLE == GH_REG_WHOLE &&
+	       offsetof(struct gh_rtab_dir, slot) == 0 &&
+	       offsetof(struct gh_rtab_mid, slot) == 0,
+	       "ranges.h's view of the index's first levels");
 
 /* gh_registry_lookup() for every case, retrying until consistent. */
 static __attribute__((noinline)) int

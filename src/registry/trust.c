@@ -17,10 +17,21 @@
 
 int gh_untrusted;
 
+static void (*on_untrusted)(void);
+
+void gh_trust_on_untrusted(void (*fn)(void))
+{
+	__atomic_store_n(&on_untrusted, fn, __ATOMIC_SEQ_CST);
+}
+
 void gh_mark_untrusted(const char *api, const char *why)
 {
 	struct gh_range none = { 0 };
-	int first = !__atomic_exchange_n(&gh_untrusted, 1, __ATOMIC_ACQ_REL);
+	int first = !__atomic_exchange_n(&gh_untrusted, 1, __ATOMIC_SEQ_CST);
+	void (*fn)(void) = __atomic_load_n(&on_untrusted, __ATOMIC_SEQ_CST);
+
+	if (fn)
+		fn();
 
 	GH_COUNT(untrusted, 1);
 	if (first) {

@@ -8,4 +8,11 @@
 extern int gh_untrusted;
 void gh_mark_untrusted(const char *api, const char *why);
 
+/*
+ * fn is called (any thread, any context) each time the registry is
+ * marked untrusted, after gh_untrusted is set: a layer above that keeps
+ * its own copy of "trusted" clears it there.  One at a time.
+ */
+void gh_trust_on_untrusted(void (*fn)(void));
+
 #endif

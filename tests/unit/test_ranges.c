@@ -73,6 +73,8 @@ static void expect_in(uint64_t ptr, uint64_t base, uint64_t size, uint64_t gen)
 	struct gh_range r;
 	int rc;
 
+	/* Whatever the shape, never "absent" where a range is. */
+	CHECK_EQ(gh_registry_absent(ptr), 0);
 	memset(&r, 0xcc, sizeof(r));
 	rc = gh_registry_lookup(ptr, 1, &r);
 	if (rc)
@@ -112,6 +114,49 @@ TEST(empty)
 	CHECK_EQ(gh_registry_bytes(), 0);
 	CHECK_EQ(gh_registry_remove(0x1000, &r), -ENOENT);
 	CHECK_EQ(gh_registry_remove_overlap(0, UINT64_MAX, NULL, NULL), 0);
+}
+
+/*
+ * gh_registry_absent(): 1 where the 4 GiB window or the 2 MiB region is
+ * empty, 0 where a range may be (its own region, or above 2^48, which it
+ * does not read); beside random inserts and removes, never 1 where the
+ * lookup finds a range.
+ */
+TEST(absent_where_nothing_may_be)
+{
+	uint64_t seed = 38, b = 0x7f1200000000ull, live[64] = { 0 };
+	struct gh_range r;
+
+	CHECK_EQ(gh_registry_init(), 0);
+	CHECK_EQ(gh_registry_absent(0x555555554000ull), 1);
+	CHECK_EQ(gh_registry_absent(b), 1);
+	CHECK_EQ(gh_registry_absent(1ull << 48), 0);
+	ins(b + 3 * MiB, 4096);
+	CHECK_EQ(gh_registry_absent(b + 3 * MiB), 0);
+	CHECK_EQ(gh_registry_absent(b + 2 * MiB), 0);	/* its region */
+	CHECK_EQ(gh_registry_absent(b), 1);		/* another region */
+	CHECK_EQ(gh_registry_absent(b + 4 * GiB), 1);	/* another window */
+	CHECK_EQ(gh_registry_remove(b + 3 * MiB, NULL), 0);
+	for (int i = 0; i < 20000; i++) {
+		int k = (int)rng_below(&seed, 64);
+		uint64_t p = b + rng_below(&seed, 8 * GiB);
+
+		if (live[k]) {
+			CHECK_EQ(gh_registry_remove(live[k], NULL), 0);
+			live[k] = 0;
+		} else {
+			uint64_t at = (b + rng_below(&seed, 8 * GiB)) & ~4095ull;
+			uint64_t sz = 4096 << rng_below(&seed, 16);
+
+			if (!ins_rc(at, sz))
+				live[k] = at;
+		}
+		if (!gh_registry_lookup(p, 1, &r))
+			CHECK_EQ(gh_registry_absent(p), 0);
+		for (int j = 0; j < 64; j++)
+			if (live[j])
+				CHECK_EQ(gh_registry_absent(live[j]), 0);
+	}
 }
 
 TEST(insert_lookup_fields)

@@ -3,8 +3,10 @@
  * Whether the registry can be trusted (src/registry/trust.c): the first
  * gh_mark_untrusted makes it untrusted for good and says so once, on the
  * log and to the UNTRUSTED subscribers (never to the others); every mark
- * is counted; marks racing on many threads still say it once; with
- * GDRHOOK_STRICT=1 the process aborts.
+ * is counted; marks racing on many threads still say it once; the
+ * layer above that keeps its own copy of "trusted" is told at every
+ * mark, once gh_untrusted is set; with GDRHOOK_STRICT=1 the process
+ * aborts.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -114,6 +116,30 @@ TEST(racing_marks_say_it_once)
 	CHECK_EQ(gh_untrusted, 1);
 	CHECK_EQ(racing.n, 1);
 	CHECK_EQ(gh_ctr.untrusted, THREADS * MARKS);
+}
+
+static int told, untrusted_when_told;
+
+static void on_untrusted(void)
+{
+	told++;
+	untrusted_when_told = __atomic_load_n(&gh_untrusted, __ATOMIC_RELAXED);
+}
+
+TEST(each_mark_tells_the_layer_above_after_untrusting)
+{
+	gh_log_level = GH_LOG_NONE;
+	gh_trust_on_untrusted(on_untrusted);
+	CHECK_EQ(told, 0);
+	gh_mark_untrusted("cuA", "first");
+	CHECK_EQ(told, 1);
+	CHECK_EQ(untrusted_when_told, 1);
+	gh_mark_untrusted("cuB", "second");
+	CHECK_EQ(told, 2);
+	/* Told no more once the slot is emptied. */
+	gh_trust_on_untrusted(NULL);
+	gh_mark_untrusted("cuC", "third");
+	CHECK_EQ(told, 2);
 }
 
 TEST(strict_aborts)

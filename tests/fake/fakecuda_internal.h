@@ -101,6 +101,7 @@ void fc_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 #define FC_STREAM_MAGIC 0x66537472u
 #define FC_POOL_MAGIC 0x66506f6cu
 #define FC_VMMH_MAGIC 0x66566d68u
+#define FC_EVENT_MAGIC 0x66457674u	/* "fEvt" */
 
 struct CUctx_st {
 	uint32_t magic;
@@ -130,6 +131,17 @@ struct CUstream_st {
 	CUcontext ctx;
 	unsigned int flags;
 	struct CUgraph_st *capture;	/* graph being captured, or NULL */
+};
+
+/* Work is synchronous, so an event is always complete: it records only
+ * whether and when it was recorded (fakecuda_event.c). */
+struct CUevent_st {
+	uint32_t magic;
+	int alive;
+	CUcontext ctx;
+	unsigned int flags;	/* CU_EVENT_* */
+	int recorded;
+	uint64_t recorded_ns;	/* CLOCK_MONOTONIC at the last record */
 };
 
 struct fc_freelist {

@@ -10,7 +10,7 @@ FAKE_CUDA_SRCS	:= tests/fake/fakecuda_core.c tests/fake/fakecuda_va.c \
 		   tests/fake/fakecuda_ipc.c tests/fake/fakecuda_copy.c \
 		   tests/fake/fakecuda_graph.c tests/fake/fakecuda_ext.c \
 		   tests/fake/fakecuda_gpa.c tests/fake/fakecuda_unmodeled.c \
-		   tests/fake/fakecuda_gdr.c
+		   tests/fake/fakecuda_gdr.c tests/fake/fakecuda_event.c
 FAKE_CUDA_OBJS	:= $(patsubst tests/fake/%.c,$(FAKE_DIR)/obj/%.o,$(FAKE_CUDA_SRCS))
 FAKE_HDRS	:= tests/fake/fakecuda_internal.h tests/fake/fakecuda.h
 FAKE_CFLAGS	:= $(ALL_CFLAGS) -fvisibility=hidden -Itests/fake -I$(FAKE_DIR)

@@ -426,6 +426,136 @@ TEST(dmabuf_fd)
 	close(fd);
 }
 
+TEST(events)
+{
+	CUevent e, e2, nt, ip;
+	CUcontext other;
+	CUstream s, s1;
+	uint64_t fake[8] = { 0 };	/* no event, no stream */
+	CUresult (*rec_ptsz)(CUevent, CUstream) = NULL;
+	CUresult (*destroy_v1)(CUevent) = NULL;
+	float ms = -1;
+
+	CHECK_EQ(cuEventCreate(&e, 0), CUDA_ERROR_NOT_INITIALIZED);
+	CHECK_EQ(cuInit(0), CUDA_SUCCESS);
+	CHECK_EQ(cuEventCreate(&e, 0), CUDA_ERROR_INVALID_CONTEXT);
+	setup(0);
+	CHECK_EQ(cuEventCreate(NULL, 0), CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ(cuEventCreate(&e, 0x8), CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ(cuEventCreate(&e, CU_EVENT_INTERPROCESS),
+		 CUDA_ERROR_INVALID_VALUE);	/* needs DISABLE_TIMING */
+	CHECK_EQ(cuEventCreate(&e, CU_EVENT_INTERPROCESS |
+			       CU_EVENT_BLOCKING_SYNC), CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ(cuEventCreate(&ip, CU_EVENT_INTERPROCESS |
+			       CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC),
+		 CUDA_SUCCESS);
+	CHECK_EQ(cuEventCreate(&nt, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+	CHECK_EQ(cuEventCreate(&e, CU_EVENT_DEFAULT), CUDA_SUCCESS);
+	CHECK_EQ(cuEventCreate(&e2, CU_EVENT_BLOCKING_SYNC), CUDA_SUCCESS);
+	CHECK_EQ(fakecuda_calls("cuEventCreate"), 10);
+	/* never recorded: an empty set of work, complete */
+	CHECK_EQ(cuEventQuery(e), CUDA_SUCCESS);
+	CHECK_EQ(cuEventSynchronize(e), CUDA_SUCCESS);
+	CHECK_EQ(cuEventElapsedTime(&ms, e, e2), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+	CHECK_EQ(cuEventRecord(e, NULL), CUDA_SUCCESS);
+	CHECK_EQ(cuEventRecord(e2, s), CUDA_SUCCESS);
+	CHECK_EQ(cuEventRecord(nt, CU_STREAM_PER_THREAD), CUDA_SUCCESS);
+	CHECK_EQ(cuEventQuery(e2), CUDA_SUCCESS);	/* work is synchronous */
+	CHECK_EQ(cuEventSynchronize(e2), CUDA_SUCCESS);
+	CHECK_EQ(cuEventElapsedTime(&ms, e, e2), CUDA_SUCCESS);
+	CHECK(ms >= 0 && ms < 10000);
+	CHECK_EQ(cuEventElapsedTime(&ms, e, nt), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_EQ(cuEventElapsedTime(NULL, e, e2), CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ(cuEventRecord(e, (CUstream)fake), CUDA_ERROR_INVALID_HANDLE);
+	/* the per-thread-stream entry point, through cuGetProcAddress */
+	CHECK_EQ(cuGetProcAddress_v2("cuEventRecord", (void **)&rec_ptsz, 13000,
+			CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, NULL),
+		 CUDA_SUCCESS);
+	CHECK_STR(sname((void *)rec_ptsz), "cuEventRecord_ptsz");
+	CHECK_EQ(rec_ptsz(e, CU_STREAM_PER_THREAD), CUDA_SUCCESS);
+	CHECK_EQ(fakecuda_calls("cuEventRecord_ptsz"), 1);
+	/* event and stream of different contexts */
+	CHECK_EQ(cuCtxCreate(&other, NULL, 0, 1), CUDA_SUCCESS);
+	CHECK_EQ(cuStreamCreate(&s1, 0), CUDA_SUCCESS);
+	CHECK_EQ(cuEventRecord(e, s1), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_EQ(cuEventRecord(e, NULL), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_EQ(cuCtxPopCurrent(&other), CUDA_SUCCESS);
+	CHECK_EQ(cuEventRecord(e, s), CUDA_SUCCESS);
+	CHECK_EQ(cuCtxSetCurrent(NULL), CUDA_SUCCESS);
+	CHECK_EQ(cuEventRecord(e, NULL), CUDA_ERROR_INVALID_CONTEXT);
+	CHECK_EQ(cuCtxSetCurrent(setup(0)), CUDA_SUCCESS);
+	/* destroy; the old ABI name too */
+	CHECK_EQ(cuEventDestroy(e), CUDA_SUCCESS);
+	CHECK_EQ(fakecuda_calls("cuEventDestroy_v2"), 1);
+	CHECK_EQ(cuEventDestroy(e), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_EQ(cuEventQuery(e), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_EQ(cuEventSynchronize(e), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_EQ(cuEventRecord(e, s), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_EQ(cuEventElapsedTime(&ms, e, e2), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_EQ(cuEventDestroy(NULL), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_EQ(cuEventDestroy((CUevent)fake), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_EQ(cuGetProcAddress_v2("cuEventDestroy", (void **)&destroy_v1,
+				     3020, 0, NULL), CUDA_SUCCESS);
+	CHECK_STR(sname((void *)destroy_v1), "cuEventDestroy");
+	CHECK_EQ(destroy_v1(e2), CUDA_SUCCESS);
+	CHECK_EQ(destroy_v1(e2), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_EQ(fakecuda_calls("cuEventDestroy"), 2);
+	CHECK_EQ(cuEventDestroy(nt), CUDA_SUCCESS);
+	CHECK_EQ(cuEventDestroy(ip), CUDA_SUCCESS);
+}
+
+TEST(ipc_event_across_fork)
+{
+	CUipcEventHandle ih, junk;
+	CUevent e, plain, o;
+	int st = 0;
+	pid_t pid;
+
+	setup(0);
+	CHECK_EQ(cuEventCreate(&plain, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+	CHECK_EQ(cuIpcGetEventHandle(&ih, plain), CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ(cuEventCreate(&e, CU_EVENT_INTERPROCESS |
+			       CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+	CHECK_EQ(cuIpcGetEventHandle(NULL, e), CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ(cuIpcGetEventHandle(&ih, NULL), CUDA_ERROR_INVALID_HANDLE);
+	CHECK_EQ(cuIpcGetEventHandle(&ih, e), CUDA_SUCCESS);
+	CHECK_EQ(cuIpcOpenEventHandle(&o, ih), CUDA_ERROR_INVALID_CONTEXT);
+	CHECK_EQ(cuEventRecord(e, NULL), CUDA_SUCCESS);
+	memset(&junk, 0, sizeof(junk));
+	pid = fork();
+	if (pid == 0) {
+		float ms;
+
+		if (cuIpcOpenEventHandle(&o, ih) != CUDA_ERROR_NOT_INITIALIZED)
+			_exit(10);
+		if (cuInit(0) ||
+		    cuIpcOpenEventHandle(&o, ih) != CUDA_ERROR_INVALID_CONTEXT)
+			_exit(11);
+		setup(1);
+		if (cuIpcOpenEventHandle(&o, junk) != CUDA_ERROR_INVALID_VALUE ||
+		    cuIpcOpenEventHandle(NULL, ih) != CUDA_ERROR_INVALID_VALUE)
+			_exit(12);
+		if (cuIpcOpenEventHandle(&o, ih) || cuEventQuery(o) ||
+		    cuEventSynchronize(o) || cuEventRecord(o, NULL))
+			_exit(13);
+		/* like a local DISABLE_TIMING event: no timing, no export */
+		if (cuEventElapsedTime(&ms, o, o) != CUDA_ERROR_INVALID_HANDLE ||
+		    cuIpcGetEventHandle(&junk, o) != CUDA_ERROR_INVALID_VALUE)
+			_exit(14);
+		if (cuEventDestroy(o) ||
+		    cuEventDestroy(o) != CUDA_ERROR_INVALID_HANDLE)
+			_exit(15);
+		_exit(0);
+	}
+	CHECK(waitpid(pid, &st, 0) == pid);
+	CHECK(WIFEXITED(st));
+	CHECK_EQ(WEXITSTATUS(st), 0);
+	CHECK_EQ(cuEventQuery(e), CUDA_SUCCESS);
+	CHECK_EQ(cuEventDestroy(e), CUDA_SUCCESS);
+	CHECK_EQ(cuIpcGetEventHandle(&ih, e), CUDA_ERROR_INVALID_HANDLE);
+}
+
 TEST(get_proc_address_versions_and_flags)
 {
 	CUdriverProcAddressQueryResult st;

@@ -635,6 +635,25 @@ FC_API CUresult CUDAAPI cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice de
 	return CUDA_SUCCESS;
 }
 
+/* The real driver says 0 for a device and itself; the double's devices
+ * all reach each other. */
+FC_API CUresult CUDAAPI cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev,
+					      CUdevice peerDev)
+{
+	CUresult rc;
+
+	FC_ENTER();
+	rc = dev_check(dev);
+	if (!rc)
+		rc = dev_check(peerDev);
+	if (rc)
+		return rc;
+	if (!canAccessPeer)
+		return CUDA_ERROR_INVALID_VALUE;
+	*canAccessPeer = dev != peerDev;
+	return CUDA_SUCCESS;
+}
+
 /* ------------------------------------------------------------- contexts */
 
 CUcontext fc_current(void)

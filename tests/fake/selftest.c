@@ -72,6 +72,37 @@ TEST(device_count_env)
 	CHECK_EQ(n, 4);
 }
 
+TEST(device_can_access_peer)
+{
+	int can = 7;
+
+	CHECK_EQ(cuDeviceCanAccessPeer(&can, 0, 1), CUDA_ERROR_NOT_INITIALIZED);
+	CHECK_EQ(cuInit(0), CUDA_SUCCESS);
+	CHECK_EQ(cuDeviceCanAccessPeer(&can, 0, 0), CUDA_SUCCESS);
+	CHECK_EQ(can, 0);	/* a device and itself: 0, as the driver says */
+	CHECK_EQ(cuDeviceCanAccessPeer(&can, 0, 1), CUDA_SUCCESS);
+	CHECK_EQ(can, 1);
+	can = 7;
+	CHECK_EQ(cuDeviceCanAccessPeer(&can, 1, 0), CUDA_SUCCESS);
+	CHECK_EQ(can, 1);
+	can = 7;
+	CHECK_EQ(cuDeviceCanAccessPeer(&can, 0, 2), CUDA_ERROR_INVALID_DEVICE);
+	CHECK_EQ(cuDeviceCanAccessPeer(&can, -1, 0), CUDA_ERROR_INVALID_DEVICE);
+	CHECK_EQ(can, 7);
+	CHECK_EQ(cuDeviceCanAccessPeer(NULL, 0, 1), CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST(device_can_access_peer_one_device)
+{
+	int can = 7;
+
+	setenv("FAKECUDA_DEVICES", "1", 1);
+	CHECK_EQ(cuInit(0), CUDA_SUCCESS);
+	CHECK_EQ(cuDeviceCanAccessPeer(&can, 0, 0), CUDA_SUCCESS);
+	CHECK_EQ(can, 0);
+	CHECK_EQ(cuDeviceCanAccessPeer(&can, 0, 1), CUDA_ERROR_INVALID_DEVICE);
+}
+
 TEST(reuse_same_address_new_buffer_id)
 {
 	CUdeviceptr a, b;

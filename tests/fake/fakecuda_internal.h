@@ -211,6 +211,8 @@ struct fc_alloc {
 	unsigned int ipc_refs;
 	int ipc_pid;
 	unsigned long long ipc_buffer_id;
+	/* VMM mapping: CUmemAccess_flags per device (cuMemSetAccess) */
+	unsigned char access[FC_MAX_DEVICES];
 	/* global: its module or library, and its index there */
 	const void *owner;
 	int owner_idx;

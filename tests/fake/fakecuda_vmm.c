@@ -265,7 +265,10 @@ FC_API CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size,
 		return CUDA_ERROR_INVALID_VALUE;
 	for (size_t i = 0; i < count; i++) {
 		if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
-		    desc[i].location.id < 0 || desc[i].location.id >= fc.ndev)
+		    desc[i].location.id < 0 || desc[i].location.id >= fc.ndev ||
+		    (desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE &&
+		     desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
+		     desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE))
 			return CUDA_ERROR_INVALID_VALUE;
 		if (desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
 			prot = PROT_READ | PROT_WRITE;
@@ -284,9 +287,47 @@ FC_API CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size,
 		}
 		p = a->base + a->size;
 	}
-	if (mprotect((void *)ptr, size, prot))
+	if (mprotect((void *)ptr, size, prot)) {
 		rc = CUDA_ERROR_INVALID_VALUE;
+		goto out;
+	}
+	/* what cuMemGetAccess reports, per mapping and device */
+	for (p = ptr; p < ptr + size;) {
+		struct fc_alloc *a = fc_find(p);
+
+		for (size_t i = 0; i < count; i++)
+			a->access[desc[i].location.id] = desc[i].flags;
+		p = a->base + a->size;
+	}
 out:
+	fc_unlock();
+	return rc;
+}
+
+/*
+ * The flags cuMemSetAccess last gave @location on the mapping holding
+ * @ptr (PROT_NONE until then, as cuMemMap leaves it).  Device locations
+ * only, like cuMemSetAccess; an address no cuMemMap mapped: INVALID_VALUE.
+ */
+FC_API CUresult CUDAAPI cuMemGetAccess(unsigned long long *flags,
+				       const CUmemLocation *location,
+				       CUdeviceptr ptr)
+{
+	CUresult rc = CUDA_SUCCESS;
+	struct fc_alloc *a;
+
+	FC_ENTER_INIT();
+	if (!flags || !location ||
+	    location->type != CU_MEM_LOCATION_TYPE_DEVICE)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (location->id < 0 || location->id >= fc.ndev)
+		return CUDA_ERROR_INVALID_DEVICE;
+	fc_lock();
+	a = fc_find(ptr);
+	if (!a || a->kind != FC_K_VMM)
+		rc = CUDA_ERROR_INVALID_VALUE;
+	else
+		*flags = a->access[location->id];
 	fc_unlock();
 	return rc;
 }

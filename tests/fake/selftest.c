@@ -317,6 +317,62 @@ TEST(vmm_aliasing)
 	CHECK_EQ(fakecuda_live_count(), 0);
 }
 
+TEST(vmm_get_access)
+{
+	CUmemAllocationProp prop = { 0 };
+	CUmemAccessDesc ad[2] = {
+		{ { CU_MEM_LOCATION_TYPE_DEVICE, 0 },
+		  CU_MEM_ACCESS_FLAGS_PROT_READWRITE },
+		{ { CU_MEM_LOCATION_TYPE_DEVICE, 1 },
+		  CU_MEM_ACCESS_FLAGS_PROT_READ } };
+	CUmemLocation l0 = { CU_MEM_LOCATION_TYPE_DEVICE, 0 };
+	CUmemLocation l1 = { CU_MEM_LOCATION_TYPE_DEVICE, 1 };
+	CUmemLocation bad = { CU_MEM_LOCATION_TYPE_DEVICE, 5 };
+	CUmemLocation host = { CU_MEM_LOCATION_TYPE_HOST, 0 };
+	CUmemGenericAllocationHandle h;
+	unsigned long long f = 9;
+	CUdeviceptr va, d;
+	size_t g = 2 << 20;
+
+	setup(0);
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	CHECK_EQ(cuMemCreate(&h, g, &prop, 0), CUDA_SUCCESS);
+	CHECK_EQ(cuMemAddressReserve(&va, 2 * g, 0, 0, 0), CUDA_SUCCESS);
+	CHECK_EQ(cuMemGetAccess(&f, &l0, va), CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ(cuMemMap(va, g, 0, h, 0), CUDA_SUCCESS);
+	CHECK_EQ(cuMemGetAccess(&f, &l0, va + 100), CUDA_SUCCESS);
+	CHECK_EQ(f, CU_MEM_ACCESS_FLAGS_PROT_NONE);	/* until set */
+	CHECK_EQ(cuMemSetAccess(va, g, &ad[0], 1), CUDA_SUCCESS);
+	CHECK_EQ(cuMemGetAccess(&f, &l0, va + g - 1), CUDA_SUCCESS);
+	CHECK_EQ(f, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+	CHECK_EQ(cuMemGetAccess(&f, &l1, va), CUDA_SUCCESS);
+	CHECK_EQ(f, CU_MEM_ACCESS_FLAGS_PROT_NONE);
+	CHECK_EQ(cuMemSetAccess(va, g, &ad[1], 1), CUDA_SUCCESS);
+	CHECK_EQ(cuMemGetAccess(&f, &l1, va), CUDA_SUCCESS);
+	CHECK_EQ(f, CU_MEM_ACCESS_FLAGS_PROT_READ);
+	CHECK_EQ(cuMemGetAccess(&f, &l0, va), CUDA_SUCCESS);
+	CHECK_EQ(f, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);	/* kept */
+	ad[1].flags = (CUmemAccess_flags)2;	/* no such flags */
+	CHECK_EQ(cuMemSetAccess(va, g, &ad[1], 1), CUDA_ERROR_INVALID_VALUE);
+	f = 9;
+	CHECK_EQ(cuMemGetAccess(&f, &bad, va), CUDA_ERROR_INVALID_DEVICE);
+	CHECK_EQ(cuMemGetAccess(&f, &host, va), CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ(cuMemGetAccess(NULL, &l0, va), CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ(cuMemGetAccess(&f, NULL, va), CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ(cuMemGetAccess(&f, &l0, va + g), CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ(cuMemAlloc(&d, 4096), CUDA_SUCCESS);
+	CHECK_EQ(cuMemGetAccess(&f, &l0, d), CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ(f, 9);
+	/* a new mapping starts without access again */
+	CHECK_EQ(cuMemUnmap(va, g), CUDA_SUCCESS);
+	CHECK_EQ(cuMemGetAccess(&f, &l0, va), CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ(cuMemMap(va, g, 0, h, 0), CUDA_SUCCESS);
+	CHECK_EQ(cuMemGetAccess(&f, &l0, va), CUDA_SUCCESS);
+	CHECK_EQ(f, CU_MEM_ACCESS_FLAGS_PROT_NONE);
+	CHECK_EQ(fakecuda_calls("cuMemGetAccess"), 14);
+}
+
 TEST(pools)
 {
 	CUmemoryPool dp, cur, mine, ph = NULL;

@@ -360,6 +360,33 @@ out:
 	return rc;
 }
 
+/*
+ * A pool's own device reads and writes it; the double has no
+ * cuMemPoolSetAccess, so other devices have no access (the real
+ * driver's default).
+ */
+FC_API CUresult CUDAAPI cuMemPoolGetAccess(CUmemAccess_flags *flags,
+					   CUmemoryPool memPool,
+					   CUmemLocation *location)
+{
+	CUresult rc = CUDA_SUCCESS;
+
+	FC_ENTER_INIT();
+	if (!flags || !location ||
+	    location->type != CU_MEM_LOCATION_TYPE_DEVICE ||
+	    location->id < 0 || location->id >= fc.ndev)
+		return CUDA_ERROR_INVALID_VALUE;
+	fc_lock();
+	if (!pool_valid(memPool))
+		rc = CUDA_ERROR_INVALID_VALUE;
+	else
+		*flags = location->id == memPool->dev ?
+			CU_MEM_ACCESS_FLAGS_PROT_READWRITE :
+			CU_MEM_ACCESS_FLAGS_PROT_NONE;
+	fc_unlock();
+	return rc;
+}
+
 FC_API CUresult CUDAAPI cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out,
 						  CUdevice dev)
 {

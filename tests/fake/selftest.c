@@ -430,6 +430,42 @@ TEST(pools)
 	CHECK_EQ(cuStreamDestroy(s), CUDA_SUCCESS);
 }
 
+TEST(pool_get_access)
+{
+	CUmemLocation l0 = { CU_MEM_LOCATION_TYPE_DEVICE, 0 };
+	CUmemLocation l1 = { CU_MEM_LOCATION_TYPE_DEVICE, 1 };
+	CUmemLocation bad = { CU_MEM_LOCATION_TYPE_DEVICE, 7 };
+	CUmemLocation host = { CU_MEM_LOCATION_TYPE_HOST, 0 };
+	CUmemAccess_flags f = (CUmemAccess_flags)9;
+	CUmemPoolProps pp = { 0 };
+	CUmemoryPool dp, mine;
+
+	CHECK_EQ(cuMemPoolGetAccess(&f, NULL, &l0), CUDA_ERROR_NOT_INITIALIZED);
+	setup(0);
+	CHECK_EQ(cuDeviceGetDefaultMemPool(&dp, 0), CUDA_SUCCESS);
+	CHECK_EQ(cuMemPoolGetAccess(&f, dp, &l0), CUDA_SUCCESS);
+	CHECK_EQ(f, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);	/* its device */
+	CHECK_EQ(cuMemPoolGetAccess(&f, dp, &l1), CUDA_SUCCESS);
+	CHECK_EQ(f, CU_MEM_ACCESS_FLAGS_PROT_NONE);
+	pp.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+	pp.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	pp.location.id = 1;
+	CHECK_EQ(cuMemPoolCreate(&mine, &pp), CUDA_SUCCESS);
+	CHECK_EQ(cuMemPoolGetAccess(&f, mine, &l1), CUDA_SUCCESS);
+	CHECK_EQ(f, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+	CHECK_EQ(cuMemPoolGetAccess(&f, mine, &l0), CUDA_SUCCESS);
+	CHECK_EQ(f, CU_MEM_ACCESS_FLAGS_PROT_NONE);
+	f = (CUmemAccess_flags)9;
+	CHECK_EQ(cuMemPoolGetAccess(&f, mine, &bad), CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ(cuMemPoolGetAccess(&f, mine, &host), CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ(cuMemPoolGetAccess(NULL, mine, &l0), CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ(cuMemPoolGetAccess(&f, mine, NULL), CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ(cuMemPoolGetAccess(&f, NULL, &l0), CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ(cuMemPoolDestroy(mine), CUDA_SUCCESS);
+	CHECK_EQ(cuMemPoolGetAccess(&f, mine, &l1), CUDA_ERROR_INVALID_VALUE);
+	CHECK_EQ(f, 9);
+}
+
 TEST(ipc_across_fork)
 {
 	CUipcMemHandle ih;

@@ -116,6 +116,71 @@ static int ipc_child(const char *s1, const char *s2)
 
 static const char *self;
 
+/* Events, peer access and access queries (what Open MPI's CUDA support asks). */
+static void probe_events_access(void)
+{
+	CUmemLocation loc = { CU_MEM_LOCATION_TYPE_DEVICE, 0 };
+	CUevent e = NULL, e2 = NULL, nt = NULL, ip = NULL, o = NULL;
+	CUmemAccess_flags pf = (CUmemAccess_flags)9;
+	unsigned long long f = 9;
+	CUipcEventHandle eh;
+	CUmemoryPool pool;
+	CUcontext pc;
+	CUdevice d0;
+	CUdeviceptr p = 0;
+	CUresult rc;
+	float ms = -1;
+	int can = 7;
+
+	cuDeviceGet(&d0, 0);
+	cuDevicePrimaryCtxRetain(&pc, d0);
+	cuCtxSetCurrent(pc);
+	rc = cuEventCreate(&e, CU_EVENT_INTERPROCESS);
+	P("event interprocess alone", "%d", rc);
+	rc = cuEventCreate(&e, 0x8);
+	P("event bad flag", "%d", rc);
+	cuEventCreate(&e, CU_EVENT_DEFAULT);
+	cuEventCreate(&e2, CU_EVENT_DEFAULT);
+	cuEventCreate(&nt, CU_EVENT_DISABLE_TIMING);
+	rc = cuEventQuery(e);
+	P("event query unrecorded", "%d", rc);
+	rc = cuEventElapsedTime(&ms, e, e2);
+	P("event elapsed unrecorded", "%d", rc);
+	cuEventRecord(e, NULL);
+	cuEventRecord(e2, NULL);
+	cuEventRecord(nt, NULL);
+	cuEventSynchronize(e2);
+	rc = cuEventElapsedTime(&ms, e, nt);
+	P("event elapsed no timing", "%d", rc);
+	rc = cuIpcGetEventHandle(&eh, nt);
+	P("event ipc get not interprocess", "%d", rc);
+	cuEventCreate(&ip, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING);
+	rc = cuIpcGetEventHandle(&eh, ip);
+	P("event ipc get", "%d", rc);
+	rc = cuIpcOpenEventHandle(&o, eh);
+	P("event ipc open same process", "%d", rc);
+	cuEventDestroy(e);
+	rc = cuEventDestroy(e);
+	P("event destroy twice", "%d", rc);
+	cuEventDestroy(e2);
+	cuEventDestroy(nt);
+	cuEventDestroy(ip);
+	rc = cuDeviceCanAccessPeer(&can, d0, d0);
+	P("peer self", "rc=%d can=%d", rc, can);
+	rc = cuDeviceCanAccessPeer(&can, d0, 99);
+	P("peer bad ordinal", "%d", rc);
+	cuMemAlloc(&p, 1 << 20);
+	rc = cuMemGetAccess(&f, &loc, p);
+	P("getaccess memalloc", "rc=%d flags=%llu", rc, f);
+	cuMemFree(p);
+	cuDeviceGetDefaultMemPool(&pool, d0);
+	rc = cuMemPoolGetAccess(&pf, pool, &loc);
+	P("pool access own device", "rc=%d flags=%d", rc, (int)pf);
+	loc.id = 99;
+	rc = cuMemPoolGetAccess(&pf, pool, &loc);
+	P("pool access bad ordinal", "%d", rc);
+}
+
 int main(int argc, char **argv)
 {
 	CUdeviceptr a = 0, b = 0, c = 0, d = 0;
@@ -701,5 +766,6 @@ int main(int argc, char **argv)
 		rc = cuDeviceGet(&dev, 99);
 		P("deviceget bad", "%d", rc);
 	}
+	probe_events_access();
 	return 0;
 }

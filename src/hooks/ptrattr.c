@@ -140,18 +140,21 @@ enum { MODE_UNSET = -1, MODE_DRIVER = 0, MODE_REGISTRY = 1 };
 				 * nothing validated */
 #define GATE_NONE	0x2	/* "not CUDA memory" may be said: none_ok() */
 
-static struct {
+/* The line to itself (the type's alignment pads it): nothing written
+ * often shares it. */
+static struct __attribute__((aligned(64))) {
 	int gate;		/* GATE_*: once set, cleared only by untrust */
 	int queries_mode;	/* GDRHOOK_POINTER_QUERIES, read once */
 	int buffer_id_mode;	/* GDRHOOK_BUFFER_ID, read once */
 	int drv_ready;		/* note_driver_rc() */
 	int routes_done;	/* routes_complete(), -1 until decided */
 	int rt_state;		/* note_runtime_rc() */
-} hot __attribute__((aligned(64))) = {
+} hot = {
 	.queries_mode = MODE_UNSET,
 	.buffer_id_mode = MODE_UNSET,
 	.routes_done = -1,
 };
+_Static_assert(sizeof(hot) == 64, "the hot line is one line");
 
 static int mode_of(int v)
 {

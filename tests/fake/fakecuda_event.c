@@ -199,7 +199,10 @@ struct fc_ipc_event {
 _Static_assert(sizeof(struct fc_ipc_event) <= CU_IPC_HANDLE_SIZE,
 	       "ipc event handle");
 
-/* cuda.h: only an event made with INTERPROCESS (and so DISABLE_TIMING). */
+/*
+ * cuda.h: only an event made with INTERPROCESS (and so DISABLE_TIMING);
+ * another is refused as an invalid handle (H200, driver 580: probe.c).
+ */
 FC_API CUresult CUDAAPI cuIpcGetEventHandle(CUipcEventHandle *pHandle,
 					    CUevent event)
 {
@@ -217,7 +220,7 @@ FC_API CUresult CUDAAPI cuIpcGetEventHandle(CUipcEventHandle *pHandle,
 		goto out;
 	}
 	if (!(e->flags & CU_EVENT_INTERPROCESS)) {
-		rc = CUDA_ERROR_INVALID_VALUE;
+		rc = CUDA_ERROR_INVALID_HANDLE;
 		goto out;
 	}
 	memset(&h, 0, sizeof(h));

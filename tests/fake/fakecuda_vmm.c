@@ -307,7 +307,9 @@ out:
 /*
  * The flags cuMemSetAccess last gave @location on the mapping holding
  * @ptr (PROT_NONE until then, as cuMemMap leaves it).  Device locations
- * only, like cuMemSetAccess; an address no cuMemMap mapped: INVALID_VALUE.
+ * only, like cuMemSetAccess.  cuMemAlloc memory: success and PROT_NONE
+ * (H200, driver 580: probe.c); other kinds no mapping made are taken to
+ * answer alike (unmeasured).  An address in no allocation: INVALID_VALUE.
  */
 FC_API CUresult CUDAAPI cuMemGetAccess(unsigned long long *flags,
 				       const CUmemLocation *location,
@@ -324,10 +326,11 @@ FC_API CUresult CUDAAPI cuMemGetAccess(unsigned long long *flags,
 		return CUDA_ERROR_INVALID_DEVICE;
 	fc_lock();
 	a = fc_find(ptr);
-	if (!a || a->kind != FC_K_VMM)
+	if (!a)
 		rc = CUDA_ERROR_INVALID_VALUE;
 	else
-		*flags = a->access[location->id];
+		*flags = a->kind == FC_K_VMM ? a->access[location->id] :
+			 CU_MEM_ACCESS_FLAGS_PROT_NONE;
 	fc_unlock();
 	return rc;
 }

@@ -159,9 +159,8 @@ static void probe_events_access(void)
 	P("event ipc get", "%d", rc);
 	rc = cuIpcOpenEventHandle(&o, eh);
 	P("event ipc open same process", "%d", rc);
+	/* Not a second destroy: the real driver crashes on it. */
 	cuEventDestroy(e);
-	rc = cuEventDestroy(e);
-	P("event destroy twice", "%d", rc);
 	cuEventDestroy(e2);
 	cuEventDestroy(nt);
 	cuEventDestroy(ip);

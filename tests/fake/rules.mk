@@ -74,6 +74,7 @@ $(FAKE_SELFTEST): tests/fake/selftest.c tests/harness.h tests/fake/fakecuda.h \
 	$(Q)$(CC) $(ALL_CFLAGS) -Itests -Itests/fake -o $@ $< \
 		-L$(FAKE_DIR) -Wl,-rpath,'$$ORIGIN' -lcuda $(LDLIBS)
 
-fake-selftest: $(FAKE_SELFTEST)
+# the self-test's runtime cases dlopen the runtime double
+fake-selftest: $(FAKE_SELFTEST) $(FAKE_LIBCUDART) $(FAKE_DIR)/libcudart.so
 	LD_LIBRARY_PATH=$(FAKE_DIR)$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH} \
 		$(FAKE_SELFTEST)

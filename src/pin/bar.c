@@ -172,7 +172,9 @@ static void read_device(int dev)
 	__atomic_store_n(&bar.budget[dev], budget + 1, __ATOMIC_RELEASE);
 }
 
-uint64_t gh_bar_whole_max(int dev)
+/* The budget for dev (bytes; 0: no limit known), computed once per
+ * device (logged at info level with the BAR1 size it rests on). */
+static uint64_t gh_bar_whole_max(int dev)
 {
 	uint64_t b;
 

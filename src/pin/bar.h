@@ -19,10 +19,6 @@
 int gh_bar_extent(int dev, uint64_t base, uint64_t size, uint64_t addr,
 		  uint64_t len, uint64_t *lo_p, uint64_t *hi_p);
 
-/* The budget for dev (bytes; 0: no limit known), computed once per
- * device (logged at info level with the BAR1 size it rests on). */
-uint64_t gh_bar_whole_max(int dev);
-
 /* BAR1 bytes of the PCI device at bus ("0000:00:06.0", either case): the
  * largest memory BAR in sysfs, else NVML's figure; 0 if neither knows.
  * *src_p: "sysfs", "nvml" or "unknown". */

@@ -535,7 +535,8 @@ void gh_rc_ga_free_if_unused(struct rc_state *rc, struct rc_ga *r)
 	rc->ga_free = me;
 }
 
-struct rc_ga *gh_rc_ga_find(struct rc_state *rc, uint64_t gen)
+/* The state of allocation generation @gen, or NULL (cache lock held). */
+static struct rc_ga *gh_rc_ga_find(struct rc_state *rc, uint64_t gen)
 {
 	uint32_t i = rc->ga_b[hash_ga(gen)].head;
 

@@ -414,9 +414,8 @@ void gh_rc_put_ref_locked(struct rc_state *rc, struct rc_entry *e);
 /* The adopt table slot of mr, or -1. */
 int gh_rc_adopt_find(struct rc_state *rc, const struct ibv_mr *mr);
 
-/* Allocation states: find, get (made if needed: 0, -ESTALE, -ENOSPC),
- * free when nothing uses it, kill everything made on it. */
-struct rc_ga *gh_rc_ga_find(struct rc_state *rc, uint64_t gen);
+/* Allocation states: get (made if needed: 0, -ESTALE, -ENOSPC), free
+ * when nothing uses it, kill everything made on it. */
 int gh_rc_ga_get(struct rc_state *rc, const struct gh_range *g,
 		 struct rc_ga **r_p);
 void gh_rc_ga_free_if_unused(struct rc_state *rc, struct rc_ga *r);

@@ -208,6 +208,19 @@ $(NULL_CLASSIFY): tests/bench/null_classify.c
 	$(call say,CCLD,$@)
 	$(Q)$(CC) $(filter-out -fvisibility=hidden,$(ALL_CFLAGS)) -shared -o $@ $<
 # ---- end null_classify ----
+# ---- bench_classify: an MPI's host-buffer check, gdrhook against the floor ----
+# Linked against the CUDA driver double's soname (the real driver on a
+# GPU host); it runs itself under each library (the file's header).
+BENCH_CLASSIFY	:= $(BUILD)/tests/bench/bench_classify
+.PHONY: bench-classify
+bench: $(BENCH_CLASSIFY)
+bench-classify: $(BENCH_CLASSIFY) $(NULL_CLASSIFY) $(LIB)
+$(BENCH_CLASSIFY): tests/bench/bench_classify.c tests/bench/bench_util.h \
+		$(BUILD)/fake/libcuda.so
+	@mkdir -p $(dir $@)
+	$(call say,CCLD,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD)/fake -lcuda $(LDLIBS)
+# ---- end bench_classify ----
 # ---- bench_mpi: MPI point-to-point, host or device buffers ----
 # Not part of make bench (CI has no MPI): make bench-mpi MPICC=PATH/mpicc
 # (tests/gpu/mpi-check does).  The CUDA driver is found at run time; the

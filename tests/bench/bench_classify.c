@@ -37,7 +37,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bench_util.h"
@@ -108,45 +107,40 @@ static int child(long n, size_t ws)
 	return 0;
 }
 
-/*
- * Runs this program as a child with LD_PRELOAD=@lib (NULL: none), @n
- * checks a loop.
- */
-static int run(const char *self, const char *lib, long n, double out[2])
+/* A child's environment: LD_PRELOAD=@lib (NULL: none), @n checks a loop. */
+struct child_env {
+	const char *lib;
+	long n;
+};
+
+static void child_setup(const void *arg)
 {
+	const struct child_env *e = arg;
 	char num[32];
 
-	int fd[2], status;
+	if (e->lib)
+		setenv("LD_PRELOAD", e->lib, 1);
+	else
+		unsetenv("LD_PRELOAD");
+	setenv("GH_BENCH_CHILD", "1", 1);
+	snprintf(num, sizeof(num), "%ld", e->n);
+	setenv("GH_BENCH_CHECKS", num, 1);
+}
+
+/* Runs this program as a child (child_env); its two figures. */
+static int run(const char *self, const char *lib, long n, double out[2])
+{
+	char *argv[] = { (char *)self, NULL };
+	struct child_env e = { lib, n };
 	char line[256] = "";
 	pid_t pid;
-	FILE *f;
+	FILE *f = bench_spawn(self, argv, child_setup, &e, &pid);
 
-	if (pipe(fd))
+	if (!f)
 		return -1;
-	pid = fork();
-	if (pid < 0)
-		return -1;
-	if (!pid) {
-		close(fd[0]);
-		dup2(fd[1], 1);
-		if (lib)
-			setenv("LD_PRELOAD", lib, 1);
-		else
-			unsetenv("LD_PRELOAD");
-		setenv("GH_BENCH_CHILD", "1", 1);
-		snprintf(num, sizeof(num), "%ld", n);
-		setenv("GH_BENCH_CHECKS", num, 1);
-		execl(self, self, (char *)NULL);
-		_exit(127);
-	}
-	close(fd[1]);
-	f = fdopen(fd[0], "r");
-	if (!f || !fgets(line, sizeof(line), f))
+	if (!fgets(line, sizeof(line), f))
 		line[0] = 0;
-	if (f)
-		fclose(f);
-	waitpid(pid, &status, 0);
-	if (!WIFEXITED(status) || WEXITSTATUS(status) ||
+	if (bench_reap(f, pid) ||
 	    sscanf(line, "%lf %lf", &out[0], &out[1]) != 2)
 		return -1;
 	return 0;

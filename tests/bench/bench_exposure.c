@@ -306,36 +306,36 @@ static int child(uint64_t max, unsigned int iters, int anchor)
 	return 0;
 }
 
+/* A child's environment: the configuration's, and the shim if it has one. */
+struct child_env {
+	const struct config *c;
+	const char *shim;
+};
+
+static void child_setup(const void *arg)
+{
+	const struct child_env *e = arg;
+
+	for (int i = 0; i < 3 && e->c->env[i]; i++)
+		putenv((char *)e->c->env[i]);
+	if (e->c->shim)
+		setenv("LD_PRELOAD", e->shim, 1);
+	else
+		unsetenv("LD_PRELOAD");
+}
+
 /* Runs one configuration in a child of the same program; its rows. */
 static int run_config(const struct config *c, const char *self,
 		      const char *shim, char *const argv[], struct row *rows)
 {
-	int fd[2], st;
+	struct child_env e = { c, shim };
 	char line[256];
-	FILE *f;
 	pid_t pid;
+	FILE *f = bench_spawn(self, argv, child_setup, &e, &pid);
 
-	if (pipe(fd))
+	if (!f)
 		return -1;
-	pid = fork();
-	if (pid < 0)
-		return -1;
-	if (!pid) {
-		dup2(fd[1], 1);
-		close(fd[0]);
-		close(fd[1]);
-		for (int i = 0; i < 3 && c->env[i]; i++)
-			putenv((char *)c->env[i]);
-		if (c->shim)
-			setenv("LD_PRELOAD", shim, 1);
-		else
-			unsetenv("LD_PRELOAD");
-		execv(self, argv);
-		_exit(127);
-	}
-	close(fd[1]);
-	f = fdopen(fd[0], "r");
-	while (f && fgets(line, sizeof(line), f)) {
+	while (fgets(line, sizeof(line), f)) {
 		unsigned long long len, wider;
 		struct row x = { 0 };
 		char what[8];
@@ -353,11 +353,7 @@ static int run_config(const struct config *c, const char *self,
 			if (sizes[s] == len)
 				rows[s] = x;
 	}
-	if (f)
-		fclose(f);
-	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
-		return -1;
-	return 0;
+	return bench_reap(f, pid);
 }
 
 /* The shim's CPU time per pair: what was measured, less the double's

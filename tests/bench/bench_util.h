@@ -11,8 +11,11 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 static inline uint64_t now_ns(void)
 {
@@ -84,6 +87,55 @@ static inline int pin_cpu(int cpu)
 	CPU_ZERO(&set);
 	CPU_SET(cpu, &set);
 	return pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+/*
+ * Starts this program again (@self with @argv) as a child whose standard
+ * output is the stream returned; @setup(@arg) runs in the child first
+ * (its environment: the library to preload, the figures to make).  NULL
+ * when it cannot start.  bench_reap() closes the stream and waits.
+ */
+static inline FILE *bench_spawn(const char *self, char *const argv[],
+				void (*setup)(const void *), const void *arg,
+				pid_t *pid)
+{
+	int fd[2];
+	FILE *f;
+
+	if (pipe(fd))
+		return NULL;
+	*pid = fork();
+	if (*pid < 0) {
+		close(fd[0]);
+		close(fd[1]);
+		return NULL;
+	}
+	if (!*pid) {
+		dup2(fd[1], 1);
+		close(fd[0]);
+		close(fd[1]);
+		if (setup)
+			setup(arg);
+		execv(self, argv);
+		_exit(127);
+	}
+	close(fd[1]);
+	f = fdopen(fd[0], "r");
+	if (!f) {
+		close(fd[0]);
+		waitpid(*pid, NULL, 0);
+	}
+	return f;
+}
+
+/* 0 when the child bench_spawn() started exited with 0. */
+static inline int bench_reap(FILE *f, pid_t pid)
+{
+	int st;
+
+	fclose(f);
+	return waitpid(pid, &st, 0) == pid && WIFEXITED(st) &&
+	       !WEXITSTATUS(st) ? 0 : -1;
 }
 
 #endif /* GH_BENCH_UTIL_H */

@@ -968,6 +968,76 @@ static int scenario_untracked(void)
 	return 0;
 }
 
+/*
+ * The registry marked untrusted while other threads query host memory:
+ * once the mark has returned, every query of each thread reaches the
+ * driver (the early refusal's gate is cleared before the mark returns).
+ */
+#define UR_READERS	3
+#define UR_AFTER	2000
+
+static struct {
+	int marked, stop;
+	unsigned long after;	/* queries begun after the mark returned */
+	unsigned long wrong;
+} ur;
+
+static void *ur_reader(void *arg)
+{
+	static char host[64];
+	unsigned int mt = 7;
+	unsigned long n = 0;
+
+	(void)arg;
+	CU_OK(cuCtxSetCurrent(cc.ctx));
+	while (!__atomic_load_n(&ur.marked, __ATOMIC_ACQUIRE))
+		cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+				      (CUdeviceptr)(uintptr_t)host);
+	for (; n < UR_AFTER; n++)
+		if (cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+					  (CUdeviceptr)(uintptr_t)host) !=
+		    CUDA_ERROR_INVALID_VALUE)
+			__atomic_add_fetch(&ur.wrong, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&ur.after, n, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+static int scenario_untrust_race(void)
+{
+	struct timespec ts = { 0, 20 * 1000 * 1000 };
+	pthread_t t[UR_READERS];
+	CUgraphNodeParams np;
+	unsigned long before;
+	struct mem m;
+	CUgraphNode node;
+	CUgraph g;
+
+	setup_answered(&m);
+	CU_OK(cuCtxGetCurrent(&cc.ctx));
+	for (int i = 0; i < UR_READERS; i++)
+		CHECK_EQ(pthread_create(&t[i], NULL, ur_reader, NULL), 0);
+	nanosleep(&ts, NULL);	/* the readers answered from the registry */
+	memset(&np, 0, sizeof(np));
+	np.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+	np.alloc.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+	np.alloc.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	np.alloc.bytesize = 1 << 20;
+	CU_OK(cuGraphCreate(&g, 0));
+	CU_OK(cuGraphAddNode(&node, g, NULL, NULL, 0, &np));
+	before = fake_calls("cuPointerGetAttribute");
+	CU_OK(cuGraphDestroyNode(node));	/* untrusted from here */
+	__atomic_store_n(&ur.marked, 1, __ATOMIC_RELEASE);
+	for (int i = 0; i < UR_READERS; i++)
+		CHECK_EQ(pthread_join(t[i], NULL), 0);
+	CHECK_EQ(gdrhook_trusted(), 0);
+	CHECK_EQ(ur.wrong, 0);
+	CHECK_EQ(ur.after, UR_READERS * UR_AFTER);
+	/* every query after the mark, and perhaps some racing it */
+	CHECK(fake_calls("cuPointerGetAttribute") - before >= ur.after);
+	CU_OK(cuGraphDestroy(g));
+	return 0;
+}
+
 static const struct scenario scenarios[] = {
 	{ "registry", scenario_registry },
 	{ "validate", scenario_validate },
@@ -982,6 +1052,7 @@ static const struct scenario scenarios[] = {
 	{ "retain", scenario_retain },
 	{ "retain_validate", scenario_retain_validate },
 	{ "untracked", scenario_untracked },
+	{ "untrust_race", scenario_untrust_race },
 };
 
 static const char *const registry_env[] = {
@@ -1024,5 +1095,7 @@ QUERY_TEST(untracked_pointers_answered_as_driver, "untracked",
 	   registry_env)
 QUERY_TEST(untracked_pointers_agree_under_validate, "untracked",
 	   validate_env)
+QUERY_TEST(untrust_beside_querying_threads_sends_them_to_driver,
+	   "untrust_race", registry_env)
 
 SCENARIO_MAIN(scenarios)
